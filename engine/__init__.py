@@ -1,0 +1,29 @@
+"""barsweep.engine: pure compute. Indicators, strategies, the per-bar simulation,
+metrics; numba kernels that take arrays and scalars only."""
+
+from .backtest import BacktestResult, backtest
+from .execution import Execution, benchmark_returns
+from .indicators import INDICATORS, ema, sma
+from .metrics import LOWER_IS_BETTER, METRICS, N_METRICS
+from .strategies import Indicator, Param, Strategy, get_strategy, register, strategy_names
+from .sweep import sweep
+
+__all__ = [
+    "INDICATORS",
+    "LOWER_IS_BETTER",
+    "METRICS",
+    "N_METRICS",
+    "BacktestResult",
+    "Execution",
+    "Indicator",
+    "Param",
+    "Strategy",
+    "backtest",
+    "benchmark_returns",
+    "ema",
+    "get_strategy",
+    "register",
+    "sma",
+    "strategy_names",
+    "sweep",
+]

@@ -1,0 +1,161 @@
+"""One combo in full: metrics, the equity curve and the trades table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from barsweep.errors import SpecError
+
+from .execution import Execution, pack_xp
+from .hoist import hoist, param_matrix
+from .metrics import METRICS, N_METRICS
+from .simulate import EXIT_REASONS, N_TRADE_FIELDS
+from .strategies import get_strategy
+from .strategies.base import Strategy
+from .sweep import BAR_COLUMNS, bar_tuple
+
+NS_PER_YEAR_DAY = 86_400 * 10**9
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """The outcome of :func:`backtest`.
+
+    Attributes
+    ----------
+    metrics : dict[str, float]
+        Every metric of ``METRICS``; equal to the sweep kernel's for the same combo.
+    equity : pandas.Series
+        Equity marked at each close, indexed by time (UTC) when the bars have times.
+    trades : pandas.DataFrame
+        One row per round trip: entry/exit time, bar and price, size, pnl, return,
+        bars held and exit reason (``signal`` or ``end``).
+    """
+
+    metrics: dict[str, float]
+    equity: pd.Series
+    trades: pd.DataFrame
+
+
+def backtest(
+    bars,
+    strategy: str | Strategy,
+    params: Mapping[str, float] | None = None,
+    *,
+    ppy: float | None = None,
+    year_days: float = 365.0,
+    **execution,
+) -> BacktestResult:
+    """Backtest one combo with full traces.
+
+    Parameters
+    ----------
+    bars : xarray.Dataset (one symbol, from ``open_bars``), pandas.DataFrame or mapping
+        Columns ``open``, ``high``, ``low``, ``close``; times from the ``time``
+        coordinate/index (int64 ns or datetime64), optional for a mapping.
+    strategy : str or Strategy
+    params : mapping of parameter name to value
+    ppy : float, optional
+        Bars per year; by default ``year_days * 1 day / median bar spacing``.
+    year_days : float
+        365 for markets that trade every day, 252 for equities.
+    **execution
+        ``fill``, ``fees``, ``slippage``, ``init_cash`` (see :class:`Execution`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from barsweep.engine import backtest
+    >>> close = 100 + np.cumsum(np.random.default_rng(0).normal(size=500))
+    >>> res = backtest(dict(open=close, high=close, low=close, close=close), "ema_cross",
+    ...                dict(fast=5, slow=20), ppy=252, fill="close", fees=0.001)
+    >>> sorted(res.metrics)[:3]
+    ['alpha', 'avg_trade_return', 'beta']
+    """
+    strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    exe = Execution(**execution)
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(strat.param_names))
+    missing = sorted(set(strat.param_names) - set(params))
+    if unknown or missing:
+        raise SpecError(
+            f"{strat.name}: unknown parameters {unknown}, missing parameters {missing}; "
+            f"expected {list(strat.param_names)}"
+        )
+    for name, value in params.items():
+        problem = strat.param(name).check(value)
+        if problem:
+            raise SpecError(f"{strat.name}: {problem}")
+
+    columns, time_ns = _columns(bars)
+    if ppy is None:
+        ppy = _infer_ppy(time_ns, year_days)
+    cols = bar_tuple(columns)
+    n_bars = len(cols[3])
+    one = {name: np.array([value]) for name, value in params.items()}
+    ind, rows = hoist(strat, dict(zip(BAR_COLUMNS, cols[:4])), one)
+    xp = pack_xp(exe, ppy, cols[4])
+    out = np.empty((1, N_METRICS))
+    rec_equity = np.empty(n_bars)
+    rec_trades = np.full((n_bars + 1, N_TRADE_FIELDS), np.nan)
+    strat.kernel(cols, ind, rows, param_matrix(strat, one), xp, out, rec_equity, rec_trades)
+
+    metrics = dict(zip(METRICS, out[0].tolist()))
+    index = pd.to_datetime(time_ns, utc=True) if time_ns is not None else pd.RangeIndex(n_bars)
+    equity = pd.Series(rec_equity, index=index, name="equity")
+    trades = _trades_frame(rec_trades[: int(metrics["n_trades"])], index)
+    return BacktestResult(metrics=metrics, equity=equity, trades=trades)
+
+
+def _columns(bars) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """Bar columns as 1-D arrays and the times as int64 ns (or None)."""
+    if hasattr(bars, "data_vars"):  # xarray.Dataset
+        if "symbol" in bars.dims:
+            if bars.sizes["symbol"] != 1:
+                raise SpecError("backtest() takes one symbol; select it with ds.sel(symbol=...)")
+            bars = bars.isel(symbol=0)
+        time = bars["time"].values if "time" in bars.coords else None
+        cols = {c: bars[c].values for c in BAR_COLUMNS}
+    elif isinstance(bars, pd.DataFrame):
+        cols = {c: bars[c].to_numpy() for c in BAR_COLUMNS}
+        time = bars.index.values if isinstance(bars.index, pd.DatetimeIndex) else None
+        if time is None and "time" in bars.columns:
+            time = bars["time"].to_numpy()
+    else:
+        cols = {c: np.asarray(bars[c]) for c in BAR_COLUMNS}
+        time = np.asarray(bars["time"]) if "time" in bars else None
+    if time is not None:
+        time = np.asarray(time)
+        if np.issubdtype(time.dtype, np.datetime64):
+            time = time.astype("datetime64[ns]").view(np.int64)
+    return cols, time
+
+
+def _infer_ppy(time_ns: np.ndarray | None, year_days: float) -> float:
+    if time_ns is None or len(time_ns) < 2:
+        raise SpecError("backtest(): pass ppy= (bars per year); the bars carry no times")
+    step_ns = float(np.median(np.diff(time_ns)))
+    return year_days * NS_PER_YEAR_DAY / step_ns
+
+
+def _trades_frame(rec: np.ndarray, index) -> pd.DataFrame:
+    entry_bar = rec[:, 0].astype(np.int64)
+    exit_bar = rec[:, 1].astype(np.int64)
+    return pd.DataFrame(
+        {
+            "entry_time": index[entry_bar],
+            "exit_time": index[exit_bar],
+            "entry_bar": entry_bar,
+            "exit_bar": exit_bar,
+            "entry_price": rec[:, 2],
+            "exit_price": rec[:, 3],
+            "size": rec[:, 4],
+            "pnl": rec[:, 5],
+            "return": rec[:, 6],
+            "bars_held": exit_bar - entry_bar,
+            "exit_reason": [EXIT_REASONS[int(r)] for r in rec[:, 7]],
+        }
+    )

@@ -1,0 +1,73 @@
+"""Hoisting: compute each indicator once per distinct parameter value of a block."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .indicators import INDICATORS
+from .strategies.base import Strategy
+
+
+def hoist(
+    strategy: Strategy, bars: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Compute the indicator rows a block of combos needs, each distinct one once.
+
+    Parameters
+    ----------
+    strategy : Strategy
+    bars : mapping of column name to ndarray, shape (n_bars,), float64
+    params : mapping of parameter name to ndarray, shape (n_combos,)
+
+    Returns
+    -------
+    ind : ndarray, shape (n_rows, n_bars), float64
+        One row per distinct (indicator, arguments); slots share identical rows.
+    rows : ndarray, shape (n_combos, n_slots), int64
+        For each combo and each of the strategy's indicator slots, its row of ``ind``.
+
+    Examples
+    --------
+    ``ema_cross`` with fast in {5, 10} and slow in {10, 20} needs three EMA rows.
+    """
+    n_bars = len(bars["close"])
+    n_combos = _n_combos(strategy, params)
+    rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
+    keys: dict[tuple, int] = {}
+    computed: list[np.ndarray] = []
+    for slot, spec in enumerate(strategy.indicators):
+        indicator = INDICATORS[spec.name]
+        args = np.column_stack([np.asarray(params[p]) for p in spec.params])
+        distinct, inverse = np.unique(args, axis=0, return_inverse=True)
+        slot_rows = np.empty(len(distinct), dtype=np.int64)
+        for j, values in enumerate(distinct):
+            call = tuple(_scalar(strategy, name, v) for name, v in zip(spec.params, values))
+            key = (spec.name, call)
+            if key not in keys:
+                keys[key] = len(computed)
+                inputs = [bars[column] for column in indicator.inputs]
+                computed.append(indicator.fn(*inputs, *call))
+            slot_rows[j] = keys[key]
+        rows[:, slot] = slot_rows[inverse.reshape(-1)]
+    ind = np.stack(computed) if computed else np.empty((0, n_bars))
+    return ind, rows
+
+
+def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Parameter values as float64, shape (n_combos, n_params), in the strategy's order."""
+    n_combos = _n_combos(strategy, params)
+    if not strategy.params:
+        return np.empty((n_combos, 0))
+    return np.column_stack([np.asarray(params[p], dtype=np.float64) for p in strategy.param_names])
+
+
+def _n_combos(strategy: Strategy, params: Mapping[str, np.ndarray]) -> int:
+    if not strategy.params:
+        return 1
+    return len(np.asarray(params[strategy.params[0].name]))
+
+
+def _scalar(strategy: Strategy, name: str, value):
+    return int(value) if strategy.param(name).kind == "int" else float(value)

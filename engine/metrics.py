@@ -1,0 +1,124 @@
+"""The metric table of DESIGN.md: names, ranking direction and the accumulators.
+
+The accumulators are plain functions on scalars and tuples, compiled with numba
+for the CPU and (later) as numba.cuda device functions: one arithmetic source.
+Per-bar returns are ``r_t = equity_t / equity_(t-1) - 1`` with
+``equity_(-1) = init_cash``; ``b_t`` are the buy-and-hold returns of the same bars.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+METRICS: tuple[str, ...] = (
+    "total_return",
+    "cagr",
+    "volatility",
+    "sharpe",
+    "sortino",
+    "max_drawdown",
+    "calmar",
+    "ulcer_index",
+    "n_trades",
+    "win_rate",
+    "profit_factor",
+    "avg_trade_return",
+    "exposure",
+    "alpha",
+    "beta",
+)
+N_METRICS = len(METRICS)
+METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
+
+#: Metrics where a smaller value ranks first. Every other metric ranks descending
+#: (max_drawdown is <= 0, so descending puts the shallowest drawdown first).
+LOWER_IS_BETTER = frozenset({"volatility", "ulcer_index"})
+
+RET_ACC0 = (0.0, 0.0, 0.0, 0.0)
+DD_ACC0 = (-math.inf, 0.0, 0.0)
+TRADE_ACC0 = (0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@njit(cache=True)
+def acc_returns(acc, r, b):
+    """Add bar return ``r`` (benchmark ``b``) to ``(sum r, sum r², sum min(r,0)², sum r·b)``."""
+    s_r, s_r2, s_neg2, s_rb = acc
+    neg = r if r < 0.0 else 0.0
+    return (s_r + r, s_r2 + r * r, s_neg2 + neg * neg, s_rb + r * b)
+
+
+@njit(cache=True)
+def acc_drawdown(acc, equity):
+    """Add one marked equity to ``(peak, min drawdown, sum of drawdown² in percent²)``."""
+    peak, min_dd, s_dd2 = acc
+    if equity > peak:
+        peak = equity
+    dd = equity / peak - 1.0
+    if dd < min_dd:
+        min_dd = dd
+    return (peak, min_dd, s_dd2 + (100.0 * dd) * (100.0 * dd))
+
+
+@njit(cache=True)
+def acc_trade(acc, pnl, ret):
+    """Add one closed trade to ``(n, n winning, gross profit, gross loss, sum of returns)``."""
+    n, n_win, gross_win, gross_loss, s_ret = acc
+    if pnl > 0.0:
+        n_win += 1.0
+        gross_win += pnl
+    elif pnl < 0.0:
+        gross_loss -= pnl
+    return (n + 1.0, n_win, gross_win, gross_loss, s_ret + ret)
+
+
+@njit(cache=True)
+def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_acc,
+             n_exposed, bench):
+    """Write the metrics of one backtest into ``out`` (shape (N_METRICS,), in METRICS order).
+
+    ``bench`` is ``(sum b, sum b²)`` of the benchmark returns. Undefined values
+    (no trades, zero variance, one bar) are NaN.
+    """
+    nan = math.nan
+    s_r, s_r2, s_neg2, s_rb = ret_acc
+    peak, min_dd, s_dd2 = dd_acc
+    n_tr, n_win, gross_win, gross_loss, s_tret = trade_acc
+    s_b, s_b2 = bench
+    n = float(n_bars)
+    growth = final_equity / init_cash
+    out[0] = growth - 1.0
+    cagr = growth ** (ppy / n) - 1.0 if growth >= 0.0 else nan
+    out[1] = cagr
+    mean_r = s_r / n
+    var_r = (s_r2 - s_r * mean_r) / (n - 1.0) if n_bars > 1 else nan
+    if var_r > 0.0:
+        std_r = math.sqrt(var_r)
+        out[2] = std_r * math.sqrt(ppy)
+        out[3] = mean_r / std_r * math.sqrt(ppy)
+    else:
+        out[2] = 0.0 if n_bars > 1 else nan
+        out[3] = nan
+    out[4] = mean_r / math.sqrt(s_neg2 / n) * math.sqrt(ppy) if s_neg2 > 0.0 else nan
+    out[5] = min_dd
+    out[6] = cagr / -min_dd if min_dd < 0.0 else nan
+    out[7] = math.sqrt(s_dd2 / n)
+    out[8] = n_tr
+    if n_tr > 0.0:
+        out[9] = n_win / n_tr
+        out[11] = s_tret / n_tr
+    else:
+        out[9] = nan
+        out[11] = nan
+    out[10] = gross_win / gross_loss if gross_loss > 0.0 else nan
+    out[12] = n_exposed / n
+    mean_b = s_b / n
+    var_b = s_b2 - s_b * mean_b
+    if var_b > 0.0 and n_bars > 1:
+        beta = (s_rb - s_r * mean_b) / var_b
+        out[13] = (mean_r - beta * mean_b + 1.0) ** ppy - 1.0
+        out[14] = beta
+    else:
+        out[13] = nan
+        out[14] = nan

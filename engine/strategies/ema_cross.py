@@ -1,0 +1,32 @@
+"""ema_cross: long when EMA(fast) crosses above EMA(slow), flat when it crosses below."""
+
+from numba import njit, prange
+
+from ..simulate import cross_above, cross_below, simulate
+from .base import Indicator, Param, Strategy
+
+
+@njit(cache=True)
+def signal(ind, rows, fparams, t):
+    """Crosses of the fast EMA (row ``rows[0]``) over the slow one (``rows[1]``) at bar t."""
+    if t == 0:
+        return False, False, False, False
+    fast, slow = rows[0], rows[1]
+    up = cross_above(ind[fast, t - 1], ind[slow, t - 1], ind[fast, t], ind[slow, t])
+    down = cross_below(ind[fast, t - 1], ind[slow, t - 1], ind[fast, t], ind[slow, t])
+    return up, down, down, up
+
+
+@njit(parallel=True, cache=True)
+def kernel(bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
+    for c in prange(rows.shape[0]):
+        simulate(signal, bars, ind, rows[c], fparams[c], xp, out[c], rec_equity, rec_trades)
+
+
+STRATEGY = Strategy(
+    name="ema_cross",
+    params=(Param("fast", "int", 2, 100_000), Param("slow", "int", 2, 100_000)),
+    indicators=(Indicator("ema", ("fast",)), Indicator("ema", ("slow",))),
+    kernel=kernel,
+    doc=__doc__,
+)
