@@ -1,0 +1,68 @@
+"""vectorbt ``Portfolio.from_signals`` fed our signals is an independent simulator.
+
+Same semantics where both define them (fill at the signal bar's close, all cash
+in, fees on entry and exit, an open position valued at the last close without an
+exit fee and counted as a trade, one return per bar, 365-day years).
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+from bars import random_bars
+from barsweep.engine import METRICS, Execution, ema, get_strategy, sweep
+from barsweep.engine.simulate import cross_above, cross_below
+
+vbt = pytest.importorskip("vectorbt")
+
+N_BARS = 3000
+FEES = 0.001
+
+
+def our_signals(close, fast, slow):
+    """Entries/exits from our TA-Lib-convention EMAs, via our own cross functions."""
+    f, s = ema(close, fast), ema(close, slow)
+    entries = np.zeros(len(close), dtype=bool)
+    exits = np.zeros(len(close), dtype=bool)
+    for t in range(1, len(close)):
+        entries[t] = cross_above(f[t - 1], s[t - 1], f[t], s[t])
+        exits[t] = cross_below(f[t - 1], s[t - 1], f[t], s[t])
+    return entries, exits
+
+
+def test_ema_cross_matches_vectorbt_from_signals():
+    bars = random_bars(N_BARS, seed=42)
+    close = bars["close"]
+    rng = np.random.default_rng(0)
+    fast = rng.integers(2, 60, 120)
+    slow = fast + rng.integers(1, 150, 120)
+    ours = sweep(get_strategy("ema_cross"), bars, dict(fast=fast, slow=slow),
+                 Execution(fill="close", fees=FEES), ppy=365 * 24)
+    signals = [our_signals(close, f, s) for f, s in zip(fast, slow)]
+    index = pd.date_range("2020-01-01", periods=N_BARS, freq="1h")
+    entries = pd.DataFrame(np.column_stack([e for e, _ in signals]), index=index)
+    exits = pd.DataFrame(np.column_stack([x for _, x in signals]), index=index)
+    pf = vbt.Portfolio.from_signals(pd.Series(close, index=index), entries, exits,
+                                    fees=FEES, init_cash=10_000.0, freq="1h")
+    col = {name: i for i, name in enumerate(METRICS)}
+    np.testing.assert_allclose(ours[:, col["total_return"]], pf.total_return().to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours[:, col["max_drawdown"]], pf.max_drawdown().to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours[:, col["sharpe"]], pf.sharpe_ratio().to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(ours[:, col["n_trades"]], pf.trades.count().to_numpy())
+    assert (ours[:, col["n_trades"]] > 0).all()
+
+
+def test_trade_returns_match_vectorbt():
+    bars = random_bars(N_BARS, seed=7)
+    from barsweep.engine import backtest
+
+    res = backtest(bars, "ema_cross", dict(fast=8, slow=40), ppy=8760, fill="close", fees=FEES)
+    entries, exits = our_signals(bars["close"], 8, 40)
+    pf = vbt.Portfolio.from_signals(pd.Series(bars["close"]), entries, exits, fees=FEES,
+                                    init_cash=10_000.0, freq="1h")
+    records = pf.trades.records_readable
+    np.testing.assert_allclose(res.trades["pnl"], records["PnL"], rtol=1e-9)
+    np.testing.assert_allclose(res.trades["return"], records["Return"], rtol=1e-9)
+    np.testing.assert_allclose(res.equity.to_numpy(), pf.value().to_numpy(), rtol=1e-12)
