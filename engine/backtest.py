@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
 from barsweep.errors import SpecError
 
 from .execution import Execution, pack_xp

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import talib
 from bars import random_bars
-from barsweep.engine import ema, sma
 from reference import ref_ema, ref_sma
+
+from barsweep.engine import ema, sma
 
 PERIODS = [2, 3, 5, 12, 26, 50, 200]
 

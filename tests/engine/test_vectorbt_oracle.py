@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from bars import random_bars
+
 from barsweep.engine import METRICS, Execution, ema, get_strategy, sweep
 from barsweep.engine.simulate import cross_above, cross_below
 

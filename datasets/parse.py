@@ -1,0 +1,227 @@
+"""Turn the raw columns of an imported file into arrays, flagging what cannot be read.
+
+Pure functions over pandas Series: they return the parsed values with boolean masks of
+the rows that are missing or unreadable, and leave the wording of errors to the caller,
+which knows the file. Rows are positions 0..n-1 here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "EPOCH_UNITS",
+    "MISSING_TOKENS",
+    "ParsedColumn",
+    "ParsedTime",
+    "epoch_unit_index",
+    "parse_numbers",
+    "parse_times",
+    "text_of",
+]
+
+MISSING_TOKENS = frozenset({"", "nan", "na", "n/a", "null", "none", "nat"})
+EPOCH_UNITS = ("s", "ms", "us", "ns")
+EPOCH_BOUNDS = (1e11, 1e14, 1e17)  # s < 1e11 <= ms < 1e14 <= us < 1e17 <= ns
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class ParsedColumn:
+    """A numeric column: float64 values, shape (n,), and masks of shape (n,).
+
+    ``missing`` marks empty or NaN cells, ``bad`` cells that hold something other than a
+    finite number (``values`` is NaN there).
+    """
+
+    values: np.ndarray
+    missing: np.ndarray
+    bad: np.ndarray
+
+
+@dataclass(frozen=True)
+class ParsedTime:
+    """A time column as int64 ns since the epoch (UTC), shape (n,), with masks.
+
+    ``unit`` is how the times were written: ``"s"``, ``"ms"``, ``"us"``, ``"ns"`` (epoch
+    integers), ``"iso"`` (strings) or ``"datetime"`` (typed datetimes). ``bad`` marks
+    unreadable cells and ``bad_reason`` says why, for the first of them.
+    """
+
+    ts_ns: np.ndarray
+    missing: np.ndarray
+    bad: np.ndarray
+    unit: str
+    bad_reason: str = ""
+
+
+def text_of(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Cells as stripped strings, and which of them are missing.
+
+    Returns
+    -------
+    text : numpy.ndarray
+        object array of str, shape (n,); ``""`` where the cell is null.
+    missing : numpy.ndarray
+        bool, shape (n,): null, empty or a NaN token (``nan``, ``NA``, ``null``, ...).
+    """
+    null = series.isna().to_numpy(dtype=bool)
+    text = series.astype(str).fillna("").str.strip()
+    missing = null | text.str.lower().isin(MISSING_TOKENS).to_numpy(dtype=bool)
+    return text.to_numpy(dtype=object), missing
+
+
+def parse_numbers(series: pd.Series) -> ParsedColumn:
+    """Parse a column of numbers (numeric dtype or text).
+
+    Parameters
+    ----------
+    series : pandas.Series
+        n cells.
+
+    Returns
+    -------
+    ParsedColumn
+        Values float64 (n,); non-finite numbers (``inf``) count as bad.
+    """
+    if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        missing = np.isnan(values)
+        return ParsedColumn(values, missing, np.isinf(values))
+    text, missing = text_of(series)
+    values = pd.to_numeric(pd.Series(text), errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~missing & ~np.isfinite(values)
+    return ParsedColumn(np.where(bad | missing, np.nan, values), missing, bad)
+
+
+def epoch_unit_index(values: np.ndarray) -> np.ndarray:
+    """Index into `EPOCH_UNITS` of each epoch integer, from its magnitude.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        int64, shape (n,).
+
+    Returns
+    -------
+    numpy.ndarray
+        intp, shape (n,), 0 (s) to 3 (ns).
+
+    Examples
+    --------
+    >>> epoch_unit_index(np.array([1_600_000_000, 1_600_000_000_000])).tolist()
+    [0, 1]
+    """
+    return np.searchsorted(EPOCH_BOUNDS, np.abs(values.astype(np.float64)), side="right")
+
+
+def parse_times(series: pd.Series) -> ParsedTime:
+    """Parse a time column: typed datetimes, ISO strings or epoch integers.
+
+    The kind is taken from the first non-missing cell; cells of another kind are bad.
+    Naive times are UTC; times with an offset are converted to UTC. Text of exactly eight
+    digits is an ISO basic date (``20210131``). Other integers are epoch times in the unit
+    their magnitude implies (see `EPOCH_BOUNDS`), which every cell must share.
+
+    Parameters
+    ----------
+    series : pandas.Series
+        n cells.
+
+    Returns
+    -------
+    ParsedTime
+    """
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return _typed_times(series)
+    if pd.api.types.is_integer_dtype(series):
+        values = series.to_numpy(dtype=np.int64)
+        return _epoch_times(values, np.zeros(values.size, dtype=bool), np.zeros_like(values, bool))
+    if pd.api.types.is_float_dtype(series):
+        floats = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        missing = np.isnan(floats)
+        bad = ~missing & ((floats != np.round(floats)) | (np.abs(floats) > 2.0**63))
+        values = np.where(missing | bad, 0.0, floats).astype(np.int64)
+        return _epoch_times(values, missing, bad)
+    text, missing = text_of(series)
+    # Eight digits are an ISO basic date (20210131), not seconds in 1970-1973.
+    is_int = pd.Series(text).str.fullmatch(r"[+-]?\d{1,7}|[+-]?\d{9,19}|[+-]\d{8}")
+    is_int = is_int.to_numpy(dtype=bool)
+    first = np.flatnonzero(~missing)
+    if first.size and is_int[first[0]]:
+        bad = ~missing & ~is_int
+        values = np.zeros(text.size, dtype=np.int64)
+        ok = ~missing & is_int
+        bad |= _fill_ints(values, text, ok)
+        return _epoch_times(values, missing, bad, "not an epoch integer like the first row")
+    return _iso_times(text, missing, is_int)
+
+
+def _fill_ints(out_values: np.ndarray, text: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Write int64 values of ``text[ok]`` into `out_values`; return the mask of overflows."""
+    overflow = np.zeros(text.size, dtype=bool)
+    try:
+        out_values[ok] = text[ok].astype(str).astype(np.int64)
+    except (OverflowError, ValueError):
+        for i in np.flatnonzero(ok):
+            number = int(text[i])
+            if abs(number) > _INT64_MAX:
+                overflow[i] = True
+            else:
+                out_values[i] = number
+    return overflow
+
+
+def _typed_times(series: pd.Series) -> ParsedTime:
+    """Datetime columns: naive = UTC, aware converted to UTC."""
+    index = pd.DatetimeIndex(series)
+    index = index.tz_localize("UTC") if index.tz is None else index.tz_convert("UTC")
+    missing = index.isna()
+    ts_ns = np.where(missing, 0, index.as_unit("ns").asi8).astype(np.int64)
+    return ParsedTime(ts_ns, missing, np.zeros(ts_ns.size, dtype=bool), "datetime")
+
+
+def _epoch_times(
+    values: np.ndarray, missing: np.ndarray, bad: np.ndarray, reason: str = "not an integer"
+) -> ParsedTime:
+    """Epoch integers: infer the unit from the first valid cell and scale to ns."""
+    valid = np.flatnonzero(~missing & ~bad)
+    if valid.size == 0:
+        return ParsedTime(np.zeros(values.size, np.int64), missing, bad, "s", reason)
+    units = epoch_unit_index(values)
+    unit = int(units[valid[0]])
+    factor = 10 ** (9 - 3 * unit)
+    other_unit = ~missing & ~bad & (units != unit)
+    out_of_range = ~missing & ~bad & (np.abs(values.astype(np.float64)) > _INT64_MAX // factor)
+    first_bad = _first(bad)
+    first_other, first_range = _first(other_unit), _first(out_of_range)
+    if first_other < min(first_bad, first_range):
+        reason = (
+            f"epoch integer in {EPOCH_UNITS[units[first_other]]} by its magnitude, "
+            f"but the first row's is in {EPOCH_UNITS[unit]}"
+        )
+    elif first_range < first_bad:
+        reason = "epoch integer out of the representable range"
+    ts_ns = np.where(bad | other_unit | out_of_range | missing, 0, values) * factor
+    return ParsedTime(ts_ns, missing, bad | other_unit | out_of_range, EPOCH_UNITS[unit], reason)
+
+
+def _iso_times(text: np.ndarray, missing: np.ndarray, is_int: np.ndarray) -> ParsedTime:
+    """ISO 8601 strings, parsed as UTC."""
+    parsed = pd.to_datetime(pd.Series(text), utc=True, format="ISO8601", errors="coerce")
+    index = pd.DatetimeIndex(parsed).as_unit("ns")
+    bad = ~missing & index.isna()
+    reason = "not an ISO 8601 time (e.g. 2021-01-01T00:00:00Z)"
+    if _first(is_int & ~missing) < _first(bad & ~is_int):
+        reason = "an epoch integer, but the first row is an ISO time"
+    ts_ns = np.where(index.isna(), 0, index.asi8).astype(np.int64)
+    return ParsedTime(ts_ns, missing, bad | (is_int & ~missing), "iso", reason)
+
+
+def _first(mask: np.ndarray) -> int:
+    """Position of the first True in `mask`, or `mask.size` if none."""
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else mask.size

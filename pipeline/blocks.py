@@ -1,0 +1,103 @@
+"""One block of a sweep: the pure, idempotent function a Dask task runs.
+
+A block is one symbol and a box of the parameter dims, exactly one chunk of each
+metric in the results store. The task opens the bars itself from the
+memory-mapped store (nothing large travels in the graph), sweeps the combos the
+constraints keep, and writes its region of the store, then its ``done`` flag.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from barsweep.datasets import bars_arrays, open_bars
+from barsweep.engine import N_METRICS, Execution, get_strategy, sweep
+
+from .expr import Expr
+from .grid import Grid
+from .results import write_block
+
+
+@dataclass(frozen=True)
+class BarsRef:
+    """Where a task finds its bars: a store, a symbol, a timeframe and a time range."""
+
+    store: str
+    symbol: str
+    timeframe: str
+    start: str | None = None
+    end: str | None = None
+
+
+@dataclass(frozen=True)
+class BlockTask:
+    """Everything one task needs, small enough to travel in the graph.
+
+    Attributes
+    ----------
+    block_id : int
+        Index of the block's ``done`` flag.
+    out : str
+        Path of the results store.
+    bars : BarsRef
+    strategy : str
+    axes : tuple of (name, ndarray)
+        The block's slice of each parameter axis.
+    region : tuple of slice
+        ``(symbol, *params)`` region of the store the block writes.
+    constraints : tuple of Expr
+    execution : Execution
+    ppy : float
+        Bars per year.
+    """
+
+    block_id: int
+    out: str
+    bars: BarsRef
+    strategy: str
+    axes: tuple[tuple[str, np.ndarray], ...]
+    region: tuple[slice, ...]
+    constraints: tuple[Expr, ...]
+    execution: Execution
+    ppy: float
+
+
+@dataclass(frozen=True)
+class BlockReport:
+    block_id: int
+    n_combos: int
+    n_bars: int
+    seconds: float
+
+
+def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
+    """Compute a block: metrics shaped ``(N_METRICS, 1, *block shape)``, NaN where excluded.
+
+    Returns the metrics, the number of combos computed and the number of bars.
+    """
+    ds = open_bars(task.bars.store, [task.bars.symbol], task.bars.timeframe,
+                   task.bars.start, task.bars.end)
+    bars = bars_arrays(ds, task.bars.symbol)
+    grid = Grid(task.axes, task.constraints)
+    params = grid.combos(tuple(slice(None) for _ in task.axes))
+    keep = grid.mask(params)
+    shape = grid.shape
+    metrics = np.full((N_METRICS, int(np.prod(shape, dtype=np.int64))), np.nan)
+    n_kept = int(keep.sum())
+    if n_kept:
+        kept = {name: values[keep] for name, values in params.items()}
+        out = sweep(get_strategy(task.strategy), bars, kept, task.execution, task.ppy)
+        metrics[:, keep] = out.T
+    return metrics.reshape((N_METRICS, 1, *shape)), n_kept, len(bars["close"])
+
+
+def run_block(task: BlockTask) -> BlockReport:
+    """Compute one block and write it (and its ``done`` flag) into the results store."""
+    t0 = time.perf_counter()
+    metrics, n_combos, n_bars = block_metrics(task)
+    write_block(task.out, task.region, metrics, task.block_id)
+    return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0)
+

@@ -1,0 +1,380 @@
+"""The parameter grid of a sweep: named axes, constraints, and their blocks.
+
+A :class:`Grid` is the box of every combination of its axes' values (C order, the last
+axis fastest), less the combos its constraints exclude. The box is never built whole:
+blocks of it are selected with one slice per axis, and only a block's combos are
+materialized (:meth:`Grid.combos`) and masked (:meth:`Grid.mask`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from barsweep.errors import SpecError
+
+from .expr import Expr, check_names
+
+__all__ = ["MAX_AXIS_LEN", "Grid", "axis_values"]
+
+MAX_AXIS_LEN = 1_000_000
+"""The most values one axis may hold; more is surely a mistake in a range."""
+
+_PIECE = 1 << 20  # combos per piece when counting valid combos
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """The combos of a sweep: a box of named axes, less what constraints exclude.
+
+    Parameters
+    ----------
+    axes : tuple of (str, numpy.ndarray)
+        One ``(name, values)`` pair per parameter, in order; values are 1-D, int64 for
+        integer parameters and float64 otherwise. They are stored read-only.
+    constraints : tuple of Expr, default ()
+        Conditions every valid combo meets; they may only read axis names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from barsweep.pipeline.expr import parse_expr
+    >>> grid = Grid((("fast", np.arange(2, 5)), ("slow", np.arange(3, 6))),
+    ...             (parse_expr("fast < slow"),))
+    >>> grid.shape, grid.size, grid.count_valid()
+    ((3, 3), 9, 6)
+    """
+
+    axes: tuple[tuple[str, np.ndarray], ...]
+    constraints: tuple[Expr, ...] = ()
+
+    def __post_init__(self) -> None:
+        axes = tuple((name, _frozen_axis(name, values)) for name, values in self.axes)
+        names = [name for name, _ in axes]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise SpecError(f"grid axis {duplicated[0]!r} is given more than once")
+        constraints = tuple(self.constraints)
+        for expr in constraints:
+            check_names(expr, names, what="constraint")
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "constraints", constraints)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grid):
+            return NotImplemented
+        return (
+            self.names == other.names
+            and all(
+                a.dtype == b.dtype and np.array_equal(a, b)
+                for (_, a), (_, b) in zip(self.axes, other.axes, strict=True)
+            )
+            and self.constraints == other.constraints
+        )
+
+    __hash__ = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The axis names, in order."""
+        return tuple(name for name, _ in self.axes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The number of values of each axis; ``()`` when there are no parameters."""
+        return tuple(len(values) for _, values in self.axes)
+
+    @property
+    def size(self) -> int:
+        """The number of combos in the box, before constraints (1 with no axes)."""
+        return math.prod(self.shape)
+
+    def values(self, name: str) -> np.ndarray:
+        """The values of axis `name`, shape ``(shape[i],)``."""
+        for axis_name, values in self.axes:
+            if axis_name == name:
+                return values
+        raise KeyError(f"no grid axis {name!r}; axes: {', '.join(self.names) or '(none)'}")
+
+    def combos(self, index: tuple[slice, ...]) -> dict[str, np.ndarray]:
+        """The parameter values of every combo of a sub-box, flattened in C order.
+
+        Parameters
+        ----------
+        index : tuple of slice
+            One slice per axis (``()`` when there are no axes).
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            For each axis name, shape ``(n,)`` with ``n`` the product of the sliced
+            lengths; the last axis varies fastest. Empty when there are no axes.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> grid = Grid((("a", np.array([1, 2])), ("b", np.array([10, 20, 30]))))
+        >>> grid.combos((slice(0, 2), slice(1, 3)))["b"]
+        array([20, 30, 20, 30])
+        """
+        if len(index) != len(self.axes):
+            raise ValueError(f"need {len(self.axes)} slices, one per axis; got {len(index)}")
+        sliced = [values[s] for (_, values), s in zip(self.axes, index, strict=True)]
+        grids = np.meshgrid(*sliced, indexing="ij") if sliced else []
+        return {name: g.ravel() for name, g in zip(self.names, grids, strict=True)}
+
+    def mask(self, values: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Which combos meet every constraint.
+
+        Parameters
+        ----------
+        values : mapping of str to numpy.ndarray
+            Parameter values of ``n`` combos, each shape ``(n,)``, as :meth:`combos` gives.
+
+        Returns
+        -------
+        numpy.ndarray of bool, shape (n,)
+            All True when there are no constraints. With no values (a grid without
+            axes) ``n`` is 1: the one combo of an empty box.
+        """
+        n = len(next(iter(values.values()))) if values else 1
+        keep = np.ones(n, dtype=bool)
+        for expr in self.constraints:
+            keep &= np.broadcast_to(expr.evaluate(values), (n,))
+        return keep
+
+    def chunks(self, block_size: int) -> tuple[int, ...]:
+        """The chunk shape of blocks of at most `block_size` combos.
+
+        Dims are filled from the last: each is taken whole while the product stays
+        within `block_size`; the first that does not fit gets
+        ``max(1, block_size // product)`` and all earlier dims get 1.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> grid = Grid(tuple((n, np.arange(k)) for n, k in zip("abc", (7, 10, 10))))
+        >>> grid.chunks(250), grid.chunks(1000), grid.chunks(50)
+        ((2, 10, 10), (7, 10, 10), (1, 5, 10))
+        """
+        if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral):
+            raise SpecError(f"block_size must be an integer, got {block_size!r}")
+        if block_size < 1:
+            raise SpecError(f"block_size must be > 0, got {block_size}")
+        shape = self.shape
+        chunks = [1] * len(shape)
+        product = 1
+        for dim in reversed(range(len(shape))):
+            if product * shape[dim] <= block_size:
+                chunks[dim] = shape[dim]
+                product *= shape[dim]
+            else:
+                chunks[dim] = max(1, block_size // product)
+                break
+        return tuple(chunks)
+
+    def n_blocks(self, chunks: Sequence[int]) -> int:
+        """How many blocks of shape `chunks` tile the box."""
+        return math.prod(self._block_counts(chunks))
+
+    def blocks(self, chunks: Sequence[int]) -> Iterator[tuple[int, tuple[slice, ...]]]:
+        """The blocks of shape `chunks` that tile the box, in C order.
+
+        Yields
+        ------
+        block_id : int
+            0, 1, ... ``n_blocks(chunks) - 1``.
+        index : tuple of slice
+            One slice per axis; blocks at the far edge of an axis may be shorter.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> grid = Grid((("a", np.arange(3)),))
+        >>> list(grid.blocks((2,)))
+        [(0, (slice(0, 2, None),)), (1, (slice(2, 3, None),))]
+        """
+        counts = self._block_counts(chunks)
+        shape = self.shape
+        for block_id, position in enumerate(itertools.product(*(range(c) for c in counts))):
+            yield (
+                block_id,
+                tuple(
+                    slice(i * c, min((i + 1) * c, n))
+                    for i, c, n in zip(position, chunks, shape, strict=True)
+                ),
+            )
+
+    def count_valid(self, *, piece_size: int = _PIECE) -> int:
+        """The number of combos that meet every constraint.
+
+        Counted over pieces of at most `piece_size` combos of the axes the constraints
+        read, times the size of the axes they do not read, so the box is never built.
+        """
+        return sum(self._valid_counts(piece_size))
+
+    def has_valid(self, *, piece_size: int = _PIECE) -> bool:
+        """Whether any combo meets every constraint (stops at the first piece that has one)."""
+        return any(count > 0 for count in self._valid_counts(piece_size))
+
+    def _valid_counts(self, piece_size: int) -> Iterator[int]:
+        """Counts of valid combos, piece by piece (see :meth:`count_valid`)."""
+        if not self.constraints:
+            yield self.size
+            return
+        read = frozenset().union(*(e.names for e in self.constraints))
+        free = math.prod(len(v) for name, v in self.axes if name not in read)
+        sub = Grid(tuple(a for a in self.axes if a[0] in read), self.constraints)
+        for _, index in sub.blocks(sub.chunks(piece_size)):
+            yield int(np.count_nonzero(sub.mask(sub.combos(index)))) * free
+
+    def _block_counts(self, chunks: Sequence[int]) -> tuple[int, ...]:
+        chunks = tuple(chunks)
+        if len(chunks) != len(self.axes) or any(int(c) < 1 for c in chunks):
+            raise ValueError(f"chunks must be {len(self.axes)} integers >= 1, got {chunks}")
+        return tuple(-(-n // c) for n, c in zip(self.shape, chunks, strict=True))
+
+
+def axis_values(spec_value, kind: str | None = None) -> np.ndarray:
+    """Expand one grid entry of a spec into the values of its axis.
+
+    Parameters
+    ----------
+    spec_value : sequence of numbers, or mapping / object with start, stop, step
+        A list of distinct numbers, or a range ``{start, stop, step}`` whose `stop` is
+        included when the steps land on it (within ``step * 1e-9`` for floats).
+    kind : {"int", "float", None}, default None
+        The parameter's kind: int64 or float64 values. None infers int64 when every
+        number given is an integer, float64 otherwise.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,), int64 or float64
+        Float ranges are rounded to 12 decimals (``0.1 * 3`` gives ``0.3``).
+
+    Raises
+    ------
+    SpecError
+        On an empty list, duplicates, non-finite or non-numeric values, ``step <= 0``,
+        ``start > stop``, non-integers for an int parameter, or more than
+        :data:`MAX_AXIS_LEN` values.
+
+    Examples
+    --------
+    >>> axis_values({"start": 2, "stop": 6, "step": 2})
+    array([2, 4, 6])
+    >>> axis_values({"start": 0.1, "stop": 0.3, "step": 0.1})
+    array([0.1, 0.2, 0.3])
+    """
+    if kind not in ("int", "float", None):
+        raise ValueError(f"kind must be 'int', 'float' or None, got {kind!r}")
+    bounds = _range_bounds(spec_value)
+    if bounds is not None:
+        values = _range_values(*bounds, kind)
+    else:
+        values = _list_values(spec_value)
+    return _as_kind(values, kind)
+
+
+def _range_bounds(spec_value) -> tuple | None:
+    """``(start, stop, step)`` of a range entry, or None when it is not one."""
+    fields = ("start", "stop", "step")
+    if isinstance(spec_value, Mapping):
+        missing = [f for f in fields if f not in spec_value]
+        extra = sorted(set(spec_value) - set(fields))
+        if missing or extra:
+            raise SpecError(
+                f"a range needs exactly the keys start, stop, step; "
+                f"missing: {missing or 'none'}, unknown: {extra or 'none'}"
+            )
+        return tuple(_number(spec_value[f], f) for f in fields)
+    if all(hasattr(spec_value, f) for f in fields):
+        return tuple(_number(getattr(spec_value, f), f) for f in fields)
+    return None
+
+
+def _range_values(start, stop, step, kind: str | None) -> np.ndarray:
+    if step <= 0:
+        raise SpecError(f"step must be > 0, got {step!r}")
+    if start > stop:
+        raise SpecError(f"start must be <= stop, got start={start!r} > stop={stop!r}")
+    n = math.floor((stop - start) / step + 1e-9) + 1
+    if n > MAX_AXIS_LEN:
+        raise SpecError(
+            f"the range start={start!r}, stop={stop!r}, step={step!r} has {n} values; "
+            f"at most {MAX_AXIS_LEN} are allowed (use a larger step)"
+        )
+    if all(isinstance(x, numbers.Integral) for x in (start, stop, step)) and kind != "float":
+        return np.arange(start, stop + 1, step, dtype=np.int64)
+    values = np.round(np.arange(start, stop + step * 1e-9, step, dtype=np.float64), 12)
+    if np.any(np.diff(values) <= 0):
+        raise SpecError(f"step {step!r} is too small: values collide at 12 decimals")
+    return values
+
+
+def _list_values(spec_value) -> np.ndarray:
+    if isinstance(spec_value, str | bytes) or not isinstance(spec_value, Sequence | np.ndarray):
+        raise SpecError(
+            f"expected a list of numbers or a range {{start, stop, step}}, "
+            f"got {type(spec_value).__name__} {spec_value!r}"
+        )
+    numbers_ = [_number(v, "value") for v in spec_value]
+    if not numbers_:
+        raise SpecError("the list of values is empty; give at least one value")
+    if len(numbers_) > MAX_AXIS_LEN:
+        raise SpecError(f"{len(numbers_)} values given; at most {MAX_AXIS_LEN} are allowed")
+    seen = set()
+    for v in numbers_:
+        if v in seen:
+            raise SpecError(f"value {v!r} is given more than once")
+        seen.add(v)
+    if all(isinstance(v, int) for v in numbers_):
+        return np.array(numbers_, dtype=np.int64)
+    return np.array(numbers_, dtype=np.float64)
+
+
+def _number(value, what: str) -> int | float:
+    """`value` as a finite Python int or float; bools and strings are refused."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise SpecError(f"{what} must be a number, got {type(value).__name__} {value!r}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    value = float(value)
+    if not math.isfinite(value):
+        raise SpecError(f"{what} must be finite, got {value!r}")
+    return value
+
+
+def _as_kind(values: np.ndarray, kind: str | None) -> np.ndarray:
+    if kind == "float":
+        return values.astype(np.float64)
+    if kind == "int" and values.dtype != np.int64:
+        fractional = values[values != np.round(values)]
+        if fractional.size:
+            raise SpecError(f"values must be integers, got {fractional[0].item()!r}")
+        if np.abs(values).max() > 2**62:
+            raise SpecError(f"values are too large for int64, got {np.abs(values).max()!r}")
+        return values.astype(np.int64)
+    return values
+
+
+def _frozen_axis(name: str, values) -> np.ndarray:
+    """A read-only, 1-D, non-empty int64 or float64 copy of `values` (no copy if read-only)."""
+    array = np.asarray(values)
+    if array.ndim != 1 or array.size == 0:
+        raise SpecError(f"grid axis {name!r} must be 1-D and non-empty, got shape {array.shape}")
+    if array.dtype.kind in "iu":
+        array = array.astype(np.int64, copy=False)
+    elif array.dtype.kind == "f":
+        array = array.astype(np.float64, copy=False)
+    else:
+        raise SpecError(f"grid axis {name!r} must hold numbers, got dtype {array.dtype}")
+    if array.flags.writeable:
+        array = array.copy()
+        array.setflags(write=False)
+    return array

@@ -1,0 +1,166 @@
+"""A sweep run: spec -> grid -> blocks -> Dask tasks -> Zarr store.
+
+:func:`plan` is pure (spec in, block tasks out); :func:`execute` submits them to a
+Dask client and reports progress; :func:`run_sweep` does both around the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from distributed import Client, as_completed
+
+import barsweep
+from barsweep.datasets import fingerprint, periods_per_year
+from barsweep.engine import METRICS, Execution
+from barsweep.errors import BackendError
+
+from .blocks import BarsRef, BlockReport, BlockTask, run_block
+from .grid import Grid
+from .results import create_store, mark_excluded, update_attrs
+from .spec import Spec, build_grid
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The blocks of a run: those to compute and those the constraints exclude."""
+
+    grid: Grid
+    chunks: tuple[int, ...]
+    n_blocks: int
+    tasks: tuple[BlockTask, ...]
+    excluded: tuple[int, ...]
+    n_combos: int
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    out: str
+    n_combos: int
+    n_blocks: int
+    n_bars: int
+    seconds: float
+    backend: str
+
+    @property
+    def combo_bars_per_second(self) -> float:
+        return self.n_combos * self.n_bars / self.seconds if self.seconds > 0 else float("nan")
+
+
+def resolve_backend(requested: str) -> str:
+    """The backend a run uses; ``auto`` means the CPU until CUDA kernels exist."""
+    if requested == "cuda":
+        raise BackendError(
+            "run.backend: 'cuda' is not available in this version of barsweep; "
+            "use 'cpu' or 'auto' (which runs on the CPU)"
+        )
+    return "cpu"
+
+
+def plan(spec: Spec, out: str) -> Plan:
+    """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol."""
+    grid = build_grid(spec)
+    chunks = grid.chunks(spec.run.block_size)
+    per_symbol = grid.n_blocks(chunks)
+    execution = Execution(**spec.execution.model_dump())
+    ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
+    tasks, excluded, n_combos = [], [], 0
+    for s, symbol in enumerate(spec.data.symbols):
+        bars = BarsRef(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
+                       spec.data.end)
+        for b, slices in grid.blocks(chunks):
+            block_id = s * per_symbol + b
+            axes = tuple((name, values[sl]) for (name, values), sl in zip(grid.axes, slices))
+            n_valid = int(Grid(axes, grid.constraints).count_valid())
+            if n_valid == 0:
+                excluded.append(block_id)
+                continue
+            n_combos += n_valid
+            tasks.append(BlockTask(block_id, out, bars, spec.strategy, axes,
+                                   (slice(s, s + 1), *slices), grid.constraints, execution, ppy))
+    return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
+                tuple(excluded), n_combos)
+
+
+def execute(client: Client, tasks: tuple[BlockTask, ...],
+            on_done: Callable[[BlockReport], None] | None = None) -> list[BlockReport]:
+    """Run every block as one Dask task; return their reports in completion order."""
+    futures = client.map(run_block, tasks, key=[f"block-{t.block_id}" for t in tasks],
+                         pure=False)
+    reports = []
+    for future in as_completed(futures):
+        report = future.result()
+        reports.append(report)
+        if on_done is not None:
+            on_done(report)
+    return reports
+
+
+def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
+              progress: bool = True) -> RunSummary:
+    """Run a whole sweep on ``client`` and leave the results in a Zarr store."""
+    t0 = time.perf_counter()
+    out = str(Path(out or spec.run.out))
+    backend = resolve_backend(spec.run.backend)
+    the_plan = plan(spec, out)
+    prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
+    attrs = {
+        "spec": spec.to_yaml(),
+        "barsweep_version": barsweep.__version__,
+        "bars_fingerprint": json.dumps(prints),
+        "backend": backend,
+        "backend_requested": spec.run.backend,
+        "metrics": json.dumps(list(METRICS)),
+    }
+    create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
+                 the_plan.n_blocks, attrs)
+    mark_excluded(out, the_plan.excluded)
+    t_plan = time.perf_counter()
+    bar = ProgressBar(len(the_plan.tasks), the_plan.n_combos) if progress else None
+    reports = execute(client, the_plan.tasks, bar.update if bar else None)
+    if bar:
+        bar.close()
+    t_done = time.perf_counter()
+    n_bars = reports[0].n_bars if reports else 0
+    update_attrs(out, {"timings_s": {
+        "plan_and_create": round(t_plan - t0, 4),
+        "compute_and_write": round(t_done - t_plan, 4),
+        "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
+        "total": round(t_done - t0, 4),
+    }})
+    return RunSummary(out, the_plan.n_combos, len(the_plan.tasks), n_bars, t_done - t_plan,
+                      backend)
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr: blocks done, combos done, throughput."""
+
+    def __init__(self, n_blocks: int, n_combos: int, width: int = 30) -> None:
+        self.n_blocks, self.n_combos, self.width = n_blocks, n_combos, width
+        self.blocks = self.combos = 0
+        self.t0 = time.perf_counter()
+        self._draw()
+
+    def update(self, report: BlockReport) -> None:
+        self.blocks += 1
+        self.combos += report.n_combos
+        self._draw()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    def _draw(self) -> None:
+        frac = self.blocks / self.n_blocks if self.n_blocks else 1.0
+        filled = int(frac * self.width)
+        rate = self.combos / max(time.perf_counter() - self.t0, 1e-9)
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.blocks}/{self.n_blocks} "
+            f"blocks, {self.combos:,}/{self.n_combos:,} combos, {rate:,.0f} combos/s"
+        )
+        sys.stderr.flush()

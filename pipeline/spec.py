@@ -1,0 +1,571 @@
+"""The sweep spec: one YAML file that describes a run, validated before anything runs.
+
+:func:`load_spec` and :func:`parse_spec` read a spec into a frozen :class:`Spec`, refusing
+unknown keys, wrong types and impossible values with ONE :class:`SpecError` that names
+the file and every failing key as a dotted path (``execution.fees``, ``grid.fast``,
+``constraints[0]``). The grid is checked against the strategy's declared parameters.
+:func:`build_grid` turns a spec into the :class:`~barsweep.pipeline.grid.Grid` to sweep.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from barsweep.engine.strategies import Strategy, get_strategy
+from barsweep.errors import SpecError
+
+from .expr import check_names, parse_expr
+from .grid import Grid, axis_values
+
+__all__ = [
+    "DataSpec",
+    "ExecutionSpec",
+    "RangeSpec",
+    "RunSpec",
+    "Spec",
+    "build_grid",
+    "load_spec",
+    "parse_spec",
+]
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+_TIMEFRAME = re.compile(r"^\d+(s|m|h|d|w)$")
+_ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
+_AXIS_TAGS = ("list", "range")  # tags of the grid-entry union, dropped from error paths
+
+
+def _strict_number(value: Any) -> int | float:
+    """Let numbers through as Python int/float; refuse bools, strings and the rest."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"Input should be a number, got {type(value).__name__} {value!r}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+Number = Annotated[int | float, BeforeValidator(_strict_number)]
+
+
+class RangeSpec(BaseModel):
+    """A grid axis given as ``{start, stop, step}``; `stop` is inclusive."""
+
+    model_config = _CONFIG
+
+    start: Number
+    stop: Number
+    step: Number
+
+
+def _axis_tag(value: Any) -> str | None:
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping | RangeSpec):
+        return "range"
+    return None
+
+
+Axis = Annotated[
+    Annotated[list[Number], Tag("list")] | Annotated[RangeSpec, Tag("range")],
+    Discriminator(
+        _axis_tag,
+        custom_error_type="grid_axis",
+        custom_error_message="Input should be a list of numbers or a range {start, stop, step}",
+    ),
+]
+
+
+class _Problems(ValueError):
+    """Several refused keys at once, each ``(dotted key, message)``."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("\n".join(f"{key}: {message}" for key, message in problems))
+        self.problems = problems
+
+
+class DataSpec(BaseModel):
+    """Which bars to sweep over.
+
+    ``start`` and ``end`` are ISO dates or datetimes (YAML dates are accepted and kept as
+    ISO strings); ``year_days`` is 365 for crypto, 252 for equities.
+    """
+
+    model_config = _CONFIG
+
+    store: str = Field(min_length=1)
+    symbols: list[str] = Field(min_length=1)
+    timeframe: str
+    start: str | None = None
+    end: str | None = None
+    year_days: float = Field(365.0, gt=0, strict=True, allow_inf_nan=False)
+
+    @field_validator("store", mode="before")
+    @classmethod
+    def _path_to_str(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("symbols", mode="before")
+    @classmethod
+    def _one_symbol(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("symbols")
+    @classmethod
+    def _distinct_symbols(cls, value: list[str]) -> list[str]:
+        if any(not s.strip() for s in value):
+            raise ValueError("symbols must not be empty strings")
+        duplicated = sorted({s for s in value if value.count(s) > 1})
+        if duplicated:
+            raise ValueError(f"symbol {duplicated[0]!r} is listed more than once")
+        return value
+
+    @field_validator("timeframe")
+    @classmethod
+    def _timeframe(cls, value: str) -> str:
+        if not _TIMEFRAME.match(value) or int(value[:-1]) == 0:
+            raise ValueError(
+                f"timeframe must be a positive count and a unit among s, m, h, d, w "
+                f"(e.g. '1m', '4h', '1d'), got {value!r}"
+            )
+        return value
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _iso_time(cls, value: Any) -> Any:
+        if isinstance(value, date):
+            return value.isoformat()
+        if isinstance(value, str):
+            _parse_time(value)
+        return value
+
+    @model_validator(mode="after")
+    def _start_before_end(self) -> DataSpec:
+        if self.start is not None and self.end is not None:
+            if _parse_time(self.start) >= _parse_time(self.end):
+                raise _Problems(
+                    [("data.end", f"end {self.end!r} must be after start {self.start!r}")]
+                )
+        return self
+
+
+class ExecutionSpec(BaseModel):
+    """How one backtest trades: fill price, costs, starting cash, direction."""
+
+    model_config = _CONFIG
+
+    fill: Literal["close", "next_open"] = "next_open"
+    fees: float = Field(0.0, ge=0, lt=1, strict=True, allow_inf_nan=False)
+    slippage: float = Field(0.0, ge=0, lt=1, strict=True, allow_inf_nan=False)
+    init_cash: float = Field(10_000.0, gt=0, strict=True, allow_inf_nan=False)
+    direction: Literal["long"] = "long"
+
+
+class RunSpec(BaseModel):
+    """Where and how the sweep runs: backend, combos per block, output store."""
+
+    model_config = _CONFIG
+
+    backend: Literal["auto", "cpu", "cuda"] = "auto"
+    block_size: int = Field(65_536, gt=0, strict=True)
+    out: str = Field("results.zarr", min_length=1)
+
+
+class Spec(BaseModel):
+    """A whole sweep: data, strategy, grid, constraints, execution, run and cluster.
+
+    Attributes
+    ----------
+    grid : dict of str to list or RangeSpec
+        One entry per strategy parameter, in the order the strategy declares them, with
+        int values for int parameters and floats for the others.
+    constraints : list of str
+        Expressions over the parameter names (see :mod:`barsweep.pipeline.expr`).
+    cluster : str
+        ``"local"``, ``"cuda"`` or a scheduler address such as ``"tcp://host:8786"``.
+    n_workers : int or None
+        Workers of a cluster barsweep starts (local or cuda); refused with an address.
+
+    Examples
+    --------
+    >>> spec = parse_spec({"data": {"store": "bars/", "symbols": "BTCUSDT", "timeframe": "1h"},
+    ...                    "strategy": "ema_cross",
+    ...                    "grid": {"fast": [5, 10], "slow": {"start": 20, "stop": 40, "step": 10}},
+    ...                    "constraints": ["fast < slow"]})
+    >>> build_grid(spec).shape
+    (2, 3)
+    """
+
+    model_config = _CONFIG
+
+    data: DataSpec
+    strategy: str
+    grid: dict[str, Axis] = Field(default_factory=dict)
+    constraints: list[str] = Field(default_factory=list)
+    execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    run: RunSpec = Field(default_factory=RunSpec)
+    cluster: str = "local"
+    n_workers: int | None = Field(None, gt=0, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, value: Any) -> Any:
+        """A section left empty in YAML (``grid:``) means its default."""
+        if isinstance(value, Mapping):
+            optional = ("grid", "constraints", "execution", "run")
+            return {k: v for k, v in value.items() if not (k in optional and v is None)}
+        return value
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        get_strategy(value)
+        return value
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_fits_strategy(cls, value: dict, info: ValidationInfo) -> dict:
+        strategy = _strategy_or_none(info)
+        problems = []
+        expanded = {}
+        for key, entry in value.items():
+            try:
+                expanded[key] = axis_values(entry)
+            except SpecError as err:
+                problems.append((f"grid.{key}", str(err)))
+        if strategy is None:
+            if problems:
+                raise _Problems(problems)
+            return value
+        problems += _strategy_problems(strategy, expanded)
+        if problems:
+            raise _Problems(problems)
+        return {p.name: _normalized(value[p.name], p.kind) for p in strategy.params}
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraints_parse(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        strategy = _strategy_or_none(info)
+        problems = []
+        for i, text in enumerate(value):
+            try:
+                expr = parse_expr(text)
+                if strategy is not None:
+                    check_names(expr, strategy.param_names, what="constraint")
+            except SpecError as err:
+                problems.append((f"constraints[{i}]", str(err)))
+        if problems:
+            raise _Problems(problems)
+        return value
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        if value not in ("local", "cuda") and not _ADDRESS.match(value):
+            raise ValueError(
+                "cluster must be 'local', 'cuda' or a scheduler address such as "
+                f"'tcp://host:8786', got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _whole_spec(self) -> Spec:
+        problems = []
+        if self.n_workers is not None and self.cluster not in ("local", "cuda"):
+            problems.append(
+                (
+                    "n_workers",
+                    f"applies to clusters barsweep starts (local, cuda); the cluster at "
+                    f"{self.cluster!r} has its own workers: remove n_workers",
+                )
+            )
+        reason = _all_excluded(_grid(self))
+        if reason:
+            problems.append(("constraints", reason))
+        if problems:
+            raise _Problems(problems)
+        return self
+
+    def to_yaml(self) -> str:
+        """The spec as YAML, every key included; :func:`parse_spec` reads it back equal."""
+        return yaml.dump(
+            self.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, default_flow_style=False
+        )
+
+
+def load_spec(path: str | os.PathLike) -> Spec:
+    """Read and validate the sweep spec in the YAML file at `path`.
+
+    Raises
+    ------
+    SpecError
+        If the file cannot be read, is not YAML, or is not a valid spec; the message
+        names the file and every failing key.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"cannot read sweep spec {os.fspath(path)}: {err}") from None
+    return parse_spec(text, source=os.fspath(path))
+
+
+def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>") -> Spec:
+    """Validate a sweep spec given as YAML text or as a mapping.
+
+    Parameters
+    ----------
+    text_or_dict : str, mapping or Spec
+        YAML text, or the mapping it would load to (a Spec is returned as it is).
+    source : str, default "<string>"
+        Where the spec came from, for messages (the file name).
+
+    Returns
+    -------
+    Spec
+
+    Raises
+    ------
+    SpecError
+        One error listing every failing key as a dotted path, e.g.
+        ``execution.fees: Input should be greater than or equal to 0 (got -0.1)``.
+    """
+    if isinstance(text_or_dict, Spec):
+        return text_or_dict
+    if isinstance(text_or_dict, str):
+        data = _load_yaml(text_or_dict, source)
+    else:
+        data = text_or_dict
+    if data is None:
+        raise SpecError(f"invalid sweep spec {source}: the spec is empty")
+    if not isinstance(data, Mapping):
+        hint = "; to read a file, use load_spec(path)" if isinstance(data, str) else ""
+        raise SpecError(
+            f"invalid sweep spec {source}: expected a mapping of keys (data, strategy, grid, "
+            f"...), got {type(data).__name__}{hint}"
+        )
+    try:
+        return Spec.model_validate(dict(data))
+    except ValidationError as err:
+        lines = _error_lines(err)
+        body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)
+        raise SpecError(f"invalid sweep spec {source}:\n{body}") from None
+
+
+def build_grid(spec: Spec) -> Grid:
+    """The grid of `spec`: one axis per strategy parameter, in declared order.
+
+    Raises
+    ------
+    SpecError
+        If the constraints exclude every combo.
+    """
+    grid = _grid(spec)
+    reason = _all_excluded(grid)
+    if reason:
+        raise SpecError(f"constraints: {reason}")
+    return grid
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _grid(spec: Spec) -> Grid:
+    strategy = get_strategy(spec.strategy)
+    axes = tuple(
+        (p.name, axis_values(spec.grid[p.name], kind=_kind(p.kind))) for p in strategy.params
+    )
+    return Grid(axes, tuple(parse_expr(text) for text in spec.constraints))
+
+
+def _all_excluded(grid: Grid) -> str | None:
+    """Why `grid` has no valid combo, or None when it has one."""
+    if grid.has_valid():
+        return None
+    texts = ", ".join(repr(c.text) for c in grid.constraints)
+    return (
+        f"{texts} exclude every one of the {grid.size} combos of the grid; "
+        "loosen the constraints or widen the grid"
+    )
+
+
+def _kind(kind: str) -> str:
+    return "int" if kind == "int" else "float"
+
+
+def _strategy_or_none(info: ValidationInfo) -> Strategy | None:
+    """The strategy of the spec being validated, None if its name failed validation."""
+    name = info.data.get("strategy")
+    return None if name is None else get_strategy(name)
+
+
+def _strategy_problems(strategy: Strategy, expanded: dict) -> list[tuple[str, str]]:
+    """Grid keys the strategy lacks, parameters the grid lacks, values out of range."""
+    names = strategy.param_names
+    listed = ", ".join(names) if names else "none"
+    problems = []
+    for key, values in expanded.items():
+        if key not in names:
+            problems.append(
+                (
+                    f"grid.{key}",
+                    f"strategy {strategy.name!r} has no parameter {key!r}; "
+                    f"its parameters: {listed}",
+                )
+            )
+            continue
+        param = strategy.param(key)
+        for v in values.tolist():
+            reason = param.check(v)
+            if reason:
+                problems.append((f"grid.{key}", reason))
+                break
+    for name in names:
+        if name not in expanded:
+            problems.append(
+                (
+                    f"grid.{name}",
+                    f"missing: strategy {strategy.name!r} needs a list of values "
+                    f"or a range {{start, stop, step}} for each of its parameters ({listed})",
+                )
+            )
+    return problems
+
+
+def _normalized(entry: list | RangeSpec, kind: str) -> list | RangeSpec:
+    """`entry` with its numbers as the parameter's kind (ints for int parameters)."""
+    cast = int if kind == "int" else float
+    if isinstance(entry, RangeSpec):
+        bounds = (entry.start, entry.stop, entry.step)
+        if kind == "int" and any(float(b) != int(b) for b in bounds):
+            return entry  # a fractional bound whose values are still whole (2, 7.5, 1)
+        return RangeSpec(start=cast(entry.start), stop=cast(entry.stop), step=cast(entry.step))
+    return [cast(v) for v in entry]
+
+
+def _parse_time(text: str) -> datetime:
+    """`text` as a naive UTC datetime; ValueError if it is not an ISO date or datetime."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"expected an ISO date or datetime such as '2021-01-31' or "
+            f"'2021-01-31T12:00:00Z', got {text!r}"
+        ) from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+class _Loader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    twice = key in seen
+                except TypeError:  # an unhashable key: SafeLoader refuses it below
+                    continue
+                if twice:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping",
+                        node.start_mark,
+                        f"found key {key!r} twice",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _Dumper(yaml.SafeDumper):
+    """A safe YAML dumper that writes lists (symbols, values, constraints) on one line."""
+
+
+def _flow_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+
+_Dumper.add_representer(list, _flow_list)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise SpecError(f"invalid sweep spec {source}: not valid YAML{where}: {problem}") from None
+
+
+def _error_lines(err: ValidationError) -> list[str]:
+    """One ``key: message`` line per failing key of a pydantic error."""
+    lines = []
+    for error in err.errors():
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, _Problems):
+            lines.extend(f"{key}: {message}" for key, message in cause.problems)
+            continue
+        message = str(cause) if error["type"] == "value_error" and cause else error["msg"]
+        message += _hint(error)
+        key = _dotted(error["loc"])
+        lines.append(f"{key}: {message}" if key else message)
+    return lines
+
+
+def _dotted(loc: tuple) -> str:
+    """``("grid", "fast", "range", "step")`` -> ``"grid.fast.step"``; indices in brackets."""
+    parts = list(loc)
+    if len(parts) >= 3 and parts[0] == "grid" and parts[2] in _AXIS_TAGS:
+        del parts[2]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _hint(error: dict) -> str:
+    """What to do, or what was received, to follow pydantic's message."""
+    if error["type"] == "extra_forbidden":
+        model = _model_at(error["loc"][:-1])
+        return f"; valid keys: {', '.join(model.model_fields)}" if model else ""
+    if error["type"] in ("missing", "value_error"):
+        return ""
+    received = error.get("input")
+    if isinstance(received, str | int | float | bool) or received is None:
+        return f" (got {received!r})"
+    return f" (got {type(received).__name__})"
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model class validating the mapping at `loc` (Spec at ``()``), if one is."""
+    if len(loc) == 3 and loc[0] == "grid" and loc[2] == "range":
+        return RangeSpec
+    model: type[BaseModel] = Spec
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model

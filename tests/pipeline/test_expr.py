@@ -1,0 +1,193 @@
+"""The constraint/filter expression language: parsing, precedence, refusals, evaluation."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from barsweep.errors import SpecError
+from barsweep.pipeline.expr import Expr, check_names, parse_expr
+
+RNG = np.random.default_rng(0)
+A = RNG.integers(-5, 6, 200)
+B = RNG.integers(-5, 6, 200)
+C = RNG.normal(size=200)
+ENV = {"a": A, "b": B, "c": C}
+
+
+def ev(text, env=ENV):
+    return parse_expr(text).evaluate(env)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1 + 2 * 3 == 7", True),
+        ("(1 + 2) * 3 == 9", True),
+        ("2 * 3 + 1 == 7", True),
+        ("8 - 3 - 2 == 3", True),  # left associative
+        ("16 / 4 / 2 == 2", True),
+        ("10 / 4 == 2.5", True),  # true division
+        ("-2 * 3 == -6", True),
+        ("- -2 == 2", True),
+        ("-(1 + 2) == -3", True),
+        ("+3 == 3", True),
+        ("1e-3 == 0.001", True),
+        ("2.5e2 == 250", True),
+        (".5 == 0.5", True),
+        ("5. == 5", True),
+        ("1 < 2 < 3", True),
+        ("1 < 3 < 2", False),
+        ("3 > 2 >= 2 == 2 != 1", True),
+        ("not 1 < 2", False),
+        ("not not 1 < 2", True),
+        ("1 < 2 or 2 < 1 and 2 < 1", True),  # and binds tighter than or
+        ("(1 < 2 or 2 < 1) and 2 < 1", False),
+        ("1 < 2 | 2 < 1 & 2 < 1", True),  # & and | are and/or
+        ("not 2 < 1 and 1 < 2", True),  # not binds tighter than and
+    ],
+)
+def test_constants(text, expected):
+    result = parse_expr(text).evaluate({})
+    assert result.dtype == bool
+    assert bool(result) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "oracle"),
+    [
+        ("a < b", lambda: A < B),
+        ("a + b * 2 >= c - 1", lambda: A + B * 2 >= C - 1),
+        ("-a / 2 < c", lambda: -A / 2 < C),
+        ("-2 <= a < b", lambda: (-2 <= A) & (A < B)),
+        ("a < b <= c", lambda: (A < B) & (B <= C)),
+        ("a == b or c > 0 and not a > 0", lambda: (A == B) | ((C > 0) & ~(A > 0))),
+        ("a != b & c < 0.5 | a == 0", lambda: ((A != B) & (C < 0.5)) | (A == 0)),
+        ("(a - b) * (a + b) > c", lambda: (A - B) * (A + B) > C),
+    ],
+)
+def test_evaluate_matches_numpy(text, oracle):
+    np.testing.assert_array_equal(ev(text), oracle())
+
+
+def test_broadcasts_scalars_and_arrays():
+    out = parse_expr("2 <= fast < slow").evaluate({"fast": np.array([1, 2, 5]), "slow": 4})
+    np.testing.assert_array_equal(out, [False, True, False])
+    assert parse_expr("x < 1").evaluate({"x": 0.5}).shape == ()
+
+
+def test_nan_compares_false():
+    x = np.array([np.nan, 1.0, 2.0])
+    for op in ("<", "<=", ">", ">=", "==", "!="):
+        out = parse_expr(f"x {op} 1").evaluate({"x": x})
+        assert not out[0], op
+    np.testing.assert_array_equal(parse_expr("x != 1").evaluate({"x": x}), [False, False, True])
+    # division by zero gives inf/nan quietly; the nan compares False
+    out = parse_expr("a / b > 0").evaluate({"a": np.array([1.0, 0.0]), "b": np.array([0.0, 0.0])})
+    np.testing.assert_array_equal(out, [True, False])
+
+
+def test_names_text_and_value_semantics():
+    expr = parse_expr("2 <= fast < slow and not stop > 0.5")
+    assert expr.names == frozenset({"fast", "slow", "stop"})
+    assert expr.text == "2 <= fast < slow and not stop > 0.5"
+    assert str(expr) == expr.text
+    assert isinstance(expr, Expr)
+    assert expr == parse_expr(expr.text)
+    clone = pickle.loads(pickle.dumps(expr))
+    assert clone == expr
+    env = {"fast": A, "slow": B, "stop": C}
+    np.testing.assert_array_equal(clone.evaluate(env), expr.evaluate(env))
+    with pytest.raises(AttributeError):
+        expr.text = "x"
+
+
+def test_missing_value_is_named():
+    with pytest.raises(SpecError, match="'slow'"):
+        parse_expr("fast < slow").evaluate({"fast": 1})
+
+
+@pytest.mark.parametrize(
+    ("text", "column"),
+    [
+        ("fast < < slow", 8),
+        ("fast <", 7),
+        ("(fast < slow", 13),
+        ("fast < slow)", 12),
+        ("fast = slow", 6),
+        ("fast slow", 6),
+        ("fast < slow and", 16),
+        ("", 1),
+        ("fast < 2 $ 3", 10),
+    ],
+)
+def test_parse_error_shows_caret(text, column):
+    with pytest.raises(SpecError) as info:
+        parse_expr(text)
+    message = str(info.value)
+    assert f"column {column}" in message
+    assert repr(text) in message.splitlines()[0]
+    # the text is echoed on the next line, with a caret under the offending column
+    text_line, caret_line = message.splitlines()[1:3]
+    assert text_line.endswith(text)
+    margin = len(text_line) - len(text)
+    assert caret_line == " " * (margin + column - 1) + "^"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os')",
+        "__import__('os').system('true') == 0",
+        "fast.__class__ == 1",
+        "open('x') < 1",
+        "fast(1) < 2",
+        "[1] == 1",
+        "lambda: 1",
+        "1 if 1 else 2",
+        "fast ** 2 < 3",
+    ],
+)
+def test_no_python_escapes(text):
+    with pytest.raises(SpecError, match="cannot parse"):
+        parse_expr(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fast + 1",
+        "fast",
+        "1",
+        "(fast < slow) + 1",
+        "fast and slow",
+        "not fast",
+        "fast < slow < (1 < 2)",
+        "-(fast < slow)",
+        "fast < slow or 3",
+    ],
+)
+def test_type_mismatch_refused_at_parse_time(text):
+    with pytest.raises(SpecError, match="cannot parse"):
+        parse_expr(text)
+
+
+def test_non_string_refused():
+    with pytest.raises(SpecError, match="must be a string"):
+        parse_expr(3)
+
+
+def test_keywords_are_not_names():
+    with pytest.raises(SpecError):
+        parse_expr("and < 1")
+
+
+def test_check_names():
+    expr = parse_expr("fats < slow")
+    check_names(parse_expr("fast < slow"), ["fast", "slow"])
+    with pytest.raises(SpecError) as info:
+        check_names(expr, ("slow", "fast"))
+    message = str(info.value)
+    assert "'fats'" in message and "constraint" in message and "fast, slow" in message
+    with pytest.raises(SpecError, match="filter"):
+        check_names(expr, ["fast"], what="filter")

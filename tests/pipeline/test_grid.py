@@ -1,0 +1,233 @@
+"""Grid axes, blocks and constraint counting."""
+
+import itertools
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from barsweep.errors import SpecError
+from barsweep.pipeline.expr import parse_expr
+from barsweep.pipeline.grid import Grid, axis_values
+
+
+def make_grid(shape, constraints=()):
+    names = "abcdefgh"[: len(shape)]
+    axes = tuple((n, np.arange(k, dtype=np.int64)) for n, k in zip(names, shape, strict=True))
+    return Grid(axes, tuple(parse_expr(c) for c in constraints))
+
+
+# --------------------------------------------------------------------------- axis_values
+
+
+def test_int_range_stop_is_inclusive():
+    values = axis_values({"start": 2, "stop": 50, "step": 1})
+    assert values.dtype == np.int64
+    assert values[0] == 2 and values[-1] == 50 and len(values) == 49
+    assert axis_values({"start": 10, "stop": 200, "step": 2})[-2:].tolist() == [198, 200]
+    np.testing.assert_array_equal(axis_values({"start": 1, "stop": 6, "step": 2}), [1, 3, 5])
+    np.testing.assert_array_equal(axis_values({"start": 5, "stop": 5, "step": 3}), [5])
+
+
+def test_float_range_stop_is_inclusive_and_rounded():
+    values = axis_values({"start": 0.1, "stop": 1.0, "step": 0.1})
+    assert values.dtype == np.float64
+    assert len(values) == 10
+    np.testing.assert_array_equal(values, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    assert axis_values({"start": 0, "stop": 0.3, "step": 0.1}).tolist() == [0, 0.1, 0.2, 0.3]
+    assert axis_values({"start": 0.0, "stop": 0.25, "step": 0.1}).tolist() == [0, 0.1, 0.2]
+
+
+def test_range_as_object_and_kind():
+    class R:
+        start, stop, step = 1, 3, 1
+
+    assert axis_values(R()).tolist() == [1, 2, 3]
+    floats = axis_values(R(), kind="float")
+    assert floats.dtype == np.float64 and floats.tolist() == [1.0, 2.0, 3.0]
+    whole = axis_values({"start": 2.0, "stop": 6.0, "step": 2.0}, kind="int")
+    assert whole.dtype == np.int64 and whole.tolist() == [2, 4, 6]
+
+
+def test_lists():
+    assert axis_values([5, 2, 9]).tolist() == [5, 2, 9]  # order as given
+    assert axis_values([5, 2, 9]).dtype == np.int64
+    assert axis_values([1, 2.5]).dtype == np.float64
+    assert axis_values([1.0, 2.0], kind="int").dtype == np.int64
+    assert axis_values((1, 2), kind="float").tolist() == [1.0, 2.0]
+    assert axis_values(np.array([3, 4])).tolist() == [3, 4]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "match"),
+    [
+        ([], None, "empty"),
+        ([1, 2, 1], None, "more than once"),
+        ([1, 1.0], None, "more than once"),
+        ({"start": 1, "stop": 5, "step": 0}, None, "step must be > 0"),
+        ({"start": 1, "stop": 5, "step": -1}, None, "step must be > 0"),
+        ({"start": 5, "stop": 1, "step": 1}, None, "start must be <= stop"),
+        ({"start": 1, "stop": 5}, None, "step"),
+        ({"start": 1, "stop": 5, "step": 1, "num": 3}, None, "num"),
+        ({"start": 0, "stop": 1e12, "step": 1}, None, "at most"),
+        ([1, "2"], None, "number"),
+        ([True, 2], None, "number"),
+        ([float("nan")], None, "finite"),
+        ("1, 2", None, "list of numbers"),
+        (7, None, "list of numbers"),
+        ([1.5, 2], "int", "integers"),
+    ],
+)
+def test_axis_values_refusals(value, kind, match):
+    with pytest.raises(SpecError, match=match):
+        axis_values(value, kind=kind)
+
+
+# --------------------------------------------------------------------------- Grid basics
+
+
+def test_grid_properties_and_frozen_axes():
+    grid = Grid((("fast", [2, 3, 4]), ("stop", np.array([0.1, 0.2]))), (parse_expr("fast > 2"),))
+    assert grid.names == ("fast", "stop")
+    assert grid.shape == (3, 2) and grid.size == 6
+    assert grid.values("fast").dtype == np.int64
+    assert grid.values("stop").dtype == np.float64
+    with pytest.raises(ValueError):
+        grid.values("fast")[0] = 9
+    with pytest.raises(KeyError, match="fast, stop"):
+        grid.values("slow")
+    clone = pickle.loads(pickle.dumps(grid))
+    assert clone == grid
+    assert clone != make_grid((3, 2))
+
+
+@pytest.mark.parametrize(
+    ("axes", "constraints", "match"),
+    [
+        ((("a", [1]), ("a", [2])), (), "more than once"),
+        ((("a", []),), (), "non-empty"),
+        ((("a", [[1, 2]]),), (), "1-D"),
+        ((("a", ["x"]),), (), "numbers"),
+        ((("a", [1]),), ("b < 1",), "'b'"),
+    ],
+)
+def test_grid_refusals(axes, constraints, match):
+    with pytest.raises(SpecError, match=match):
+        Grid(axes, tuple(parse_expr(c) for c in constraints))
+
+
+def test_combos_are_c_order():
+    grid = Grid((("a", [1, 2, 3]), ("b", [10, 20]), ("c", [0.5, 1.5])))
+    combos = grid.combos((slice(0, 3), slice(0, 2), slice(0, 2)))
+    expected = list(itertools.product([1, 2, 3], [10, 20], [0.5, 1.5]))
+    assert list(zip(combos["a"], combos["b"], combos["c"], strict=True)) == expected
+    assert combos["a"].dtype == np.int64 and combos["c"].dtype == np.float64
+    sub = grid.combos((slice(1, 3), slice(1, 2), slice(0, 1)))
+    assert sub["a"].tolist() == [2, 3] and sub["b"].tolist() == [20, 20]
+    with pytest.raises(ValueError):
+        grid.combos((slice(0, 1),))
+
+
+def test_mask():
+    grid = make_grid((4, 4), ["a < b", "a + b != 3"])
+    combos = grid.combos((slice(None), slice(None)))
+    a, b = combos["a"], combos["b"]
+    np.testing.assert_array_equal(grid.mask(combos), (a < b) & (a + b != 3))
+    assert make_grid((4, 4)).mask(combos).all()
+    assert make_grid((4, 4)).mask(combos).shape == (16,)
+
+
+def test_no_parameters():
+    grid = Grid(())
+    assert grid.shape == () and grid.size == 1 and grid.names == ()
+    assert grid.chunks(4096) == ()
+    assert list(grid.blocks(grid.chunks(4096))) == [(0, ())]
+    assert grid.n_blocks(()) == 1
+    assert grid.combos(()) == {}
+    assert grid.mask({}).tolist() == [True]
+    assert grid.count_valid() == 1
+
+
+def test_chunks_walk_from_last_dim():
+    grid = make_grid((7, 10, 10))
+    assert grid.chunks(1000) == (7, 10, 10)
+    assert grid.chunks(10_000) == (7, 10, 10)
+    assert grid.chunks(250) == (2, 10, 10)
+    assert grid.chunks(100) == (1, 10, 10)
+    assert grid.chunks(50) == (1, 5, 10)
+    assert grid.chunks(5) == (1, 1, 5)
+    assert grid.chunks(1) == (1, 1, 1)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(SpecError, match="block_size"):
+            grid.chunks(bad)
+
+
+def test_blocks_refuse_bad_chunks():
+    grid = make_grid((3, 3))
+    with pytest.raises(ValueError):
+        list(grid.blocks((1,)))
+    with pytest.raises(ValueError):
+        grid.n_blocks((0, 1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 7), min_size=0, max_size=4).map(tuple),
+    block_size=st.integers(1, 400),
+)
+def test_blocks_tile_the_box_exactly_once(shape, block_size):
+    grid = make_grid(shape)
+    chunks = grid.chunks(block_size)
+    assert len(chunks) == len(shape)
+    assert all(1 <= c <= n for c, n in zip(chunks, shape, strict=True))
+    assert int(np.prod(chunks)) <= block_size
+    cover = np.zeros(shape, dtype=np.int64)
+    blocks = list(grid.blocks(chunks))
+    assert [i for i, _ in blocks] == list(range(grid.n_blocks(chunks)))
+    starts = [tuple(s.start for s in index) for _, index in blocks]
+    assert starts == sorted(starts)  # C order over the block grid
+    for _, index in blocks:
+        cover[index] += 1
+        combos = grid.combos(index)
+        n = int(np.prod([s.stop - s.start for s in index]))
+        assert n <= block_size
+        assert all(len(v) == n for v in combos.values())
+    assert (cover == 1).all()
+
+
+def brute_count(grid):
+    count = 0
+    for combo in itertools.product(*(grid.values(n) for n in grid.names)):
+        env = dict(zip(grid.names, combo, strict=True))
+        count += all(bool(c.evaluate(env)) for c in grid.constraints)
+    return count
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple),
+    constraints=st.lists(
+        st.sampled_from(["a < b", "a + 1 >= c", "b != 2", "d * 2 < a + 3", "a == a"]), max_size=2
+    ),
+    piece_size=st.integers(1, 50),
+)
+def test_count_valid_matches_brute_force(shape, constraints, piece_size):
+    names = "abcd"[: len(shape)]
+    usable = [c for c in constraints if parse_expr(c).names <= set(names)]
+    grid = make_grid(shape, usable)
+    expected = brute_count(grid)
+    assert grid.count_valid(piece_size=piece_size) == expected
+    assert grid.count_valid() == expected
+    assert grid.has_valid(piece_size=piece_size) == (expected > 0)
+
+
+def test_count_valid_of_a_huge_box_is_lazy():
+    # 1e12 combos: only the two constrained axes (2000 x 2000) are ever built
+    axes = tuple((n, np.arange(1000 if n in "cd" else 2000)) for n in "abcd")
+    grid = Grid(axes, (parse_expr("a < b"),))
+    assert grid.size == 2000 * 2000 * 1000 * 1000
+    assert grid.count_valid() == (2000 * 1999 // 2) * 1000 * 1000
+    assert Grid(axes).count_valid() == grid.size
+    assert not Grid(axes, (parse_expr("a < 0"),)).has_valid()
