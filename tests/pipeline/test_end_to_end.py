@@ -1,0 +1,171 @@
+"""End to end: CLI -> real LocalCluster (2 processes) -> Zarr on disk -> xarray -> rank."""
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+from reference import ref_ema_cross_signals, ref_simulate
+
+from barsweep.datasets import open_bars, periods_per_year
+from barsweep.engine import METRICS, backtest
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.cluster import connect
+from barsweep.pipeline.run import run_sweep
+from barsweep.pipeline.spec import parse_spec
+
+pytestmark = pytest.mark.slow
+
+N_BARS = 2000
+
+
+def write_spec(path: Path, store: Path, out: Path, block_size: int, **extra) -> Path:
+    spec = {
+        "data": {"store": str(store), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "strategy": "ema_cross",
+        "grid": {"fast": {"start": 2, "stop": 40, "step": 1},
+                 "slow": {"start": 10, "stop": 120, "step": 5}},
+        "constraints": ["fast < slow"],
+        "execution": {"fill": "next_open", "fees": 0.001, "slippage": 0.0002},
+        "run": {"block_size": block_size, "out": str(out)},
+    }
+    spec.update(extra)
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("bars")
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h",
+                 "--bars", str(N_BARS), "--seed", "7", "--store", str(store)]) == 0
+    return store
+
+
+@pytest.fixture(scope="module")
+def cluster_client():
+    with connect("local", n_workers=2) as client:
+        yield client
+
+
+def test_cli_run_then_rank_equals_backtest_and_reference(synth_store, tmp_path, capsys):
+    out = tmp_path / "results.zarr"
+    spec = write_spec(tmp_path / "spec.yaml", synth_store, out, block_size=200)
+    assert main(["run", str(spec), "--workers", "2", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "dask dashboard: http://127.0.0.1:" in printed
+
+    ds = xr.open_zarr(out, consolidated=False)
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow")
+    assert ds["fast"].dtype == np.int64 and ds["slow"].dtype == np.int64
+    assert (ds["done"].values > 0).all()
+    assert "fast < slow" in ds.attrs["spec"]
+    assert json.loads(ds.attrs["bars_fingerprint"])["blake2b"]
+    assert json.loads(ds.attrs["timings_s"])["total"] > 0
+    fast, slow = np.meshgrid(ds["fast"].values, ds["slow"].values, indexing="ij")
+    sharpe = ds["sharpe"].values[0]
+    assert np.isnan(sharpe[fast >= slow]).all()          # excluded combos are NaN
+    assert not np.isnan(ds["n_trades"].values[0][fast < slow]).any()
+
+    assert main(["rank", str(out), "--by", "sharpe", "--top", "5",
+                 "--where", "n_trades >= 10", "--json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)
+    assert len(ranked) == 5
+    assert [r["sharpe"] for r in ranked] == sorted((r["sharpe"] for r in ranked), reverse=True)
+    assert all(r["n_trades"] >= 10 and r["symbol"] == "BTCUSDT" for r in ranked)
+    assert set(METRICS) | {"symbol", "fast", "slow"} == set(ranked[0])
+
+    bars = open_bars(synth_store, "BTCUSDT", "1h")
+    close, open_ = list(bars["close"].values[:, 0]), list(bars["open"].values[:, 0])
+    ppy = periods_per_year("1h")
+    rng = np.random.default_rng(3)
+    valid = np.argwhere(fast < slow)
+    picks = [tuple(valid[i]) for i in rng.choice(len(valid), 6, replace=False)]
+    picks += [(ds.indexes["fast"].get_loc(r["fast"]), ds.indexes["slow"].get_loc(r["slow"]))
+              for r in ranked[:2]]
+    execution = dict(fill="next_open", fees=0.001, slippage=0.0002)
+    for i, j in picks:
+        f, s = int(ds["fast"][i]), int(ds["slow"][j])
+        stored = {m: float(ds[m].values[0, i, j]) for m in METRICS}
+        single = backtest(bars, "ema_cross", dict(fast=f, slow=s), ppy=ppy, **execution)
+        assert single.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True), (f, s)
+        entries, exits = ref_ema_cross_signals(close, f, s)
+        ref, _, _ = ref_simulate(open_, close, entries, exits, ppy=ppy, **execution)
+        for m in METRICS:
+            if math.isnan(ref[m]):
+                assert math.isnan(stored[m]), (f, s, m)
+            else:
+                assert stored[m] == pytest.approx(ref[m], rel=1e-12, abs=1e-12), (f, s, m)
+
+
+def test_block_size_does_not_change_results(synth_store, tmp_path, cluster_client):
+    stores = []
+    for block_size in (37, 256, 5000):
+        out = tmp_path / f"b{block_size}.zarr"
+        spec = parse_spec(yaml.safe_load(
+            write_spec(tmp_path / f"s{block_size}.yaml", synth_store, out, block_size)
+            .read_text()))
+        run_sweep(spec, cluster_client, progress=False)
+        stores.append(xr.open_zarr(out, consolidated=False))
+    chunks = {ds["sharpe"].encoding["chunks"] for ds in stores}
+    assert len(chunks) == 3
+    for other in stores[1:]:
+        for m in METRICS:
+            np.testing.assert_array_equal(stores[0][m].values, other[m].values)
+
+
+def test_run_on_an_existing_scheduler(synth_store, tmp_path, cluster_client, capsys):
+    out = tmp_path / "r.zarr"
+    spec = write_spec(tmp_path / "spec.yaml", synth_store, out, block_size=500)
+    address = cluster_client.scheduler.address
+    assert main(["run", str(spec), "--scheduler", address, "--no-progress"]) == 0
+    assert (xr.open_zarr(out, consolidated=False)["done"].values == 1).all()
+
+
+def test_blocks_excluded_by_constraints_are_not_computed(synth_store, tmp_path, cluster_client):
+    out = tmp_path / "x.zarr"
+    spec = parse_spec(yaml.safe_load(write_spec(
+        tmp_path / "x.yaml", synth_store, out, block_size=23 * 2,
+        constraints=["fast + 80 < slow"]).read_text()))
+    summary = run_sweep(spec, cluster_client, progress=False)
+    ds = xr.open_zarr(out, consolidated=False)
+    done = ds["done"].values
+    assert (done == 2).any() and (done == 1).any() and not (done == 0).any()
+    assert summary.n_blocks == int((done == 1).sum())
+
+
+def test_real_data_aapl_daily(tmp_path, cluster_client, capsys):
+    import bokeh_sampledata
+
+    source = Path(bokeh_sampledata.__file__).parent / "_data" / "stocks.csv.gz"
+    with gzip.open(source, "rt") as fh:
+        header, *rows = fh.read().splitlines()
+    csv = tmp_path / "AAPL.csv"
+    csv.write_text("\n".join([header] + [r for r in rows if r.startswith("AAPL,")]) + "\n")
+    store = tmp_path / "bars"
+    assert main(["data", "import", str(csv), "--symbol", "AAPL", "--timeframe", "1d",
+                 "--store", str(store)]) == 0
+    assert "imported 3,270 bars" in capsys.readouterr().out
+
+    out = tmp_path / "aapl.zarr"
+    spec = parse_spec({
+        "data": {"store": str(store), "symbols": ["AAPL"], "timeframe": "1d",
+                 "year_days": 252},
+        "strategy": "ema_cross",
+        "grid": {"fast": [5, 10, 20, 50], "slow": [50, 100, 200]},
+        "constraints": ["fast < slow"],
+        "execution": {"fill": "next_open", "fees": 0.0005},
+        "run": {"block_size": 4, "out": str(out)},
+    })
+    run_sweep(spec, cluster_client, progress=False)
+    ds = xr.open_zarr(out, consolidated=False)
+    bars = open_bars(store, "AAPL", "1d")
+    single = backtest(bars, "ema_cross", dict(fast=20, slow=100), year_days=252,
+                      fill="next_open", fees=0.0005)
+    stored = {m: float(ds[m].sel(symbol="AAPL", fast=20, slow=100)) for m in METRICS}
+    assert single.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True)
+    assert stored["n_trades"] > 5
