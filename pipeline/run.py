@@ -69,14 +69,16 @@ def plan(spec: Spec, out: str) -> Plan:
     per_symbol = grid.n_blocks(chunks)
     execution = Execution(**spec.execution.model_dump())
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
+    boxes = []  # (block id within a symbol, region slices, axes slices, combos kept)
+    for b, slices in grid.blocks(chunks):
+        axes = tuple((name, values[sl]) for (name, values), sl in zip(grid.axes, slices))
+        boxes.append((b, slices, axes, Grid(axes, grid.constraints).count_valid()))
     tasks, excluded, n_combos = [], [], 0
     for s, symbol in enumerate(spec.data.symbols):
         bars = BarsRef(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                        spec.data.end)
-        for b, slices in grid.blocks(chunks):
+        for b, slices, axes, n_valid in boxes:
             block_id = s * per_symbol + b
-            axes = tuple((name, values[sl]) for (name, values), sl in zip(grid.axes, slices))
-            n_valid = int(Grid(axes, grid.constraints).count_valid())
             if n_valid == 0:
                 excluded.append(block_id)
                 continue

@@ -1,0 +1,78 @@
+"""The CLI's small commands and its error path (no cluster needed)."""
+
+import numpy as np
+import pytest
+import yaml
+
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.rank import rank
+from barsweep.pipeline.results import create_store, write_block
+
+
+def test_data_synth_then_info(tmp_path, capsys):
+    store = tmp_path / "bars"
+    assert main(["data", "synth", "--symbol", "ETHUSDT", "--timeframe", "4h", "--bars", "500",
+                 "--store", str(store)]) == 0
+    assert main(["data", "info", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "ETHUSDT" in out and "4h" in out and "500" in out
+
+
+def test_bad_spec_exits_2_naming_the_key(tmp_path, capsys):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": "bars", "symbols": ["X"], "timeframe": "1h"},
+        "strategy": "ema_cross", "grid": {"fast": [5], "slow": [20]},
+        "execution": {"fees": -0.1}}))
+    assert main(["run", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "execution.fees" in err and str(spec) in err
+
+
+def test_import_error_exits_2_naming_file_and_row(tmp_path, capsys):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("time,open,high,low,close\n2020-01-01,1,2,0.5,1.5\n2020-01-02,1,0.9,0.5,1\n")
+    assert main(["data", "import", str(csv), "--symbol", "X", "--timeframe", "1d",
+                 "--store", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv" in err and "row 2" in err
+
+
+@pytest.fixture
+def small_store(tmp_path):
+    path = str(tmp_path / "r.zarr")
+    axes = [("fast", np.array([2, 3, 4])), ("slow", np.array([10, 20]))]
+    create_store(path, ["A", "B"], axes, (3, 2), 2, {"spec": "test"})
+    rng = np.random.default_rng(0)
+    metrics = rng.normal(size=(15, 2, 3, 2))
+    metrics[:, 0, 0, 0] = np.nan            # an excluded combo
+    metrics[3, 1, 2, 1] = 99.0              # the best sharpe
+    metrics[2, 1, 1, 1] = -99.0             # the lowest volatility
+    for s in range(2):
+        write_block(path, (slice(s, s + 1), slice(0, 3), slice(0, 2)), metrics[:, s:s + 1], s)
+    return path, metrics
+
+
+def test_rank_orders_and_never_puts_nan_first(small_store):
+    path, metrics = small_store
+    top = rank(path, by="sharpe", top=20)
+    assert len(top) == 11                   # 12 combos, one NaN
+    assert top.iloc[0][["symbol", "fast", "slow"]].tolist() == ["B", 4, 20]
+    assert top["sharpe"].is_monotonic_decreasing
+    low = rank(path, by="volatility", top=1)  # lower is better
+    assert low.iloc[0]["volatility"] == -99.0
+    assert rank(path, by="sharpe", top=1, ascending=True).iloc[0]["sharpe"] == np.nanmin(
+        metrics[3])
+
+
+def test_rank_where_over_metrics_and_params(small_store, capsys):
+    path, _ = small_store
+    top = rank(path, by="sharpe", top=20, where="slow == 10 and fast >= 3")
+    assert set(top["slow"]) == {10} and set(top["fast"]) <= {3, 4}
+    assert main(["rank", path, "--by", "sharpe", "--top", "3"]) == 0
+    table = capsys.readouterr().out
+    assert "symbol" in table and "sharpe" in table
+    assert main(["rank", path, "--by", "nope"]) == 2
+    assert "unknown metric 'nope'" in capsys.readouterr().err
+    assert main(["rank", path, "--where", "bogus > 1"]) == 2
+    assert "bogus" in capsys.readouterr().err
