@@ -92,6 +92,8 @@ def backtest(
             raise SpecError(f"{strat.name}: {problem}")
 
     columns, time_ns = _columns(bars)
+    if len(columns["close"]) == 0:
+        raise SpecError("backtest(): the bars are empty; metrics need at least one bar")
     if ppy is None:
         ppy = _infer_ppy(time_ns, year_days)
     cols = bar_tuple(columns)

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from barsweep.errors import SpecError
+
 from .execution import Execution, benchmark_returns, pack_xp
 from .hoist import hoist, param_matrix
 from .metrics import N_METRICS
@@ -58,6 +60,8 @@ def sweep(
     (2, 15)
     """
     columns = bar_tuple(bars)
+    if len(columns[3]) == 0:
+        raise SpecError("sweep(): the bars are empty; metrics need at least one bar")
     ind, rows = hoist(strategy, {"close": columns[3], "open": columns[0],
                                  "high": columns[1], "low": columns[2]}, params)
     fparams = param_matrix(strategy, params)

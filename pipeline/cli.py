@@ -143,8 +143,8 @@ def run_spec(spec, *, scheduler=None, n_workers=None, progress=True):
     with connect(spec.cluster, n_workers or spec.n_workers, scheduler) as client:
         print(f"dask dashboard: {client.dashboard_link}", flush=True)
         summary = run_sweep(spec, client, progress=progress)
-    print(f"{summary.n_combos:,} combos x {summary.n_bars:,} bars in {summary.n_blocks} "
-          f"blocks on {summary.backend}: {summary.seconds:.2f} s, "
+    print(f"{summary.n_combos:,} combos in {summary.n_blocks} blocks on {summary.backend}: "
+          f"{summary.seconds:.2f} s, "
           f"{summary.combo_bars_per_second / 1e6:,.0f} M combo-bars/s")
     return summary
 
@@ -157,7 +157,7 @@ def cmd_rank(args) -> int:
     frame = rank(args.results, by=args.by, top=args.top, where=args.where,
                  ascending=args.ascending)
     if args.json:
-        print(json.dumps(to_records(frame), indent=1))
+        print(json.dumps(to_records(frame), indent=1, allow_nan=False))
     else:
         print(format_table(frame, args.by))
     return 0

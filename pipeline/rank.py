@@ -61,10 +61,7 @@ def rank(
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
     signed = score[candidates] if ascending else -score[candidates]
-    if len(candidates) > top:
-        part = np.argpartition(signed, top - 1)[:top]
-        candidates, signed = candidates[part], signed[part]
-    order = np.lexsort((candidates, signed))  # ties: lower flat index first
+    order = np.lexsort((candidates, signed))[:top]  # ties: lower flat index first
     chosen = candidates[order]
     index = np.unravel_index(chosen, shape)
     points = {d: xr.DataArray(ix, dims="rank") for d, ix in zip(dims, index)}
@@ -92,14 +89,14 @@ def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
 
 
 def to_records(frame: pd.DataFrame) -> list[dict]:
-    """JSON-ready rows: Python scalars, NaN as None."""
+    """JSON-ready rows: Python scalars; NaN and infinities as None (valid JSON)."""
     records = []
     for row in frame.to_dict(orient="records"):
         clean = {}
         for key, value in row.items():
             if isinstance(value, np.generic):
                 value = value.item()
-            if isinstance(value, float) and math.isnan(value):
+            if isinstance(value, float) and not math.isfinite(value):
                 value = None
             clean[key] = value
         records.append(clean)

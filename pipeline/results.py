@@ -16,6 +16,7 @@ import xarray as xr
 import zarr
 
 from barsweep.engine import METRICS
+from barsweep.errors import BarsweepError
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 
@@ -89,6 +90,17 @@ def mark_excluded(path: str, block_ids: Sequence[int]) -> None:
         flags = done[:]
         flags[ids] = EXCLUDED
         done[:] = flags
+
+
+def check_done(path: str) -> None:
+    """Raise when a block of the store is still pending after a run."""
+    flags = zarr.open_group(path, mode="r")["done"][:]
+    pending = np.flatnonzero(flags == PENDING)
+    if len(pending):
+        raise BarsweepError(
+            f"{path}: {len(pending)} block(s) were not written (first ids: "
+            f"{pending[:5].tolist()}); the run did not complete"
+        )
 
 
 def update_attrs(path: str, attrs: Mapping[str, object]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +17,13 @@ from pathlib import Path
 from distributed import Client, as_completed
 
 import barsweep
-from barsweep.datasets import fingerprint, periods_per_year
+from barsweep.datasets import fingerprint, open_bars, periods_per_year
 from barsweep.engine import METRICS, Execution
 from barsweep.errors import BackendError
 
 from .blocks import BarsRef, BlockReport, BlockTask, run_block
 from .grid import Grid
-from .results import create_store, mark_excluded, update_attrs
+from .results import check_done, create_store, mark_excluded, update_attrs
 from .spec import Spec, build_grid
 
 
@@ -43,13 +44,13 @@ class RunSummary:
     out: str
     n_combos: int
     n_blocks: int
-    n_bars: int
+    combo_bars: int
     seconds: float
     backend: str
 
     @property
     def combo_bars_per_second(self) -> float:
-        return self.n_combos * self.n_bars / self.seconds if self.seconds > 0 else float("nan")
+        return self.combo_bars / self.seconds if self.seconds > 0 else float("nan")
 
 
 def resolve_backend(requested: str) -> str:
@@ -91,8 +92,14 @@ def plan(spec: Spec, out: str) -> Plan:
 
 def execute(client: Client, tasks: tuple[BlockTask, ...],
             on_done: Callable[[BlockReport], None] | None = None) -> list[BlockReport]:
-    """Run every block as one Dask task; return their reports in completion order."""
-    futures = client.map(run_block, tasks, key=[f"block-{t.block_id}" for t in tasks],
+    """Run every block as one Dask task; return their reports in completion order.
+
+    Task keys are unique to this call, so two runs sharing a scheduler never
+    attach to each other's tasks.
+    """
+    run_id = uuid.uuid4().hex[:12]
+    futures = client.map(run_block, tasks,
+                         key=[f"barsweep-block-{run_id}-{t.block_id}" for t in tasks],
                          pure=False)
     reports = []
     for future in as_completed(futures):
@@ -109,6 +116,8 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     t0 = time.perf_counter()
     out = str(Path(out or spec.run.out))
     backend = resolve_backend(spec.run.backend)
+    for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
+        open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start, spec.data.end)
     the_plan = plan(spec, out)
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     attrs = {
@@ -128,15 +137,16 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     if bar:
         bar.close()
     t_done = time.perf_counter()
-    n_bars = reports[0].n_bars if reports else 0
+    check_done(out)
     update_attrs(out, {"timings_s": {
         "plan_and_create": round(t_plan - t0, 4),
         "compute_and_write": round(t_done - t_plan, 4),
         "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
         "total": round(t_done - t0, 4),
     }})
-    return RunSummary(out, the_plan.n_combos, len(the_plan.tasks), n_bars, t_done - t_plan,
-                      backend)
+    combo_bars = sum(r.n_combos * r.n_bars for r in reports)
+    return RunSummary(out, the_plan.n_combos, len(the_plan.tasks), combo_bars,
+                      t_done - t_plan, backend)
 
 
 class ProgressBar:

@@ -127,3 +127,11 @@ def test_hoisting_shares_rows():
                       dict(fast=np.array([5, 10, 5]), slow=np.array([10, 20, 20])))
     assert ind.shape == (3, 100)  # ema 5, 10, 20: ema(10) shared by fast and slow
     assert rows[1, 0] == rows[0, 1]
+
+
+def test_empty_bars_are_refused():
+    empty = dict(open=np.empty(0), high=np.empty(0), low=np.empty(0), close=np.empty(0))
+    with pytest.raises(ValueError, match="empty"):
+        backtest(empty, "buy_and_hold", {}, ppy=PPY)
+    with pytest.raises(ValueError, match="empty"):
+        run_sweep(empty, "buy_and_hold", {})

@@ -76,3 +76,18 @@ def test_rank_where_over_metrics_and_params(small_store, capsys):
     assert "unknown metric 'nope'" in capsys.readouterr().err
     assert main(["rank", path, "--where", "bogus > 1"]) == 2
     assert "bogus" in capsys.readouterr().err
+
+
+def test_rank_ties_prefer_the_lower_index_and_json_has_no_infinity(tmp_path, capsys):
+    import json
+
+    path = str(tmp_path / "t.zarr")
+    create_store(path, ["A"], [("p", np.arange(6))], (6,), 1, {"spec": "t"})
+    metrics = np.zeros((15, 1, 6))
+    metrics[3, 0] = [1.0, 5.0, 5.0, 5.0, 2.0, 5.0]   # sharpe: four-way tie at the top
+    metrics[1, 0, 1] = np.inf                         # cagr overflow on a tiny run
+    write_block(path, (slice(0, 1), slice(0, 6)), metrics, 0)
+    assert rank(path, by="sharpe", top=2)["p"].tolist() == [1, 2]
+    assert main(["rank", path, "--by", "sharpe", "--top", "1", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)[0]
+    assert record["p"] == 1 and record["cagr"] is None

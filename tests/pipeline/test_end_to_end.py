@@ -169,3 +169,46 @@ def test_real_data_aapl_daily(tmp_path, cluster_client, capsys):
     stored = {m: float(ds[m].sel(symbol="AAPL", fast=20, slow=100)) for m in METRICS}
     assert single.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True)
     assert stored["n_trades"] > 5
+
+
+def test_two_symbols_and_two_runs_sharing_a_scheduler(synth_store, tmp_path, cluster_client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import Client
+
+    assert main(["data", "synth", "--symbol", "ETHUSDT", "--timeframe", "1h", "--bars", "1500",
+                 "--seed", "8", "--store", str(synth_store)]) == 0
+
+    def one_run(name):
+        spec = parse_spec(yaml.safe_load(write_spec(
+            tmp_path / f"{name}.yaml", synth_store, tmp_path / f"{name}.zarr", block_size=100,
+            data={"store": str(synth_store), "symbols": ["BTCUSDT", "ETHUSDT"],
+                  "timeframe": "1h"}).read_text()))
+        with Client(cluster_client.scheduler.address) as client:
+            return run_sweep(spec, client, progress=False)
+
+    with ThreadPoolExecutor(2) as pool:
+        summaries = list(pool.map(one_run, ["a", "b"]))
+    assert summaries[0].n_blocks == summaries[1].n_blocks
+    a = xr.open_zarr(tmp_path / "a.zarr", consolidated=False)
+    b = xr.open_zarr(tmp_path / "b.zarr", consolidated=False)
+    assert (a["done"].values == 1).all() and (b["done"].values == 1).all()
+    np.testing.assert_array_equal(a["sharpe"].values, b["sharpe"].values)
+    ppy = periods_per_year("1h")
+    for symbol in ("BTCUSDT", "ETHUSDT"):
+        bars = open_bars(synth_store, symbol, "1h")
+        single = backtest(bars, "ema_cross", dict(fast=7, slow=30), ppy=ppy, fill="next_open",
+                          fees=0.001, slippage=0.0002)
+        stored = {m: float(a[m].sel(symbol=symbol, fast=7, slow=30)) for m in METRICS}
+        assert single.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True)
+    assert not np.array_equal(a["sharpe"].values[0], a["sharpe"].values[1], equal_nan=True)
+
+
+def test_empty_time_range_is_refused_before_the_store_is_made(synth_store, tmp_path, capsys):
+    out = tmp_path / "never.zarr"
+    spec = write_spec(tmp_path / "s.yaml", synth_store, out, block_size=100,
+                      data={"store": str(synth_store), "symbols": ["BTCUSDT"],
+                            "timeframe": "1h", "start": "2030-01-01"})
+    assert main(["run", str(spec), "--workers", "1", "--no-progress"]) == 2
+    assert "2030" in capsys.readouterr().err
+    assert not out.exists()
