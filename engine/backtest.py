@@ -1,4 +1,4 @@
-"""One combo in full: metrics, the equity curve and the trades table."""
+"""One combo in full: metrics, the equity curve, the trades table and a plot."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import pandas as pd
 
 from barsweep.errors import SpecError
 
-from .execution import Execution, pack_xp
+from .execution import Execution, pack_xp, stop_matrix
+from .fills import EXIT_REASONS
 from .hoist import hoist, param_matrix
 from .metrics import METRICS, N_METRICS
-from .simulate import EXIT_REASONS, N_TRADE_FIELDS
+from .simulate import N_TRADE_FIELDS
 from .strategies import get_strategy
 from .strategies.base import Strategy
 from .sweep import BAR_COLUMNS, bar_tuple
 
-NS_PER_YEAR_DAY = 86_400 * 10**9
+NS_PER_DAY = 86_400 * 10**9
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,26 @@ class BacktestResult:
     equity : pandas.Series
         Equity marked at each close, indexed by time (UTC) when the bars have times.
     trades : pandas.DataFrame
-        One row per round trip: entry/exit time, bar and price, size, pnl, return,
-        bars held and exit reason (``signal`` or ``end``).
+        One row per round trip: entry/exit time, bar and price, side (+1 long, -1
+        short), size, pnl, return, bars held and exit reason (signal, stop, target,
+        trail or end).
+    close : pandas.Series
+        The close prices, for plotting.
     """
 
     metrics: dict[str, float]
     equity: pd.Series
     trades: pd.DataFrame
+    close: pd.Series
+
+    def plot(self, path=None, title: str | None = None):
+        """Price with entries/exits, equity, and drawdown; saved as PNG when ``path``.
+
+        Returns the matplotlib Figure (matplotlib must be installed).
+        """
+        from .plot import plot_backtest
+
+        return plot_backtest(self, path=path, title=title)
 
 
 def backtest(
@@ -55,8 +69,9 @@ def backtest(
     Parameters
     ----------
     bars : xarray.Dataset (one symbol, from ``open_bars``), pandas.DataFrame or mapping
-        Columns ``open``, ``high``, ``low``, ``close``; times from the ``time``
-        coordinate/index (int64 ns or datetime64), optional for a mapping.
+        Columns ``open``, ``high``, ``low``, ``close`` (and ``funding_rate`` with
+        ``funding=True``); times from the ``time`` coordinate/index (int64 ns or
+        datetime64), optional for a mapping.
     strategy : str or Strategy
     params : mapping of parameter name to value
     ppy : float, optional
@@ -64,7 +79,9 @@ def backtest(
     year_days : float
         365 for markets that trade every day, 252 for equities.
     **execution
-        ``fill``, ``fees``, ``slippage``, ``init_cash`` (see :class:`Execution`).
+        ``fill``, ``fees``, ``fixed_fee``, ``slippage``, ``init_cash``, ``direction``,
+        ``stop_loss``, ``take_profit``, ``trailing_stop``, ``funding`` (see
+        :class:`Execution`).
 
     Examples
     --------
@@ -79,57 +96,54 @@ def backtest(
     strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
     exe = Execution(**execution)
     params = dict(params or {})
-    unknown = sorted(set(params) - set(strat.param_names))
-    missing = sorted(set(strat.param_names) - set(params))
-    if unknown or missing:
-        raise SpecError(
-            f"{strat.name}: unknown parameters {unknown}, missing parameters {missing}; "
-            f"expected {list(strat.param_names)}"
-        )
-    for name, value in params.items():
-        problem = strat.param(name).check(value)
-        if problem:
-            raise SpecError(f"{strat.name}: {problem}")
+    strat.validate(params)
 
-    columns, time_ns = _columns(bars)
+    columns, time_ns = _columns(bars, exe.funding)
     if len(columns["close"]) == 0:
         raise SpecError("backtest(): the bars are empty; metrics need at least one bar")
     if ppy is None:
         ppy = _infer_ppy(time_ns, year_days)
-    cols = bar_tuple(columns)
+    cols = bar_tuple(columns, exe.funding)
     n_bars = len(cols[3])
     one = {name: np.array([value]) for name, value in params.items()}
-    ind, rows = hoist(strat, dict(zip(BAR_COLUMNS, cols[:4])), one)
-    xp = pack_xp(exe, ppy, cols[4])
+    ind, rows = hoist(strat, dict(zip(BAR_COLUMNS, cols[:4])), one, 1)
+    xp = pack_xp(exe, ppy, cols[5])
     out = np.empty((1, N_METRICS))
     rec_equity = np.empty(n_bars)
     rec_trades = np.full((n_bars + 1, N_TRADE_FIELDS), np.nan)
-    strat.kernel(cols, ind, rows, param_matrix(strat, one), xp, out, rec_equity, rec_trades)
+    strat.kernel(cols, ind, rows, param_matrix(strat, one, 1), stop_matrix(exe, {}, 1), xp,
+                 out, rec_equity, rec_trades)
 
     metrics = dict(zip(METRICS, out[0].tolist()))
     index = pd.to_datetime(time_ns, utc=True) if time_ns is not None else pd.RangeIndex(n_bars)
+    index = index.rename("time")
     equity = pd.Series(rec_equity, index=index, name="equity")
     trades = _trades_frame(rec_trades[: int(metrics["n_trades"])], index)
-    return BacktestResult(metrics=metrics, equity=equity, trades=trades)
+    return BacktestResult(metrics=metrics, equity=equity, trades=trades,
+                          close=pd.Series(cols[3], index=index, name="close"))
 
 
-def _columns(bars) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Bar columns as 1-D arrays and the times as int64 ns (or None)."""
+    names = BAR_COLUMNS + (("funding_rate",) if funding else ())
     if hasattr(bars, "data_vars"):  # xarray.Dataset
         if "symbol" in bars.dims:
             if bars.sizes["symbol"] != 1:
                 raise SpecError("backtest() takes one symbol; select it with ds.sel(symbol=...)")
             bars = bars.isel(symbol=0)
         time = bars["time"].values if "time" in bars.coords else None
-        cols = {c: bars[c].values for c in BAR_COLUMNS}
+        cols = {c: bars[c].values for c in names if c in bars}
     elif isinstance(bars, pd.DataFrame):
-        cols = {c: bars[c].to_numpy() for c in BAR_COLUMNS}
+        cols = {c: bars[c].to_numpy() for c in names if c in bars.columns}
         time = bars.index.values if isinstance(bars.index, pd.DatetimeIndex) else None
         if time is None and "time" in bars.columns:
             time = bars["time"].to_numpy()
     else:
-        cols = {c: np.asarray(bars[c]) for c in BAR_COLUMNS}
+        cols = {c: np.asarray(bars[c]) for c in names if c in bars}
         time = np.asarray(bars["time"]) if "time" in bars else None
+    missing = [c for c in BAR_COLUMNS if c not in cols]
+    if missing:
+        raise SpecError(f"backtest(): the bars lack columns {missing}")
     if time is not None:
         time = np.asarray(time)
         if np.issubdtype(time.dtype, np.datetime64):
@@ -141,7 +155,7 @@ def _infer_ppy(time_ns: np.ndarray | None, year_days: float) -> float:
     if time_ns is None or len(time_ns) < 2:
         raise SpecError("backtest(): pass ppy= (bars per year); the bars carry no times")
     step_ns = float(np.median(np.diff(time_ns)))
-    return year_days * NS_PER_YEAR_DAY / step_ns
+    return year_days * NS_PER_DAY / step_ns
 
 
 def _trades_frame(rec: np.ndarray, index) -> pd.DataFrame:
@@ -153,12 +167,13 @@ def _trades_frame(rec: np.ndarray, index) -> pd.DataFrame:
             "exit_time": index[exit_bar],
             "entry_bar": entry_bar,
             "exit_bar": exit_bar,
-            "entry_price": rec[:, 2],
-            "exit_price": rec[:, 3],
-            "size": rec[:, 4],
-            "pnl": rec[:, 5],
-            "return": rec[:, 6],
+            "side": rec[:, 2].astype(np.int64),
+            "entry_price": rec[:, 3],
+            "exit_price": rec[:, 4],
+            "size": rec[:, 5],
+            "pnl": rec[:, 6],
+            "return": rec[:, 7],
             "bars_held": exit_bar - entry_bar,
-            "exit_reason": [EXIT_REASONS[int(r)] for r in rec[:, 7]],
+            "exit_reason": [EXIT_REASONS[int(r)] for r in rec[:, 8]],
         }
     )

@@ -11,7 +11,10 @@ from .strategies.base import Strategy
 
 
 def hoist(
-    strategy: Strategy, bars: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray]
+    strategy: Strategy,
+    bars: Mapping[str, np.ndarray],
+    params: Mapping[str, np.ndarray],
+    n_combos: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Compute the indicator rows a block of combos needs, each distinct one once.
 
@@ -20,6 +23,7 @@ def hoist(
     strategy : Strategy
     bars : mapping of column name to ndarray, shape (n_bars,), float64
     params : mapping of parameter name to ndarray, shape (n_combos,)
+    n_combos : int
 
     Returns
     -------
@@ -33,7 +37,6 @@ def hoist(
     ``ema_cross`` with fast in {5, 10} and slow in {10, 20} needs three EMA rows.
     """
     n_bars = len(bars["close"])
-    n_combos = _n_combos(strategy, params)
     rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
     keys: dict[tuple, int] = {}
     computed: list[np.ndarray] = []
@@ -55,18 +58,12 @@ def hoist(
     return ind, rows
 
 
-def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray]) -> np.ndarray:
+def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],
+                 n_combos: int) -> np.ndarray:
     """Parameter values as float64, shape (n_combos, n_params), in the strategy's order."""
-    n_combos = _n_combos(strategy, params)
     if not strategy.params:
         return np.empty((n_combos, 0))
     return np.column_stack([np.asarray(params[p], dtype=np.float64) for p in strategy.param_names])
-
-
-def _n_combos(strategy: Strategy, params: Mapping[str, np.ndarray]) -> int:
-    if not strategy.params:
-        return 1
-    return len(np.asarray(params[strategy.params[0].name]))
 
 
 def _scalar(strategy: Strategy, name: str, value):

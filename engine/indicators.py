@@ -1,22 +1,68 @@
-"""Indicators with TA-Lib's conventions, as numba kernels.
+"""Indicators with TA-Lib's conventions, as numba kernels, and the registry strategies use.
 
-Each function takes float64 arrays and returns a new float64 array of the same
-length, NaN through the warm-up, and names the TA-Lib call it equals (the test
-oracle). Inputs are validated bars: finite, positive prices.
+Each kernel takes float64 arrays and scalars and returns new float64 arrays of the
+same length, NaN through the warm-up, and names the TA-Lib call it equals (the test
+oracle). Like the TA-Lib Python wrapper, a kernel starts at the first bar where all
+its inputs are non-NaN. Inputs are validated bars: finite, positive prices. A
+period below 1 gives all NaN (kernels never raise); where TA-Lib refuses a period
+of 1 (RSI, BBANDS, MAX/MIN, MACD's fast and slow) the kernels give the formula's
+plain value. The moving averages live in :mod:`barsweep.engine.indicators_ma` and
+are re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
+from barsweep.errors import SpecError
+
+from .indicators_ma import (
+    ema,
+    ema_into,
+    fill_nan,
+    first_valid,
+    first_valid3,
+    roc_into,
+    sma,
+    sma_into,
+    wma,
+)
+
+__all__ = [
+    "INDICATORS",
+    "IndicatorFn",
+    "atr",
+    "bbands",
+    "compute_indicator",
+    "donchian",
+    "ema",
+    "macd",
+    "roc",
+    "rsi",
+    "sma",
+    "stoch",
+    "trix",
+    "trix_signal",
+    "wma",
+]
+
+# TA-Lib's TA_IS_ZERO and TA_IS_ZERO_OR_NEG tolerance.
+_TA_EPSILON = 1e-8
+
 
 @njit(cache=True)
-def sma(close, period):
-    """Simple moving average; equals ``talib.SMA(close, timeperiod=period)``.
+def rsi(close, period):
+    """Relative strength index; equals ``talib.RSI(close, timeperiod=period)``.
+
+    Average gain and loss over the first ``period`` changes are simple means, then
+    Wilder's smoothing ``avg = (avg * (period - 1) + change) / period``;
+    ``100 * gain / (gain + loss)``, 0 when ``gain + loss`` is within 1e-8 of 0.
 
     Parameters
     ----------
@@ -26,28 +72,42 @@ def sma(close, period):
     Returns
     -------
     ndarray, shape (n_bars,), float64
-        NaN for the first ``period - 1`` bars.
+        In [0, 100]; NaN for the first ``period`` bars.
     """
     n = close.shape[0]
-    out = np.full(n, np.nan)
-    if period < 1 or n < period:
+    out = np.empty(n)
+    begin = first_valid(close)
+    first = begin + period
+    if period < 1 or first >= n:
+        fill_nan(out, n)
         return out
-    total = 0.0
-    for t in range(period):
-        total += close[t]
-    out[period - 1] = total / period
-    for t in range(period, n):
-        total += close[t] - close[t - period]
-        out[t] = total / period
+    fill_nan(out, first)
+    gain = 0.0
+    loss = 0.0
+    prev = close[begin]
+    for t in range(begin + 1, n):
+        change = close[t] - prev
+        prev = close[t]
+        if t > first:
+            gain *= period - 1
+            loss *= period - 1
+        if change < 0:
+            loss -= change
+        else:
+            gain += change
+        if t >= first:
+            gain /= period
+            loss /= period
+            total = gain + loss
+            out[t] = 100.0 * (gain / total) if abs(total) >= _TA_EPSILON else 0.0
     return out
 
 
 @njit(cache=True)
-def ema(close, period):
-    """Exponential moving average; equals ``talib.EMA(close, timeperiod=period)``.
+def roc(close, period):
+    """Rate of change in percent; equals ``talib.ROC(close, timeperiod=period)``.
 
-    Seeded with the simple mean of the first ``period`` values at index
-    ``period - 1``, then ``alpha = 2 / (period + 1)``.
+    ``(close[t] / close[t - period] - 1) * 100``.
 
     Parameters
     ----------
@@ -57,33 +117,390 @@ def ema(close, period):
     Returns
     -------
     ndarray, shape (n_bars,), float64
+        NaN for the first ``period`` bars.
+    """
+    out = np.empty(close.shape[0])
+    roc_into(close, period, first_valid(close) + period, out)
+    return out
+
+
+@njit(cache=True)
+def trix(close, period):
+    """TRIX; equals ``talib.TRIX(close, timeperiod=period)``.
+
+    The one-bar rate of change, in percent, of a triple EMA (each EMA seeded with
+    the mean of its first ``period`` inputs).
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``3 * (period - 1) + 1`` bars.
+    """
+    out = np.empty(close.shape[0])
+    first = first_valid(close) + period - 1
+    ema_into(close, period, first, out)
+    ema_into(out, period, first + period - 1, out)
+    ema_into(out, period, first + 2 * (period - 1), out)
+    roc_into(out, 1, first + 2 * (period - 1) + 1, out)
+    return out
+
+
+@njit(cache=True)
+def trix_signal(close, period, signal):
+    """TRIX signal line; equals ``talib.EMA(talib.TRIX(close, period), signal)``.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+        TRIX period.
+    signal : int, >= 1
+        Period of the EMA of TRIX.
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``3 * (period - 1) + 1 + signal - 1`` bars.
+    """
+    out = trix(close, period)
+    ema_into(out, signal, first_valid(out) + signal - 1, out)
+    return out
+
+
+@njit(cache=True)
+def macd(close, fast, slow, signal):
+    """MACD; equals ``talib.MACD(close, fastperiod=fast, slowperiod=slow, signalperiod=signal)``.
+
+    ``macd = EMA(fast) - EMA(slow)``, ``signal = EMA(macd, signal)``,
+    ``hist = macd - signal``. As TA-Lib: ``fast`` and ``slow`` are swapped when
+    ``slow < fast``; both EMAs start at bar ``slow - 1``, so the fast EMA is seeded
+    with the mean of the ``fast`` closes ending there (later than a stand-alone
+    EMA); all three outputs start where the signal line does.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    fast, slow, signal : int, >= 1
+
+    Returns
+    -------
+    macd, signal, hist : ndarray, shape (n_bars,), float64
+        NaN for the first ``max(fast, slow) - 1 + signal - 1`` bars.
+    """
+    if slow < fast:
+        fast, slow = slow, fast
+    n = close.shape[0]
+    out_macd = np.empty(n)
+    out_signal = np.empty(n)
+    out_hist = np.empty(n)
+    start = first_valid(close) + slow - 1
+    first = start + signal - 1
+    if fast < 1 or signal < 1 or first >= n:
+        fill_nan(out_macd, n)
+        fill_nan(out_signal, n)
+        fill_nan(out_hist, n)
+        return out_macd, out_signal, out_hist
+    # The slow and fast EMAs go through the signal and hist outputs.
+    ema_into(close, slow, start, out_signal)
+    ema_into(close, fast, start, out_hist)
+    for t in range(start, n):
+        out_macd[t] = out_hist[t] - out_signal[t]
+    ema_into(out_macd, signal, first, out_signal)
+    for t in range(first, n):
+        out_hist[t] = out_macd[t] - out_signal[t]
+    fill_nan(out_macd, first)
+    fill_nan(out_hist, first)
+    return out_macd, out_signal, out_hist
+
+
+@njit(cache=True)
+def bbands(close, period, k):
+    """Bollinger bands; equals ``talib.BBANDS(close, period, k, k, 0)``.
+
+    That is ``timeperiod=period, nbdevup=k, nbdevdn=k, matype=0``: the SMA plus and
+    minus ``k`` population standard deviations, the variance taken as TA-Lib does,
+    ``mean(x**2) - sma**2`` from running sums, and 0 below 1e-8.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+    k : float
+        Width in standard deviations.
+
+    Returns
+    -------
+    upper, middle, lower : ndarray, shape (n_bars,), float64
         NaN for the first ``period - 1`` bars.
     """
     n = close.shape[0]
-    out = np.full(n, np.nan)
-    if period < 1 or n < period:
+    upper = np.empty(n)
+    middle = np.empty(n)
+    lower = np.empty(n)
+    first = first_valid(close) + period - 1
+    sma_into(close, period, first, middle)
+    if period < 1 or first >= n:
+        fill_nan(upper, n)
+        fill_nan(lower, n)
+        return upper, middle, lower
+    fill_nan(upper, first)
+    fill_nan(lower, first)
+    total2 = 0.0
+    for t in range(first - period + 1, first):
+        total2 += close[t] * close[t]
+    for t in range(first, n):
+        total2 += close[t] * close[t]
+        var = total2 / period - middle[t] * middle[t]
+        total2 -= close[t - period + 1] * close[t - period + 1]
+        width = math.sqrt(var) * k if var >= _TA_EPSILON else 0.0
+        upper[t] = middle[t] + width
+        lower[t] = middle[t] - width
+    return upper, middle, lower
+
+
+@njit(cache=True)
+def atr(high, low, close, period):
+    """Average true range; equals ``talib.ATR(high, low, close, timeperiod=period)``.
+
+    The true range ``max(high, prev_close) - min(low, prev_close)`` from bar 1; its
+    simple mean over bars ``1..period``, then Wilder's smoothing.
+
+    Parameters
+    ----------
+    high, low, close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``period`` bars.
+    """
+    n = close.shape[0]
+    out = np.empty(n)
+    begin = first_valid3(high, low, close)
+    first = begin + period
+    if period < 1 or first >= n:
+        fill_nan(out, n)
         return out
-    total = 0.0
-    for t in range(period):
-        total += close[t]
-    value = total / period
-    out[period - 1] = value
-    alpha = 2.0 / (period + 1.0)
-    for t in range(period, n):
-        value = (close[t] - value) * alpha + value
-        out[t] = value
+    fill_nan(out, first)
+    value = 0.0
+    for t in range(begin + 1, n):
+        true_range = high[t] - low[t]
+        true_range = max(true_range, abs(close[t - 1] - high[t]))
+        true_range = max(true_range, abs(close[t - 1] - low[t]))
+        if t < first:
+            value += true_range
+        elif t == first:
+            value = (value + true_range) / period
+            out[t] = value
+        else:
+            value = (value * (period - 1) + true_range) / period
+            out[t] = value
     return out
+
+
+@njit(cache=True)
+def _rolling_max_into(x, period, first, out):
+    """Max of ``x`` over the ``period`` bars ending at each bar, into ``out[first:]``.
+
+    TA-Lib's ``MAX``: keep the index of the max, rescan when it leaves the window.
+    ``out`` may be ``x``'s sibling but not ``x``.
+    """
+    n = x.shape[0]
+    if period < 1 or first >= n:
+        fill_nan(out, n)
+        return
+    fill_nan(out, first)
+    best_idx = -1
+    best = 0.0
+    for t in range(first, n):
+        trailing = t - period + 1
+        if best_idx < trailing:
+            best_idx = trailing
+            best = x[trailing]
+            for i in range(trailing + 1, t + 1):
+                if x[i] > best:
+                    best_idx = i
+                    best = x[i]
+        elif x[t] >= best:
+            best_idx = t
+            best = x[t]
+        out[t] = best
+
+
+@njit(cache=True)
+def _rolling_min_into(x, period, first, out):
+    """Min of ``x`` over the ``period`` bars ending at each bar, into ``out[first:]``."""
+    n = x.shape[0]
+    if period < 1 or first >= n:
+        fill_nan(out, n)
+        return
+    fill_nan(out, first)
+    best_idx = -1
+    best = 0.0
+    for t in range(first, n):
+        trailing = t - period + 1
+        if best_idx < trailing:
+            best_idx = trailing
+            best = x[trailing]
+            for i in range(trailing + 1, t + 1):
+                if x[i] < best:
+                    best_idx = i
+                    best = x[i]
+        elif x[t] <= best:
+            best_idx = t
+            best = x[t]
+        out[t] = best
+
+
+@njit(cache=True)
+def donchian(high, low, period):
+    """Donchian channel; equals ``(talib.MAX(high, period), talib.MIN(low, period))``.
+
+    Parameters
+    ----------
+    high, low : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    upper, lower : ndarray, shape (n_bars,), float64
+        Highest high and lowest low of the last ``period`` bars, this one included;
+        NaN for the first ``period - 1`` bars.
+    """
+    upper = np.empty(high.shape[0])
+    lower = np.empty(low.shape[0])
+    _rolling_max_into(high, period, first_valid(high) + period - 1, upper)
+    _rolling_min_into(low, period, first_valid(low) + period - 1, lower)
+    return upper, lower
+
+
+@njit(cache=True)
+def stoch(high, low, close, k_period, k_smooth, d_period):
+    """Slow stochastic; equals ``talib.STOCH(high, low, close, k_period, k_smooth, 0, d_period, 0)``.
+
+    That is ``fastk_period=k_period, slowk_period=k_smooth, slowk_matype=0,
+    slowd_period=d_period, slowd_matype=0``. Fast %K is
+    ``(close - lowest low) / ((highest high - lowest low) / 100)`` over ``k_period``
+    bars (0 on a flat range); %K is its SMA over ``k_smooth`` bars, %D the SMA of
+    %K over ``d_period`` bars. Both start where %D does.
+
+    Parameters
+    ----------
+    high, low, close : ndarray, shape (n_bars,), float64
+    k_period, k_smooth, d_period : int, >= 1
+
+    Returns
+    -------
+    k, d : ndarray, shape (n_bars,), float64
+        NaN for the first ``k_period + k_smooth + d_period - 3`` bars.
+    """
+    n = close.shape[0]
+    buf_a = np.empty(n)
+    buf_b = np.empty(n)
+    start = first_valid3(high, low, close) + k_period - 1
+    first = start + k_smooth - 1 + d_period - 1
+    if k_period < 1 or k_smooth < 1 or d_period < 1 or first >= n:
+        fill_nan(buf_a, n)
+        fill_nan(buf_b, n)
+        return buf_a, buf_b
+    _rolling_max_into(high, k_period, start, buf_a)
+    _rolling_min_into(low, k_period, start, buf_b)
+    for t in range(start, n):
+        diff = (buf_a[t] - buf_b[t]) / 100.0
+        buf_a[t] = (close[t] - buf_b[t]) / diff if diff != 0.0 else 0.0
+    sma_into(buf_a, k_smooth, start + k_smooth - 1, buf_b)  # %K into buf_b
+    sma_into(buf_b, d_period, first, buf_a)  # %D into buf_a
+    fill_nan(buf_b, first)
+    return buf_b, buf_a
 
 
 @dataclass(frozen=True)
 class IndicatorFn:
-    """An indicator a strategy can hoist: the kernel and the bar columns it reads."""
+    """An indicator a strategy can hoist: the kernel, the bar columns it reads, its output.
+
+    ``fn(*[bars[c] for c in inputs], *args)`` computes it; ``output`` indexes the
+    tuple a multi-output kernel returns, None for a single-output kernel.
+    """
 
     fn: Callable
     inputs: tuple[str, ...]
+    output: int | None = None
 
+
+_CLOSE = ("close",)
+_HLC = ("high", "low", "close")
 
 INDICATORS: dict[str, IndicatorFn] = {
-    "sma": IndicatorFn(sma, ("close",)),
-    "ema": IndicatorFn(ema, ("close",)),
+    "sma": IndicatorFn(sma, _CLOSE),
+    "ema": IndicatorFn(ema, _CLOSE),
+    "wma": IndicatorFn(wma, _CLOSE),
+    "rsi": IndicatorFn(rsi, _CLOSE),
+    "trix": IndicatorFn(trix, _CLOSE),
+    "trix_signal": IndicatorFn(trix_signal, _CLOSE),
+    "roc": IndicatorFn(roc, _CLOSE),
+    "atr": IndicatorFn(atr, _HLC),
+    "macd_line": IndicatorFn(macd, _CLOSE, 0),
+    "macd_signal": IndicatorFn(macd, _CLOSE, 1),
+    "macd_hist": IndicatorFn(macd, _CLOSE, 2),
+    "bb_upper": IndicatorFn(bbands, _CLOSE, 0),
+    "bb_middle": IndicatorFn(bbands, _CLOSE, 1),
+    "bb_lower": IndicatorFn(bbands, _CLOSE, 2),
+    "stoch_k": IndicatorFn(stoch, _HLC, 0),
+    "stoch_d": IndicatorFn(stoch, _HLC, 1),
+    "donchian_upper": IndicatorFn(donchian, ("high", "low"), 0),
+    "donchian_lower": IndicatorFn(donchian, ("high", "low"), 1),
 }
+
+
+def compute_indicator(name: str, bars: Mapping[str, np.ndarray], args: tuple) -> np.ndarray:
+    """Compute one registered indicator on a symbol's bars.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`INDICATORS`.
+    bars : mapping of column name to ndarray, shape (n_bars,)
+        Must hold the indicator's ``inputs`` columns.
+    args : tuple
+        The kernel's arguments after its inputs, in order: ints for periods, a
+        float for ``k`` of the Bollinger bands.
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        The indicator, or the selected output of a multi-output kernel.
+
+    Raises
+    ------
+    SpecError
+        For an unknown name, a missing column or the wrong number of arguments.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> close = np.linspace(1.0, 2.0, 40)
+    >>> bars = {"close": close}
+    >>> hist = compute_indicator("macd_hist", bars, (12, 26, 9))
+    >>> hist.shape, int(np.isnan(hist).sum())
+    ((40,), 33)
+    """
+    indicator = INDICATORS.get(name)
+    if indicator is None:
+        raise SpecError(f"unknown indicator {name!r}; expected one of {sorted(INDICATORS)}")
+    missing = [column for column in indicator.inputs if column not in bars]
+    if missing:
+        raise SpecError(f"indicator {name!r} reads columns {missing} that the bars lack")
+    params = list(inspect.signature(indicator.fn.py_func).parameters)[len(indicator.inputs) :]
+    if len(args) != len(params):
+        raise SpecError(
+            f"indicator {name!r} takes {len(params)} arguments {tuple(params)}, got {args!r}"
+        )
+    columns = [np.asarray(bars[column], dtype=np.float64) for column in indicator.inputs]
+    result = indicator.fn(*columns, *args)
+    return result if indicator.output is None else result[indicator.output]

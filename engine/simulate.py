@@ -1,18 +1,23 @@
-"""The per-bar simulation of one combo: fills, position, marking, metrics.
+"""The per-bar simulation of one combo: fills, stops, funding, marking, metrics.
 
-Everything here is a plain function of scalars, tuples and array elements
-(no allocation, no numpy calls, no Python objects), compiled with ``njit`` for
-the CPU sweep and ``backtest()``; the same functions compile as numba.cuda device
-functions. Semantics are DESIGN.md's "Execution semantics":
+Everything here is a plain function of scalars, tuples and array elements (no
+allocation, no numpy calls, no Python objects), compiled with ``njit`` for the
+CPU sweep and ``backtest()``; the same functions compile as numba.cuda device
+functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"):
 
-* the signal of bar ``t`` is computed from its close; ``fill: close`` fills at
-  ``close[t]``, ``fill: next_open`` at ``open[t + 1]`` (a signal on the last bar
-  is never filled);
-* all equity goes into a position: ``size = cash / (price * (1 + fee_rate))``;
-  slippage moves the fill price against the trader;
-* an entry and an exit signal on the same bar cancel (as vectorbt's default);
-* a position open at the last bar is marked at the last close with no exit fee
-  and counts as a trade.
+1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``:
+   the exit first, then the entry;
+2. the open position's stops are checked on the bar's range (``fills.stop_exit``);
+   with ``next_open`` this includes a position entered at this very open;
+3. funding: ``position * close[t] * funding_rate[t]`` is paid by the position
+   held through the bar (longs pay a positive rate, shorts receive it);
+4. the strategy's signal at the close (``fills.resolve_signals``) exits and/or
+   enters: at ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal
+   on the last bar is never filled);
+5. equity is marked at ``close[t]`` and the metric accumulators advance.
+
+A position still open after the last bar is marked at the last close with no
+exit fee and counts as a trade (exit reason ``end``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .fills import (
+    EXIT_END,
+    EXIT_SIGNAL,
+    close_position,
+    open_position,
+    resolve_signals,
+    stop_exit,
+)
 from .metrics import (
     DD_ACC0,
     RET_ACC0,
@@ -38,15 +51,22 @@ XP_INIT_CASH = 3
 XP_PPY = 4
 XP_SUM_B = 5
 XP_SUM_B2 = 6
-N_XP = 7
+XP_ALLOW_LONG = 7
+XP_ALLOW_SHORT = 8
+XP_FIXED_FEE = 9
+XP_FUNDING = 10
+N_XP = 11
+
+# Columns of ``stops``: per-combo fractions, 0 = no such stop.
+STOP_LOSS = 0
+TAKE_PROFIT = 1
+TRAILING_STOP = 2
+N_STOPS = 3
 
 # Columns of the trades record written by ``backtest()``.
-TRADE_FIELDS = ("entry_bar", "exit_bar", "entry_price", "exit_price", "size", "pnl",
+TRADE_FIELDS = ("entry_bar", "exit_bar", "side", "entry_price", "exit_price", "size", "pnl",
                 "return", "exit_reason")
 N_TRADE_FIELDS = len(TRADE_FIELDS)
-EXIT_SIGNAL = 0.0
-EXIT_END = 4.0
-EXIT_REASONS = ("signal", "stop", "target", "trail", "end")
 
 
 @njit(cache=True)
@@ -62,55 +82,33 @@ def cross_below(a_prev, b_prev, a, b):
 
 
 @njit(cache=True)
-def long_action(size, entry, exit_):
-    """+1 to open a long, -1 to close it, 0 to do nothing (long-only)."""
-    if entry and exit_:
-        return 0
-    if size == 0.0 and entry:
-        return 1
-    if size > 0.0 and exit_:
-        return -1
-    return 0
+def trade_result(position, entry_fill, entry_equity, exit_equity):
+    """``(pnl, return)`` of a round trip; the return is on entry notional (as vectorbt).
+
+    ``pnl`` is the change of equity over the trade: fees and funding included.
+    """
+    pnl = exit_equity - entry_equity
+    return pnl, pnl / (abs(position) * entry_fill)
 
 
 @njit(cache=True)
-def buy_all(cash, price, fee_rate, slippage):
-    """Spend all ``cash`` on a long at ``price``; return ``(size, fill price)``."""
-    fill = price * (1.0 + slippage)
-    return cash / (fill * (1.0 + fee_rate)), fill
-
-
-@njit(cache=True)
-def sell_all(cash, size, price, fee_rate, slippage):
-    """Close a long of ``size`` at ``price``; return ``(cash after, fill price)``."""
-    fill = price * (1.0 - slippage)
-    notional = size * fill
-    return cash + notional - notional * fee_rate, fill
-
-
-@njit(cache=True)
-def trade_result(size, entry_fill, entry_cash, exit_value):
-    """``(pnl, return)`` of a closed long; the return is on entry notional (as vectorbt)."""
-    pnl = exit_value - entry_cash
-    return pnl, pnl / (size * entry_fill)
-
-
-@njit(cache=True)
-def record_trade(rec, k, entry_bar, exit_bar, entry_fill, exit_fill, size, pnl, ret, reason):
-    """Write trade ``k`` into ``rec`` (shape (n_max, N_TRADE_FIELDS)) when recording."""
+def record_trade(rec, k, entry_bar, exit_bar, position, entry_fill, exit_fill, pnl, ret,
+                 reason):
+    """Write trade ``k`` into ``rec`` (shape (n_max, N_TRADE_FIELDS)) if there is room."""
     if k < rec.shape[0]:
         rec[k, 0] = entry_bar
         rec[k, 1] = exit_bar
-        rec[k, 2] = entry_fill
-        rec[k, 3] = exit_fill
-        rec[k, 4] = size
-        rec[k, 5] = pnl
-        rec[k, 6] = ret
-        rec[k, 7] = reason
+        rec[k, 2] = 1.0 if position > 0.0 else -1.0
+        rec[k, 3] = entry_fill
+        rec[k, 4] = exit_fill
+        rec[k, 5] = abs(position)
+        rec[k, 6] = pnl
+        rec[k, 7] = ret
+        rec[k, 8] = reason
 
 
 @njit(inline="always", cache=True)
-def simulate(signal, bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
+def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
     """Run one combo over every bar and write its metrics into ``out``.
 
     Inlined (numba IR level) into each strategy's kernel, so ``signal`` becomes a
@@ -118,16 +116,18 @@ def simulate(signal, bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
 
     Parameters
     ----------
-    signal : njit function ``(ind, rows, fparams, t) -> (long_entry, long_exit,
-        short_entry, short_exit)``, the strategy's rule at bar ``t``.
-    bars : tuple of 5 ndarrays, shape (n_bars,), float64
-        ``(open, high, low, close, benchmark returns)``.
+    signal : njit function ``(ind, rows, fparams, bars, t) -> (long_entry, long_exit,
+        short_entry, short_exit)``, the strategy's rule at the close of bar ``t``.
+    bars : tuple of 6 ndarrays, shape (n_bars,), float64
+        ``(open, high, low, close, funding rate, benchmark returns)``.
     ind : ndarray, shape (n_rows, n_bars), float64
         Hoisted indicator rows.
     rows : ndarray, shape (n_slots,), int64
         This combo's row of ``ind`` for each of the strategy's indicator slots.
     fparams : ndarray, shape (n_params,), float64
-        This combo's parameter values, in the strategy's order.
+        This combo's strategy parameters, in the strategy's order.
+    stops : ndarray, shape (N_STOPS,), float64
+        This combo's stop loss, take profit and trailing stop (0 = none).
     xp : ndarray, shape (N_XP,), float64
         Execution settings and benchmark sums (``XP_*`` indices).
     out : ndarray, shape (N_METRICS,), float64
@@ -137,20 +137,30 @@ def simulate(signal, bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
     rec_trades : ndarray, shape (n_max, N_TRADE_FIELDS) or (0, N_TRADE_FIELDS)
         Written when ``rec_equity`` is non-empty: one row per trade.
     """
-    open_, high, low, close, bench = bars
+    open_, high, low, close, funding, bench = bars
     n = close.shape[0]
     next_open = xp[XP_NEXT_OPEN] != 0.0
     fee_rate = xp[XP_FEE_RATE]
+    fixed_fee = xp[XP_FIXED_FEE]
     slippage = xp[XP_SLIPPAGE]
     init_cash = xp[XP_INIT_CASH]
+    allow_long = xp[XP_ALLOW_LONG] != 0.0
+    allow_short = xp[XP_ALLOW_SHORT] != 0.0
+    use_funding = xp[XP_FUNDING] != 0.0
+    stop_loss = stops[STOP_LOSS]
+    take_profit = stops[TAKE_PROFIT]
+    trailing_stop = stops[TRAILING_STOP]
+    use_stops = stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
     record = rec_equity.shape[0] > 0
 
     cash = init_cash
-    size = 0.0
-    entry_cash = 0.0
+    position = 0.0
     entry_fill = 0.0
+    entry_equity = 0.0
     entry_bar = 0
-    pending = 0
+    extreme = 0.0
+    pending_exit = False
+    pending_side = 0
     prev_equity = init_cash
     equity = init_cash
     n_exposed = 0
@@ -159,37 +169,65 @@ def simulate(signal, bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
     trade_acc = TRADE_ACC0
 
     for t in range(n):
-        for phase in range(2):
-            # phase 0: the order pending from bar t-1 fills at this open;
-            # phase 1: this bar's signal, filled at this close or queued.
+        for phase in range(3):
+            # phase 0: orders queued at t-1 fill at this open; phase 1: stops inside
+            # the bar; phase 2: this bar's signal, filled at this close or queued.
+            exit_reason = -1
+            exit_price = 0.0
+            enter_side = 0
+            enter_price = 0.0
             if phase == 0:
-                action = pending
-                price = open_[t]
-                pending = 0
+                if pending_exit and position != 0.0:
+                    exit_reason = EXIT_SIGNAL
+                    exit_price = open_[t]
+                enter_side = pending_side
+                enter_price = open_[t]
+                pending_exit = False
+                pending_side = 0
+            elif phase == 1:
+                if use_stops and position != 0.0:
+                    side = 1.0 if position > 0.0 else -1.0
+                    exit_reason, exit_price = stop_exit(side, open_[t], high[t], low[t],
+                                                        entry_fill, extreme, stop_loss,
+                                                        take_profit, trailing_stop)
+                    if exit_reason < 0:
+                        extreme = max(extreme, high[t]) if side > 0.0 else min(extreme, low[t])
+                if use_funding and position != 0.0:
+                    cash -= position * close[t] * funding[t]
             else:
-                long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, t)
-                action = long_action(size, long_entry, long_exit)
-                price = close[t]
+                long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,
+                                                                        bars, t)
+                exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
+                                                       long_entry, long_exit, short_entry,
+                                                       short_exit)
                 if next_open:
                     if t + 1 < n:
-                        pending = action
-                    action = 0
-            if action > 0:
-                entry_cash = cash
-                size, entry_fill = buy_all(cash, price, fee_rate, slippage)
-                cash = 0.0
-                entry_bar = t
-            elif action < 0:
-                cash, exit_fill = sell_all(cash, size, price, fee_rate, slippage)
-                pnl, ret = trade_result(size, entry_fill, entry_cash, cash)
-                if record:
-                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, entry_fill,
-                                 exit_fill, size, pnl, ret, EXIT_SIGNAL)
-                trade_acc = acc_trade(trade_acc, pnl, ret)
-                size = 0.0
+                        pending_exit = exit_now
+                        pending_side = enter_side
+                    enter_side = 0
+                elif exit_now:
+                    exit_reason = EXIT_SIGNAL
+                    exit_price = close[t]
+                enter_price = close[t]
 
-        equity = cash + size * close[t]
-        if size != 0.0:
+            if exit_reason >= 0:
+                cash, exit_fill = close_position(cash, position, exit_price, fee_rate,
+                                                 fixed_fee, slippage)
+                pnl, ret = trade_result(position, entry_fill, entry_equity, cash)
+                if record:
+                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
+                                 entry_fill, exit_fill, pnl, ret, exit_reason)
+                trade_acc = acc_trade(trade_acc, pnl, ret)
+                position = 0.0
+            if enter_side != 0 and position == 0.0:
+                entry_equity = cash
+                position, cash, entry_fill = open_position(cash, enter_side, enter_price,
+                                                           fee_rate, fixed_fee, slippage)
+                entry_bar = t
+                extreme = entry_fill
+
+        equity = cash + position * close[t]
+        if position != 0.0:
             n_exposed += 1
         ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
         dd_acc = acc_drawdown(dd_acc, equity)
@@ -197,17 +235,17 @@ def simulate(signal, bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
         if record:
             rec_equity[t] = equity
 
-    if size != 0.0:
-        pnl, ret = trade_result(size, entry_fill, entry_cash, equity)
+    if position != 0.0:
+        pnl, ret = trade_result(position, entry_fill, entry_equity, equity)
         if record:
-            record_trade(rec_trades, int(trade_acc[0]), entry_bar, n - 1, entry_fill,
-                         close[n - 1], size, pnl, ret, EXIT_END)
+            record_trade(rec_trades, int(trade_acc[0]), entry_bar, n - 1, position,
+                         entry_fill, close[n - 1], pnl, ret, EXIT_END)
         trade_acc = acc_trade(trade_acc, pnl, ret)
 
     finalize(out, n, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
              (xp[XP_SUM_B], xp[XP_SUM_B2]))
 
 
-def no_record(n_bars: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def no_record() -> tuple[np.ndarray, np.ndarray]:
     """Empty recording arrays: the sweep records neither equity nor trades."""
     return np.empty(0), np.empty((0, N_TRADE_FIELDS))

@@ -8,7 +8,7 @@ import numpy as np
 
 from barsweep.errors import SpecError
 
-from .execution import Execution, benchmark_returns, pack_xp
+from .execution import STOP_PARAMS, Execution, benchmark_returns, pack_xp, stop_matrix
 from .hoist import hoist, param_matrix
 from .metrics import N_METRICS
 from .simulate import no_record
@@ -17,11 +17,21 @@ from .strategies.base import Strategy
 BAR_COLUMNS = ("open", "high", "low", "close")
 
 
-def bar_tuple(bars: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-    """``(open, high, low, close, benchmark returns)`` as C-contiguous float64 (no copy
-    when the columns already are)."""
+def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> tuple[np.ndarray, ...]:
+    """``(open, high, low, close, funding rate, benchmark returns)`` for the kernels.
+
+    Columns are C-contiguous float64 (no copy when they already are); the funding
+    column is zeros unless ``funding`` is asked for, and then it must exist.
+    """
     cols = tuple(np.ascontiguousarray(bars[c], dtype=np.float64) for c in BAR_COLUMNS)
-    return (*cols, benchmark_returns(cols[3]))
+    if funding:
+        if "funding_rate" not in bars:
+            raise SpecError("execution.funding is on but the bars have no funding_rate column; "
+                            "import bars with a funding_rate column or set funding: false")
+        rate = np.ascontiguousarray(bars["funding_rate"], dtype=np.float64)
+    else:
+        rate = np.zeros(len(cols[3]))
+    return (*cols, rate, benchmark_returns(cols[3]))
 
 
 def sweep(
@@ -38,7 +48,8 @@ def sweep(
     strategy : Strategy
     bars : mapping with ``open``, ``high``, ``low``, ``close`` ndarrays, shape (n_bars,)
     params : mapping of parameter name to ndarray, shape (n_combos,)
-        One value per combo for each of the strategy's parameters.
+        One value per combo for each of the strategy's parameters, and for any of
+        ``stop_loss``, ``take_profit``, ``trailing_stop`` swept as grid axes.
     execution : Execution
     ppy : float
         Bars per year, for annualized metrics.
@@ -59,13 +70,23 @@ def sweep(
     >>> out.shape
     (2, 15)
     """
-    columns = bar_tuple(bars)
+    columns = bar_tuple(bars, execution.funding)
     if len(columns[3]) == 0:
         raise SpecError("sweep(): the bars are empty; metrics need at least one bar")
-    ind, rows = hoist(strategy, {"close": columns[3], "open": columns[0],
-                                 "high": columns[1], "low": columns[2]}, params)
-    fparams = param_matrix(strategy, params)
-    xp = pack_xp(execution, ppy, columns[4])
+    n_combos = combo_count(params)
+    strategy_params = {k: v for k, v in params.items() if k not in STOP_PARAMS}
+    ind, rows = hoist(strategy, dict(zip(BAR_COLUMNS, columns[:4])), strategy_params, n_combos)
+    fparams = param_matrix(strategy, strategy_params, n_combos)
+    stops = stop_matrix(execution, params, n_combos)
+    xp = pack_xp(execution, ppy, columns[5])
     out = np.empty((rows.shape[0], N_METRICS))
-    strategy.kernel(columns, ind, rows, fparams, xp, out, *no_record())
+    strategy.kernel(columns, ind, rows, fparams, stops, xp, out, *no_record())
     return out
+
+
+def combo_count(params: Mapping[str, np.ndarray]) -> int:
+    """Number of combos in a block: the common length of the value arrays (1 if none)."""
+    lengths = {len(np.atleast_1d(v)) for v in params.values()}
+    if len(lengths) > 1:
+        raise SpecError(f"parameter arrays differ in length: {sorted(lengths)}")
+    return lengths.pop() if lengths else 1

@@ -31,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from barsweep.engine.execution import STOP_PARAMS, check_stop
 from barsweep.engine.strategies import Strategy, get_strategy
 from barsweep.errors import SpecError
 
@@ -166,15 +167,33 @@ class DataSpec(BaseModel):
 
 
 class ExecutionSpec(BaseModel):
-    """How one backtest trades: fill price, costs, starting cash, direction."""
+    """How one backtest trades: fill price, costs, starting cash, direction, stops, funding.
+
+    ``stop_loss``, ``take_profit`` and ``trailing_stop`` are fractions of the entry
+    price; each may instead be a grid axis (then it is swept like a parameter).
+    """
 
     model_config = _CONFIG
 
     fill: Literal["close", "next_open"] = "next_open"
     fees: float = Field(0.0, ge=0, lt=1, strict=True, allow_inf_nan=False)
+    fixed_fee: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
     slippage: float = Field(0.0, ge=0, lt=1, strict=True, allow_inf_nan=False)
     init_cash: float = Field(10_000.0, gt=0, strict=True, allow_inf_nan=False)
-    direction: Literal["long"] = "long"
+    direction: Literal["long", "short", "both"] = "long"
+    stop_loss: float | None = Field(None, strict=True, allow_inf_nan=False)
+    take_profit: float | None = Field(None, strict=True, allow_inf_nan=False)
+    trailing_stop: float | None = Field(None, strict=True, allow_inf_nan=False)
+    funding: bool = Field(False, strict=True)
+
+    @field_validator("stop_loss", "take_profit", "trailing_stop")
+    @classmethod
+    def _stop_fraction(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None:
+            problem = check_stop(info.field_name, value, info.data.get("direction", "both"))
+            if problem:
+                raise ValueError(problem)
+        return value
 
 
 class RunSpec(BaseModel):
@@ -256,7 +275,9 @@ class Spec(BaseModel):
         problems += _strategy_problems(strategy, expanded)
         if problems:
             raise _Problems(problems)
-        return {p.name: _normalized(value[p.name], p.kind) for p in strategy.params}
+        normalized = {p.name: _normalized(value[p.name], p.kind) for p in strategy.params}
+        normalized.update({k: _normalized(value[k], "float") for k in STOP_PARAMS if k in value})
+        return normalized
 
     @field_validator("constraints")
     @classmethod
@@ -267,7 +288,7 @@ class Spec(BaseModel):
             try:
                 expr = parse_expr(text)
                 if strategy is not None:
-                    check_names(expr, strategy.param_names, what="constraint")
+                    check_names(expr, (*strategy.param_names, *STOP_PARAMS), what="constraint")
             except SpecError as err:
                 problems.append((f"constraints[{i}]", str(err)))
         if problems:
@@ -295,6 +316,15 @@ class Spec(BaseModel):
                     f"{self.cluster!r} has its own workers: remove n_workers",
                 )
             )
+        for key in STOP_PARAMS:
+            if key in self.grid and getattr(self.execution, key) is not None:
+                problems.append((f"execution.{key}", f"{key} is also a grid axis; keep one"))
+            if key == "take_profit" and key in self.grid:
+                for v in axis_values(self.grid[key], kind="float").tolist():
+                    problem = check_stop(key, v, self.execution.direction)
+                    if problem:
+                        problems.append((f"grid.{key}", problem))
+                        break
         reason = _all_excluded(_grid(self))
         if reason:
             problems.append(("constraints", reason))
@@ -386,11 +416,16 @@ def build_grid(spec: Spec) -> Grid:
 
 
 def _grid(spec: Spec) -> Grid:
+    """Strategy parameters in declared order, then swept stops; the strategy's own
+    requirements (e.g. ``lower < upper``) join the spec's constraints."""
     strategy = get_strategy(spec.strategy)
     axes = tuple(
         (p.name, axis_values(spec.grid[p.name], kind=_kind(p.kind))) for p in strategy.params
     )
-    return Grid(axes, tuple(parse_expr(text) for text in spec.constraints))
+    axes += tuple((k, axis_values(spec.grid[k], kind="float")) for k in STOP_PARAMS
+                  if k in spec.grid)
+    texts = (*spec.constraints, *strategy.requirement_texts)
+    return Grid(axes, tuple(parse_expr(text) for text in texts))
 
 
 def _all_excluded(grid: Grid) -> str | None:
@@ -420,12 +455,19 @@ def _strategy_problems(strategy: Strategy, expanded: dict) -> list[tuple[str, st
     listed = ", ".join(names) if names else "none"
     problems = []
     for key, values in expanded.items():
+        if key in STOP_PARAMS:
+            for v in values.tolist():
+                reason = check_stop(key, v)
+                if reason:
+                    problems.append((f"grid.{key}", reason))
+                    break
+            continue
         if key not in names:
             problems.append(
                 (
                     f"grid.{key}",
                     f"strategy {strategy.name!r} has no parameter {key!r}; "
-                    f"its parameters: {listed}",
+                    f"its parameters: {listed} (and the stops {', '.join(STOP_PARAMS)})",
                 )
             )
             continue

@@ -8,8 +8,13 @@ it must be a module-level function (not built in a closure) so numba can cache i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from barsweep.errors import SpecError
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 @dataclass(frozen=True)
@@ -59,8 +64,11 @@ class Indicator:
 class Strategy:
     """A strategy: parameters, indicator slots, and its compiled sweep kernel.
 
-    ``kernel(bars, ind, rows, fparams, xp, out, rec_equity, rec_trades)`` is the
-    strategy's module-level ``@njit`` sweep kernel (see ``ema_cross.py``).
+    ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades)`` is
+    the strategy's module-level ``@njit`` sweep kernel (see ``ema_cross.py``).
+    ``requires`` holds comparisons between two parameters that every combo must
+    meet, e.g. ``("lower", "<", "upper")``: a spec adds them to its constraints and
+    ``backtest()`` refuses a combo that breaks one.
     """
 
     name: str
@@ -68,6 +76,40 @@ class Strategy:
     indicators: tuple[Indicator, ...]
     kernel: Callable = field(repr=False)
     doc: str = ""
+    requires: tuple[tuple[str, str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        names = set(self.param_names)
+        for left, op, right in self.requires:
+            if op not in _COMPARE or left not in names or right not in names:
+                raise ValueError(f"{self.name}: bad requirement {left} {op} {right}")
+        for ind in self.indicators:
+            unknown = set(ind.params) - names
+            if unknown:
+                raise ValueError(f"{self.name}: indicator {ind.name} uses unknown {unknown}")
+
+    @property
+    def requirement_texts(self) -> tuple[str, ...]:
+        """The requirements as constraint expressions, e.g. ``"lower < upper"``."""
+        return tuple(f"{a} {op} {b}" for a, op, b in self.requires)
+
+    def validate(self, params: Mapping[str, float]) -> None:
+        """Refuse one combo's parameters with a SpecError naming the parameter."""
+        unknown = sorted(set(params) - set(self.param_names))
+        missing = sorted(set(self.param_names) - set(params))
+        if unknown or missing:
+            raise SpecError(
+                f"{self.name}: unknown parameters {unknown}, missing parameters {missing}; "
+                f"expected {list(self.param_names)}"
+            )
+        for name, value in params.items():
+            problem = self.param(name).check(value)
+            if problem:
+                raise SpecError(f"{self.name}: {problem}")
+        for left, op, right in self.requires:
+            if not _COMPARE[op](params[left], params[right]):
+                raise SpecError(f"{self.name}: parameters must satisfy {left} {op} {right}, got "
+                                f"{left}={params[left]!r}, {right}={params[right]!r}")
 
     @property
     def param_names(self) -> tuple[str, ...]:

@@ -7,15 +7,16 @@ from .base import Strategy
 
 
 @njit(cache=True)
-def signal(ind, rows, fparams, t):
+def signal(ind, rows, fparams, bars, t):
     """Enter at bar 0 (filled at its close, or at bar 1's open); never exit."""
     return t == 0, False, False, False
 
 
 @njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
+def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
     for c in prange(rows.shape[0]):
-        simulate(signal, bars, ind, rows[c], fparams[c], xp, out[c], rec_equity, rec_trades)
+        simulate(signal, bars, ind, rows[c], fparams[c], stops[c], xp, out[c], rec_equity,
+                 rec_trades)
 
 
 STRATEGY = Strategy(name="buy_and_hold", params=(), indicators=(), kernel=kernel, doc=__doc__)

@@ -7,7 +7,7 @@ from .base import Indicator, Param, Strategy
 
 
 @njit(cache=True)
-def signal(ind, rows, fparams, t):
+def signal(ind, rows, fparams, bars, t):
     """Crosses of the fast EMA (row ``rows[0]``) over the slow one (``rows[1]``) at bar t."""
     if t == 0:
         return False, False, False, False
@@ -18,9 +18,10 @@ def signal(ind, rows, fparams, t):
 
 
 @njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, xp, out, rec_equity, rec_trades):
+def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
     for c in prange(rows.shape[0]):
-        simulate(signal, bars, ind, rows[c], fparams[c], xp, out[c], rec_equity, rec_trades)
+        simulate(signal, bars, ind, rows[c], fparams[c], stops[c], xp, out[c], rec_equity,
+                 rec_trades)
 
 
 STRATEGY = Strategy(

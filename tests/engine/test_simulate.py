@@ -124,7 +124,7 @@ def test_hoisting_shares_rows():
 
     bars = random_bars(100, seed=1)
     ind, rows = hoist(get_strategy("ema_cross"), bars,
-                      dict(fast=np.array([5, 10, 5]), slow=np.array([10, 20, 20])))
+                      dict(fast=np.array([5, 10, 5]), slow=np.array([10, 20, 20])), 3)
     assert ind.shape == (3, 100)  # ema 5, 10, 20: ema(10) shared by fast and slow
     assert rows[1, 0] == rows[0, 1]
 

@@ -205,7 +205,7 @@ def test_buy_and_hold_example_has_one_combo():
         ({"execution__slippage": float("nan")}, "execution.slippage"),
         ({"execution__init_cash": 0}, "execution.init_cash"),
         ({"execution__fill": "open"}, "execution.fill"),
-        ({"execution__direction": "short"}, "execution.direction"),
+        ({"execution__direction": "sideways"}, "execution.direction"),
         ({"run__backend": "gpu"}, "run.backend"),
         ({"data__timeframe": "1hour"}, "data.timeframe"),
         ({"data__timeframe": "0h"}, "data.timeframe"),

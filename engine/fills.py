@@ -1,0 +1,134 @@
+"""Fills: opening and closing an all-in position, and the intrabar stop check.
+
+Plain functions of scalars (no allocation, no numpy calls), compiled with
+``njit`` here and usable as numba.cuda device functions: one arithmetic source.
+``side`` is +1 for long and -1 for short; a position is a signed size.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+# Exit reasons, as recorded in the trades table (EXIT_REASONS[code]).
+EXIT_SIGNAL = 0
+EXIT_STOP = 1
+EXIT_TARGET = 2
+EXIT_TRAIL = 3
+EXIT_END = 4
+EXIT_REASONS = ("signal", "stop", "target", "trail", "end")
+
+
+@njit(cache=True)
+def open_position(cash, side, price, fee_rate, fixed_fee, slippage):
+    """Put all ``cash`` into a position of ``side`` at ``price``.
+
+    The fill moves against the trader by ``slippage``; the size is
+    ``(cash - fixed_fee) / (fill * (1 + fee_rate))`` as vectorbt's ``size=inf``.
+
+    Returns
+    -------
+    (signed size, cash after, fill price); size 0 when the cash cannot pay the fixed fee.
+    """
+    fill = price * (1.0 + side * slippage)
+    size = (cash - fixed_fee) / (fill * (1.0 + fee_rate))
+    if size <= 0.0:
+        return 0.0, cash, fill
+    notional = size * fill
+    return side * size, cash - side * notional - notional * fee_rate - fixed_fee, fill
+
+
+@njit(cache=True)
+def close_position(cash, position, price, fee_rate, fixed_fee, slippage):
+    """Close ``position`` (signed size) at ``price``; return ``(cash after, fill price)``."""
+    side = 1.0 if position > 0.0 else -1.0
+    fill = price * (1.0 - side * slippage)
+    notional = abs(position) * fill
+    return cash + side * notional - notional * fee_rate - fixed_fee, fill
+
+
+@njit(cache=True)
+def stop_exit(side, open_, high, low, entry_fill, extreme, stop_loss, take_profit,
+              trailing_stop):
+    """Whether a bar's range hits a stop, and where it fills.
+
+    Levels are fractions of the entry fill price (stop, target) or of the best
+    price since entry, ``extreme`` (trailing: the highest high of a long, the
+    lowest low of a short, up to the previous bar). A bar that opens through a
+    level fills at its open; a stop (fixed or trailing) is checked before the
+    target, so when both are inside one bar the stop fills (conservative). A
+    fraction of 0 disables that level.
+
+    Returns
+    -------
+    (reason, price): reason ``EXIT_STOP``, ``EXIT_TRAIL`` or ``EXIT_TARGET``, or
+    -1 (and 0.0) when nothing is hit.
+    """
+    reason = -1
+    level = 0.0
+    if side > 0.0:
+        if stop_loss > 0.0:
+            level = entry_fill * (1.0 - stop_loss)
+            reason = EXIT_STOP
+        if trailing_stop > 0.0:
+            trail = extreme * (1.0 - trailing_stop)
+            if reason < 0 or trail > level:
+                level = trail
+                reason = EXIT_TRAIL
+        if reason >= 0:
+            if open_ <= level:
+                return reason, open_
+            if low <= level:
+                return reason, level
+        if take_profit > 0.0:
+            target = entry_fill * (1.0 + take_profit)
+            if open_ >= target:
+                return EXIT_TARGET, open_
+            if high >= target:
+                return EXIT_TARGET, target
+    else:
+        if stop_loss > 0.0:
+            level = entry_fill * (1.0 + stop_loss)
+            reason = EXIT_STOP
+        if trailing_stop > 0.0:
+            trail = extreme * (1.0 + trailing_stop)
+            if reason < 0 or trail < level:
+                level = trail
+                reason = EXIT_TRAIL
+        if reason >= 0:
+            if open_ >= level:
+                return reason, open_
+            if high >= level:
+                return reason, level
+        if take_profit > 0.0:
+            target = entry_fill * (1.0 - take_profit)
+            if open_ <= target:
+                return EXIT_TARGET, open_
+            if low <= target:
+                return EXIT_TARGET, target
+    return -1, 0.0
+
+
+@njit(cache=True)
+def resolve_signals(position, allow_long, allow_short, long_entry, long_exit, short_entry,
+                    short_exit):
+    """What the close of a bar does: ``(exit the position?, side to enter or 0)``.
+
+    An entry and an exit of the same side on one bar cancel; a position is closed
+    only by its own exit; an entry opens only from flat (after this bar's exit,
+    which makes a reversal); long and short entries together cancel.
+    """
+    if long_entry and long_exit:
+        long_entry = False
+        long_exit = False
+    if short_entry and short_exit:
+        short_entry = False
+        short_exit = False
+    exit_now = (position > 0.0 and long_exit) or (position < 0.0 and short_exit)
+    flat_after = position == 0.0 or exit_now
+    go_long = flat_after and long_entry and allow_long
+    go_short = flat_after and short_entry and allow_short
+    if go_long and not go_short:
+        return exit_now, 1
+    if go_short and not go_long:
+        return exit_now, -1
+    return exit_now, 0
