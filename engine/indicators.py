@@ -52,8 +52,8 @@ __all__ = [
     "wma",
 ]
 
-# TA-Lib's TA_IS_ZERO and TA_IS_ZERO_OR_NEG tolerance.
-_TA_EPSILON = 1e-8
+# TA_EPSILON of TA-Lib >= 0.6, the tolerance of its TA_IS_ZERO and TA_IS_ZERO_OR_NEG.
+_TA_EPSILON = 1e-14
 
 
 @njit(cache=True)

@@ -171,7 +171,8 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
     for t in range(n):
         for phase in range(3):
             # phase 0: orders queued at t-1 fill at this open; phase 1: stops inside
-            # the bar; phase 2: this bar's signal, filled at this close or queued.
+            # the bar; phase 2: funding, then this bar's signal, filled at this close
+            # or queued.
             exit_reason = -1
             exit_price = 0.0
             enter_side = 0
@@ -192,9 +193,9 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
                                                         take_profit, trailing_stop)
                     if exit_reason < 0:
                         extreme = max(extreme, high[t]) if side > 0.0 else min(extreme, low[t])
-                if use_funding and position != 0.0:
-                    cash -= position * close[t] * funding[t]
             else:
+                if use_funding and position != 0.0:  # held through the bar, not stopped
+                    cash -= position * close[t] * funding[t]
                 long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,
                                                                         bars, t)
                 exit_now, enter_side = resolve_signals(position, allow_long, allow_short,

@@ -50,55 +50,145 @@ def ref_buy_and_hold_signals(close):
     return [t == 0 for t in range(n)], [False] * n
 
 
-def ref_simulate(open_, close, entries, exits, *, fill="next_open", fees=0.0, slippage=0.0,
-                 init_cash=10_000.0, ppy=365.0):
-    """Backtest long-only signals; return (metrics dict, equity list, trades list)."""
+def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, short_exits=None,
+                 *, high=None, low=None, funding_rate=None, fill="next_open", fees=0.0,
+                 fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
+                 direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
+                 funding=False):
+    """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
+
+    Written from DESIGN.md's execution semantics: queued orders fill at the open,
+    then stops inside the bar, then funding, then the close's signals.
+    """
     n = len(close)
-    cash, size = init_cash, 0.0
-    entry = None
-    trades = []
-    equity = []
-    pending = None  # ("buy" | "sell") to fill at the next open
+    high = high if high is not None else close
+    low = low if low is not None else close
+    short_entries = short_entries if short_entries is not None else [False] * n
+    short_exits = short_exits if short_exits is not None else [False] * n
+    can_long = direction in ("long", "both")
+    can_short = direction in ("short", "both")
+    state = dict(cash=init_cash, pos=0.0, entry=None)
+    trades, equity = [], []
+    queued_exit, queued_side = False, 0
     exposed = 0
 
-    def buy(t, price):
-        nonlocal cash, size, entry
-        fill_px = price * (1 + slippage)
-        size = cash / (fill_px * (1 + fees))
-        entry = dict(bar=t, price=fill_px, cash=cash, size=size)
-        cash = 0.0
+    def enter(t, side, price):
+        fill_px = price * (1 + slippage) if side > 0 else price * (1 - slippage)
+        size = (state["cash"] - fixed_fee) / (fill_px * (1 + fees))
+        if size <= 0:
+            return
+        before = state["cash"]
+        if side > 0:
+            state["cash"] -= size * fill_px + size * fill_px * fees + fixed_fee
+        else:
+            state["cash"] += size * fill_px - size * fill_px * fees - fixed_fee
+        state["pos"] = side * size
+        state["entry"] = dict(bar=t, price=fill_px, equity=before, size=size, side=side,
+                              best=fill_px)
 
-    def sell(t, price):
-        nonlocal cash, size, entry
-        fill_px = price * (1 - slippage)
-        cash = cash + size * fill_px - size * fill_px * fees
-        pnl = cash - entry["cash"]
-        trades.append(dict(entry_bar=entry["bar"], exit_bar=t, pnl=pnl,
-                           ret=pnl / (entry["size"] * entry["price"]), reason="signal"))
-        size, entry = 0.0, None
+    def leave(t, price, reason):
+        e = state["entry"]
+        if e["side"] > 0:
+            fill_px = price * (1 - slippage)
+            state["cash"] += e["size"] * fill_px - e["size"] * fill_px * fees - fixed_fee
+        else:
+            fill_px = price * (1 + slippage)
+            state["cash"] -= e["size"] * fill_px + e["size"] * fill_px * fees + fixed_fee
+        pnl = state["cash"] - e["equity"]
+        trades.append(dict(entry_bar=e["bar"], exit_bar=t, side=e["side"], pnl=pnl,
+                           ret=pnl / (e["size"] * e["price"]), reason=reason,
+                           entry_price=e["price"], exit_price=fill_px))
+        state["pos"], state["entry"] = 0.0, None
+
+    def stop_hit(t):
+        """(reason, price) of a stop inside bar t, or None."""
+        e = state["entry"]
+        o, h, lo = open_[t], high[t], low[t]
+        if e["side"] > 0:
+            levels = []
+            if stop_loss:
+                levels.append((e["price"] * (1 - stop_loss), "stop"))
+            if trailing_stop:
+                levels.append((e["best"] * (1 - trailing_stop), "trail"))
+            if levels:
+                level, reason = max(levels, key=lambda x: (x[0], x[1] == "stop"))
+                if o <= level:
+                    return reason, o
+                if lo <= level:
+                    return reason, level
+            if take_profit:
+                target = e["price"] * (1 + take_profit)
+                if o >= target:
+                    return "target", o
+                if h >= target:
+                    return "target", target
+        else:
+            levels = []
+            if stop_loss:
+                levels.append((e["price"] * (1 + stop_loss), "stop"))
+            if trailing_stop:
+                levels.append((e["best"] * (1 + trailing_stop), "trail"))
+            if levels:
+                level, reason = min(levels, key=lambda x: (x[0], x[1] != "stop"))
+                if o >= level:
+                    return reason, o
+                if h >= level:
+                    return reason, level
+            if take_profit:
+                target = e["price"] * (1 - take_profit)
+                if o <= target:
+                    return "target", o
+                if lo <= target:
+                    return "target", target
+        return None
 
     for t in range(n):
-        if pending == "buy":
-            buy(t, open_[t])
-        elif pending == "sell":
-            sell(t, open_[t])
-        pending = None
-        want = None
-        if entries[t] and not exits[t] and size == 0:
-            want = "buy"
-        elif exits[t] and not entries[t] and size > 0:
-            want = "sell"
-        if want is not None:
-            if fill == "close":
-                (buy if want == "buy" else sell)(t, close[t])
-            elif t + 1 < n:
-                pending = want
-        equity.append(cash + size * close[t])
-        exposed += size > 0
-    if size > 0:
-        pnl = equity[-1] - entry["cash"]
-        trades.append(dict(entry_bar=entry["bar"], exit_bar=n - 1, pnl=pnl,
-                           ret=pnl / (entry["size"] * entry["price"]), reason="end"))
+        # 1. orders queued at the previous close fill at this open
+        if queued_exit and state["pos"] != 0:
+            leave(t, open_[t], "signal")
+        if queued_side and state["pos"] == 0:
+            enter(t, queued_side, open_[t])
+        queued_exit, queued_side = False, 0
+        # 2. stops inside the bar
+        if state["pos"] != 0 and (stop_loss or take_profit or trailing_stop):
+            hit = stop_hit(t)
+            if hit:
+                leave(t, hit[1], hit[0])
+            elif state["entry"]["side"] > 0:
+                state["entry"]["best"] = max(state["entry"]["best"], high[t])
+            else:
+                state["entry"]["best"] = min(state["entry"]["best"], low[t])
+        # 3. funding on the position held through the bar
+        if funding and state["pos"] != 0:
+            state["cash"] -= state["pos"] * close[t] * funding_rate[t]
+        # 4. the close's signals
+        le, lx = long_entries[t], long_exits[t]
+        se, sx = short_entries[t], short_exits[t]
+        if le and lx:
+            le = lx = False
+        if se and sx:
+            se = sx = False
+        pos = state["pos"]
+        do_exit = (pos > 0 and lx) or (pos < 0 and sx)
+        side = 0
+        if pos == 0 or do_exit:
+            want_long, want_short = le and can_long, se and can_short
+            side = 1 if want_long and not want_short else -1 if want_short and not want_long else 0
+        if fill == "close":
+            if do_exit:
+                leave(t, close[t], "signal")
+            if side:
+                enter(t, side, close[t])
+        elif t + 1 < n:
+            queued_exit, queued_side = do_exit, side
+        equity.append(state["cash"] + state["pos"] * close[t])
+        exposed += state["pos"] != 0
+    if state["pos"] != 0:
+        e = state["entry"]
+        pnl = equity[-1] - e["equity"]
+        trades.append(dict(entry_bar=e["bar"], exit_bar=n - 1, side=e["side"], pnl=pnl,
+                           ret=pnl / (e["size"] * e["price"]), reason="end",
+                           entry_price=e["price"], exit_price=close[-1]))
     return ref_metrics(equity, close, trades, exposed, init_cash, ppy), equity, trades
 
 
