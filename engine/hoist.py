@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .indicators import INDICATORS
+from .indicators import compute_indicator
 from .strategies.base import Strategy
 
 
@@ -41,7 +41,6 @@ def hoist(
     keys: dict[tuple, int] = {}
     computed: list[np.ndarray] = []
     for slot, spec in enumerate(strategy.indicators):
-        indicator = INDICATORS[spec.name]
         args = np.column_stack([np.asarray(params[p]) for p in spec.params])
         distinct, inverse = np.unique(args, axis=0, return_inverse=True)
         slot_rows = np.empty(len(distinct), dtype=np.int64)
@@ -50,8 +49,7 @@ def hoist(
             key = (spec.name, call)
             if key not in keys:
                 keys[key] = len(computed)
-                inputs = [bars[column] for column in indicator.inputs]
-                computed.append(indicator.fn(*inputs, *call))
+                computed.append(compute_indicator(spec.name, bars, call))
             slot_rows[j] = keys[key]
         rows[:, slot] = slot_rows[inverse.reshape(-1)]
     ind = np.stack(computed) if computed else np.empty((0, n_bars))

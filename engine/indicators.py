@@ -6,8 +6,13 @@ oracle). Like the TA-Lib Python wrapper, a kernel starts at the first bar where 
 its inputs are non-NaN. Inputs are validated bars: finite, positive prices. A
 period below 1 gives all NaN (kernels never raise); where TA-Lib refuses a period
 of 1 (RSI, BBANDS, MAX/MIN, MACD's fast and slow) the kernels give the formula's
-plain value. The moving averages live in :mod:`barsweep.engine.indicators_ma` and
-are re-exported here.
+plain value.
+
+This module holds the oscillators and ranges (RSI, ROC, STOCH, Bollinger bands,
+ATR, Donchian), :data:`INDICATORS` and :func:`compute_indicator`. The moving
+averages and the indicators built from them (SMA, EMA, WMA, TRIX, MACD) live in
+:mod:`barsweep.engine.indicators_ma` and are re-exported here: import every
+indicator from this module.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ from barsweep.errors import SpecError
 
 from .indicators_ma import (
     ema,
-    ema_into,
     fill_nan,
     first_valid,
     first_valid3,
+    macd,
     roc_into,
     sma,
     sma_into,
+    trix,
+    trix_signal,
     wma,
 )
 
@@ -52,8 +59,16 @@ __all__ = [
     "wma",
 ]
 
-# TA_EPSILON of TA-Lib >= 0.6, the tolerance of its TA_IS_ZERO and TA_IS_ZERO_OR_NEG.
+# TA_EPSILON of TA-Lib >= 0.6: RSI is 0 where gain + loss is within it of 0.
 _TA_EPSILON = 1e-14
+# Rolling variance (bbands): re-centre the shifted sums on the window mean when the
+# variance falls below _CANCELLING of the mean squared deviation, when a departing
+# bar outweighs _DOMINANT times what is left, and every _RECENTRE_BARS periods; a
+# re-centred variance below _NEGLIGIBLE of it is 0 (TA-Lib's var.c thresholds).
+_CANCELLING = 1e-6
+_DOMINANT = 1e6
+_RECENTRE_BARS = 32
+_NEGLIGIBLE = 1e-12
 
 
 @njit(cache=True)
@@ -125,106 +140,14 @@ def roc(close, period):
 
 
 @njit(cache=True)
-def trix(close, period):
-    """TRIX; equals ``talib.TRIX(close, timeperiod=period)``.
-
-    The one-bar rate of change, in percent, of a triple EMA (each EMA seeded with
-    the mean of its first ``period`` inputs).
-
-    Parameters
-    ----------
-    close : ndarray, shape (n_bars,), float64
-    period : int, >= 1
-
-    Returns
-    -------
-    ndarray, shape (n_bars,), float64
-        NaN for the first ``3 * (period - 1) + 1`` bars.
-    """
-    out = np.empty(close.shape[0])
-    first = first_valid(close) + period - 1
-    ema_into(close, period, first, out)
-    ema_into(out, period, first + period - 1, out)
-    ema_into(out, period, first + 2 * (period - 1), out)
-    roc_into(out, 1, first + 2 * (period - 1) + 1, out)
-    return out
-
-
-@njit(cache=True)
-def trix_signal(close, period, signal):
-    """TRIX signal line; equals ``talib.EMA(talib.TRIX(close, period), signal)``.
-
-    Parameters
-    ----------
-    close : ndarray, shape (n_bars,), float64
-    period : int, >= 1
-        TRIX period.
-    signal : int, >= 1
-        Period of the EMA of TRIX.
-
-    Returns
-    -------
-    ndarray, shape (n_bars,), float64
-        NaN for the first ``3 * (period - 1) + 1 + signal - 1`` bars.
-    """
-    out = trix(close, period)
-    ema_into(out, signal, first_valid(out) + signal - 1, out)
-    return out
-
-
-@njit(cache=True)
-def macd(close, fast, slow, signal):
-    """MACD; equals ``talib.MACD(close, fastperiod=fast, slowperiod=slow, signalperiod=signal)``.
-
-    ``macd = EMA(fast) - EMA(slow)``, ``signal = EMA(macd, signal)``,
-    ``hist = macd - signal``. As TA-Lib: ``fast`` and ``slow`` are swapped when
-    ``slow < fast``; both EMAs start at bar ``slow - 1``, so the fast EMA is seeded
-    with the mean of the ``fast`` closes ending there (later than a stand-alone
-    EMA); all three outputs start where the signal line does.
-
-    Parameters
-    ----------
-    close : ndarray, shape (n_bars,), float64
-    fast, slow, signal : int, >= 1
-
-    Returns
-    -------
-    macd, signal, hist : ndarray, shape (n_bars,), float64
-        NaN for the first ``max(fast, slow) - 1 + signal - 1`` bars.
-    """
-    if slow < fast:
-        fast, slow = slow, fast
-    n = close.shape[0]
-    out_macd = np.empty(n)
-    out_signal = np.empty(n)
-    out_hist = np.empty(n)
-    start = first_valid(close) + slow - 1
-    first = start + signal - 1
-    if fast < 1 or signal < 1 or first >= n:
-        fill_nan(out_macd, n)
-        fill_nan(out_signal, n)
-        fill_nan(out_hist, n)
-        return out_macd, out_signal, out_hist
-    # The slow and fast EMAs go through the signal and hist outputs.
-    ema_into(close, slow, start, out_signal)
-    ema_into(close, fast, start, out_hist)
-    for t in range(start, n):
-        out_macd[t] = out_hist[t] - out_signal[t]
-    ema_into(out_macd, signal, first, out_signal)
-    for t in range(first, n):
-        out_hist[t] = out_macd[t] - out_signal[t]
-    fill_nan(out_macd, first)
-    fill_nan(out_hist, first)
-    return out_macd, out_signal, out_hist
-
-
-@njit(cache=True)
 def bbands(close, period, k):
     """Bollinger bands; equals ``talib.BBANDS(close, period, k, k, 0)``.
 
     That is ``timeperiod=period, nbdevup=k, nbdevdn=k, matype=0``: the SMA plus and
-    minus ``k`` population standard deviations, the variance taken as TA-Lib does,
-    ``mean(x**2) - sma**2`` from running sums, and 0 below 1e-8.
+    minus ``k`` population standard deviations. As TA-Lib >= 0.6 the variance is
+    taken from running sums of deviations from a shift (a recent window mean),
+    re-centred on the window when the sums start to cancel, so it stays accurate on
+    finely quoted, low-volatility series.
 
     Parameters
     ----------
@@ -250,17 +173,53 @@ def bbands(close, period, k):
         return upper, middle, lower
     fill_nan(upper, first)
     fill_nan(lower, first)
+    shift = close[first - period + 1]
+    total1 = 0.0
     total2 = 0.0
     for t in range(first - period + 1, first):
-        total2 += close[t] * close[t]
+        dev = close[t] - shift
+        total1 += dev
+        total2 += dev * dev
+    to_recentre = _RECENTRE_BARS * period
     for t in range(first, n):
-        total2 += close[t] * close[t]
-        var = total2 / period - middle[t] * middle[t]
-        total2 -= close[t - period + 1] * close[t - period + 1]
-        width = math.sqrt(var) * k if var >= _TA_EPSILON else 0.0
+        dev = close[t] - shift
+        total1 += dev
+        total2 += dev * dev
+        mean = total1 / period
+        var = total2 / period - mean * mean
+        to_recentre -= 1
+        if var < _CANCELLING * (total2 / period) or to_recentre <= 0:
+            shift, total1, total2 = _centred_sums(close, t - period + 1, t + 1)
+            mean = total1 / period
+            var = total2 / period - mean * mean
+            if var < _NEGLIGIBLE * (total2 / period):
+                var = 0.0
+            to_recentre = _RECENTRE_BARS * period
+        width = math.sqrt(var) * k
         upper[t] = middle[t] + width
         lower[t] = middle[t] - width
+        dev = close[t - period + 1] - shift
+        total1 -= dev
+        total2 -= dev * dev
+        if dev * dev > _DOMINANT * total2:
+            to_recentre = 0  # the bar that left dominated the sums: re-centre next bar
     return upper, middle, lower
+
+
+@njit(cache=True)
+def _centred_sums(x, start, stop):
+    """``(mean, sum(x - mean), sum((x - mean)**2))`` over ``x[start:stop]``."""
+    total = 0.0
+    for t in range(start, stop):
+        total += x[t]
+    shift = total / (stop - start)
+    total1 = 0.0
+    total2 = 0.0
+    for t in range(start, stop):
+        dev = x[t] - shift
+        total1 += dev
+        total2 += dev * dev
+    return shift, total1, total2
 
 
 @njit(cache=True)
@@ -382,10 +341,11 @@ def donchian(high, low, period):
 
 @njit(cache=True)
 def stoch(high, low, close, k_period, k_smooth, d_period):
-    """Slow stochastic; equals ``talib.STOCH(high, low, close, k_period, k_smooth, 0, d_period, 0)``.
+    """Slow stochastic; equals ``talib.STOCH(high, low, close, k_period, k_smooth, 0, d_period)``.
 
-    That is ``fastk_period=k_period, slowk_period=k_smooth, slowk_matype=0,
-    slowd_period=d_period, slowd_matype=0``. Fast %K is
+    The TA-Lib call in full: ``talib.STOCH(high, low, close, fastk_period=k_period,
+    slowk_period=k_smooth, slowk_matype=0, slowd_period=d_period, slowd_matype=0)``.
+    Fast %K is
     ``(close - lowest low) / ((highest high - lowest low) / 100)`` over ``k_period``
     bars (0 on a flat range); %K is its SMA over ``k_smooth`` bars, %D the SMA of
     %K over ``d_period`` bars. Both start where %D does.

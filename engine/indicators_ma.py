@@ -1,21 +1,25 @@
-"""Moving averages with TA-Lib's conventions, and the fill kernels other indicators share.
+"""Moving averages and what is built from them (TRIX, MACD), with TA-Lib's conventions.
 
-The public kernels (:func:`sma`, :func:`ema`, :func:`wma`) take float64 arrays and
-return a new float64 array of the same length, NaN through the warm-up. Like the
+The public kernels (:func:`sma`, :func:`ema`, :func:`wma`, :func:`trix`,
+:func:`trix_signal`, :func:`macd`) take float64 arrays and return new float64
+arrays of the same length, NaN through the warm-up. Like the
 TA-Lib Python wrapper they start at the first non-NaN value, so leading NaNs (the
 warm-up of another indicator) shift the warm-up rather than poison the output.
 
 The ``_*_into`` kernels write into an ``out`` array the caller allocated, and take
 ``first``, the index of the first value to write; everything before it is set to
 NaN. They let composite indicators (TRIX, MACD, STOCH) chain steps through their
-own output arrays without allocating. :mod:`barsweep.engine.indicators` re-exports
-the public kernels; import them from there.
+own output arrays without allocating; :mod:`barsweep.engine.indicators` uses them
+too. It re-exports the public kernels; import them from there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+# WMA rebuilds its running sums from the window every this many periods (TA-Lib's).
+_REANCHOR_BARS = 8
 
 
 @njit(cache=True)
@@ -158,7 +162,8 @@ def wma(close, period):
     """Linearly weighted moving average; equals ``talib.WMA(close, timeperiod=period)``.
 
     The newest value weighs ``period``, the oldest 1, divided by
-    ``period * (period + 1) / 2``; TA-Lib's running sums.
+    ``period * (period + 1) / 2``; TA-Lib's running sums, rebuilt from the window
+    every ``8 * period`` bars so rounding does not pile up on long series.
 
     Parameters
     ----------
@@ -181,7 +186,7 @@ def wma(close, period):
         for t in range(first, n):
             out[t] = close[t]
         return out
-    divider = (period * (period + 1)) >> 1
+    divider = period * (period + 1.0) / 2.0
     trailing = first - period + 1
     period_sum = 0.0
     period_sub = 0.0
@@ -192,13 +197,118 @@ def wma(close, period):
         period_sum += value * weight
         weight += 1
     trailing_value = 0.0
+    to_reanchor = _REANCHOR_BARS * period
     for t in range(first, n):
         value = close[t]
         period_sub += value
         period_sub -= trailing_value
         period_sum += value * period
+        to_reanchor -= 1
+        if to_reanchor <= 0:  # rebuild both sums from the window, as TA-Lib >= 0.6
+            to_reanchor = _REANCHOR_BARS * period
+            period_sub = 0.0
+            period_sum = 0.0
+            weight = 1
+            for i in range(t - period + 1, t + 1):
+                period_sub += close[i]
+                period_sum += close[i] * weight
+                weight += 1
         trailing_value = close[trailing]
         trailing += 1
         out[t] = period_sum / divider
         period_sum -= period_sub
     return out
+
+
+@njit(cache=True)
+def trix(close, period):
+    """TRIX; equals ``talib.TRIX(close, timeperiod=period)``.
+
+    The one-bar rate of change, in percent, of a triple EMA (each EMA seeded with
+    the mean of its first ``period`` inputs).
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``3 * (period - 1) + 1`` bars.
+    """
+    out = np.empty(close.shape[0])
+    first = first_valid(close) + period - 1
+    ema_into(close, period, first, out)
+    ema_into(out, period, first + period - 1, out)
+    ema_into(out, period, first + 2 * (period - 1), out)
+    roc_into(out, 1, first + 2 * (period - 1) + 1, out)
+    return out
+
+
+@njit(cache=True)
+def trix_signal(close, period, signal):
+    """TRIX signal line; equals ``talib.EMA(talib.TRIX(close, period), signal)``.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+        TRIX period.
+    signal : int, >= 1
+        Period of the EMA of TRIX.
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``3 * (period - 1) + 1 + signal - 1`` bars.
+    """
+    out = trix(close, period)
+    ema_into(out, signal, first_valid(out) + signal - 1, out)
+    return out
+
+
+@njit(cache=True)
+def macd(close, fast, slow, signal):
+    """MACD; equals ``talib.MACD(close, fastperiod=fast, slowperiod=slow, signalperiod=signal)``.
+
+    ``macd = EMA(fast) - EMA(slow)``, ``signal = EMA(macd, signal)``,
+    ``hist = macd - signal``. As TA-Lib: ``fast`` and ``slow`` are swapped when
+    ``slow < fast``; both EMAs start at bar ``slow - 1``, so the fast EMA is seeded
+    with the mean of the ``fast`` closes ending there (later than a stand-alone
+    EMA); all three outputs start where the signal line does.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    fast, slow, signal : int, >= 1
+
+    Returns
+    -------
+    macd, signal, hist : ndarray, shape (n_bars,), float64
+        NaN for the first ``max(fast, slow) - 1 + signal - 1`` bars.
+    """
+    if slow < fast:
+        fast, slow = slow, fast
+    n = close.shape[0]
+    out_macd = np.empty(n)
+    out_signal = np.empty(n)
+    out_hist = np.empty(n)
+    start = first_valid(close) + slow - 1
+    first = start + signal - 1
+    if fast < 1 or signal < 1 or first >= n:
+        fill_nan(out_macd, n)
+        fill_nan(out_signal, n)
+        fill_nan(out_hist, n)
+        return out_macd, out_signal, out_hist
+    # The slow and fast EMAs go through the signal and hist outputs.
+    ema_into(close, slow, start, out_signal)
+    ema_into(close, fast, start, out_hist)
+    for t in range(start, n):
+        out_macd[t] = out_hist[t] - out_signal[t]
+    ema_into(out_macd, signal, first, out_signal)
+    for t in range(first, n):
+        out_hist[t] = out_macd[t] - out_signal[t]
+    fill_nan(out_macd, first)
+    fill_nan(out_hist, first)
+    return out_macd, out_signal, out_hist

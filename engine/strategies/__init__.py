@@ -29,9 +29,9 @@ def strategy_names() -> list[str]:
 
 
 def _register_builtins() -> None:
-    from . import buy_and_hold, ema_cross
+    from . import bollinger, buy_and_hold, donchian, ema_cross, macd, rsi, sma_cross, trix
 
-    for module in (buy_and_hold, ema_cross):
+    for module in (buy_and_hold, sma_cross, ema_cross, rsi, trix, macd, bollinger, donchian):
         register(module.STRATEGY)
 
 

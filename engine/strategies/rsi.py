@@ -1,0 +1,40 @@
+"""rsi: long when RSI(period) crosses below ``lower``, exit when it crosses above ``upper``.
+
+Shorts mirror it: enter when RSI crosses above ``upper``, exit when it crosses below
+``lower``.
+"""
+
+from numba import njit, prange
+
+from ..simulate import cross_above, cross_below, simulate
+from .base import Indicator, Param, Strategy
+
+
+@njit(cache=True)
+def signal(ind, rows, fparams, bars, t):
+    """Crosses of RSI (row ``rows[0]``) through the levels ``fparams[1]``, ``fparams[2]``."""
+    if t == 0:
+        return False, False, False, False
+    prev, now = ind[rows[0], t - 1], ind[rows[0], t]
+    lower, upper = fparams[1], fparams[2]
+    down_through_lower = cross_below(prev, lower, now, lower)
+    up_through_upper = cross_above(prev, upper, now, upper)
+    return down_through_lower, up_through_upper, up_through_upper, down_through_lower
+
+
+@njit(parallel=True, cache=True)
+def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
+    for c in prange(rows.shape[0]):
+        simulate(signal, bars, ind, rows[c], fparams[c], stops[c], xp, out[c], rec_equity,
+                 rec_trades)
+
+
+STRATEGY = Strategy(
+    name="rsi",
+    params=(Param("period", "int", 2, 100_000), Param("lower", "float", 0.0, 100.0),
+            Param("upper", "float", 0.0, 100.0)),
+    indicators=(Indicator("rsi", ("period",)),),
+    kernel=kernel,
+    doc=__doc__,
+    requires=(("lower", "<", "upper"),),
+)
