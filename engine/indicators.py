@@ -21,6 +21,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from numba import njit
@@ -59,8 +60,6 @@ __all__ = [
     "wma",
 ]
 
-# TA_EPSILON of TA-Lib >= 0.6: RSI is 0 where gain + loss is within it of 0.
-_TA_EPSILON = 1e-14
 # Rolling variance (bbands): re-centre the shifted sums on the window mean when the
 # variance falls below _CANCELLING of the mean squared deviation, when a departing
 # bar outweighs _DOMINANT times what is left, and every _RECENTRE_BARS periods; a
@@ -76,8 +75,8 @@ def rsi(close, period):
     """Relative strength index; equals ``talib.RSI(close, timeperiod=period)``.
 
     Average gain and loss over the first ``period`` changes are simple means, then
-    Wilder's smoothing ``avg = (avg * (period - 1) + change) / period``;
-    ``100 * gain / (gain + loss)``, 0 when ``gain + loss`` is within 1e-8 of 0.
+    Wilder's smoothing ``avg = (avg * (period - 1) + this_bar) / period``;
+    ``100 * gain / (gain + loss)``, 0 when both are 0 (a flat stretch).
 
     Parameters
     ----------
@@ -114,7 +113,7 @@ def rsi(close, period):
             gain /= period
             loss /= period
             total = gain + loss
-            out[t] = 100.0 * (gain / total) if abs(total) >= _TA_EPSILON else 0.0
+            out[t] = 100.0 * (gain / total) if total != 0.0 else 0.0
     return out
 
 
@@ -456,7 +455,7 @@ def compute_indicator(name: str, bars: Mapping[str, np.ndarray], args: tuple) ->
     missing = [column for column in indicator.inputs if column not in bars]
     if missing:
         raise SpecError(f"indicator {name!r} reads columns {missing} that the bars lack")
-    params = list(inspect.signature(indicator.fn.py_func).parameters)[len(indicator.inputs) :]
+    params = _arg_names(indicator.fn)[len(indicator.inputs) :]
     if len(args) != len(params):
         raise SpecError(
             f"indicator {name!r} takes {len(params)} arguments {tuple(params)}, got {args!r}"
@@ -464,3 +463,9 @@ def compute_indicator(name: str, bars: Mapping[str, np.ndarray], args: tuple) ->
     columns = [np.asarray(bars[column], dtype=np.float64) for column in indicator.inputs]
     result = indicator.fn(*columns, *args)
     return result if indicator.output is None else result[indicator.output]
+
+
+@cache
+def _arg_names(fn: Callable) -> tuple[str, ...]:
+    """The parameter names of a registered kernel, inputs first."""
+    return tuple(inspect.signature(getattr(fn, "py_func", fn)).parameters)

@@ -2,15 +2,15 @@
 
 The public kernels (:func:`sma`, :func:`ema`, :func:`wma`, :func:`trix`,
 :func:`trix_signal`, :func:`macd`) take float64 arrays and return new float64
-arrays of the same length, NaN through the warm-up. Like the
-TA-Lib Python wrapper they start at the first non-NaN value, so leading NaNs (the
-warm-up of another indicator) shift the warm-up rather than poison the output.
+arrays of the same length, NaN through the warm-up. Like the TA-Lib Python
+wrapper they start at the first non-NaN value, so leading NaNs (the warm-up of
+another indicator) shift the warm-up rather than poison the output.
 
-The ``_*_into`` kernels write into an ``out`` array the caller allocated, and take
+The ``*_into`` kernels write into an ``out`` array the caller allocated and take
 ``first``, the index of the first value to write; everything before it is set to
 NaN. They let composite indicators (TRIX, MACD, STOCH) chain steps through their
-own output arrays without allocating; :mod:`barsweep.engine.indicators` uses them
-too. It re-exports the public kernels; import them from there.
+own output arrays without allocating. :mod:`barsweep.engine.indicators` uses them
+too and re-exports the public kernels; import indicators from there.
 """
 
 from __future__ import annotations
@@ -238,6 +238,9 @@ def trix(close, period):
         NaN for the first ``3 * (period - 1) + 1`` bars.
     """
     out = np.empty(close.shape[0])
+    if period < 1:
+        fill_nan(out, close.shape[0])
+        return out
     first = first_valid(close) + period - 1
     ema_into(close, period, first, out)
     ema_into(out, period, first + period - 1, out)

@@ -8,7 +8,9 @@ functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``:
    the exit first, then the entry;
 2. the open position's stops are checked on the bar's range (``fills.stop_exit``);
-   with ``next_open`` this includes a position entered at this very open;
+   with ``next_open`` this includes a position entered at this very open. Stop and
+   trailing exits are market orders (slippage applies); a target is a limit order
+   and fills at its level, or at a better open, without slippage;
 3. funding: ``position * close[t] * funding_rate[t]`` is paid by the position
    held through the bar (longs pay a positive rate, shorts receive it);
 4. the strategy's signal at the close (``fills.resolve_signals``) exits and/or
@@ -28,6 +30,7 @@ from numba import njit
 from .fills import (
     EXIT_END,
     EXIT_SIGNAL,
+    EXIT_TARGET,
     close_position,
     open_position,
     resolve_signals,
@@ -212,8 +215,10 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
                 enter_price = close[t]
 
             if exit_reason >= 0:
+                # a target is a limit order: it fills at its price (or a better open)
+                exit_slippage = 0.0 if exit_reason == EXIT_TARGET else slippage
                 cash, exit_fill = close_position(cash, position, exit_price, fee_rate,
-                                                 fixed_fee, slippage)
+                                                 fixed_fee, exit_slippage)
                 pnl, ret = trade_result(position, entry_fill, entry_equity, cash)
                 if record:
                     record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,

@@ -88,11 +88,12 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
 
     def leave(t, price, reason):
         e = state["entry"]
+        slip = 0.0 if reason == "target" else slippage  # a target is a limit order
         if e["side"] > 0:
-            fill_px = price * (1 - slippage)
+            fill_px = price * (1 - slip)
             state["cash"] += e["size"] * fill_px - e["size"] * fill_px * fees - fixed_fee
         else:
-            fill_px = price * (1 + slippage)
+            fill_px = price * (1 + slip)
             state["cash"] -= e["size"] * fill_px + e["size"] * fill_px * fees + fixed_fee
         pnl = state["cash"] - e["equity"]
         trades.append(dict(entry_bar=e["bar"], exit_bar=t, side=e["side"], pnl=pnl,
@@ -231,3 +232,121 @@ def ref_metrics(equity, close, trades, exposed, init_cash, ppy):
     else:
         m["alpha"] = m["beta"] = nan
     return m
+
+
+def ref_wma(close, period):
+    weights = range(1, period + 1)
+    out = [math.nan] * len(close)
+    for t in range(period - 1, len(close)):
+        window = close[t - period + 1 : t + 1]
+        out[t] = sum(w * x for w, x in zip(weights, window)) / sum(weights)
+    return out
+
+
+def ref_rsi(close, period):
+    """Wilder's RSI: simple means of the first ``period`` gains and losses, then smoothed."""
+    out = [math.nan] * len(close)
+    if len(close) <= period:
+        return out
+    changes = [close[t] - close[t - 1] for t in range(1, len(close))]
+    gain = sum(max(c, 0.0) for c in changes[:period]) / period
+    loss = sum(max(-c, 0.0) for c in changes[:period]) / period
+    for t in range(period, len(close)):
+        if t > period:
+            c = changes[t - 1]
+            gain = (gain * (period - 1) + max(c, 0.0)) / period
+            loss = (loss * (period - 1) + max(-c, 0.0)) / period
+        out[t] = 100 * gain / (gain + loss) if gain + loss > 0 else 0.0
+    return out
+
+
+def ref_roc(close, period):
+    out = [math.nan] * len(close)
+    for t in range(period, len(close)):
+        out[t] = (close[t] / close[t - period] - 1) * 100
+    return out
+
+
+def ref_trix(close, period):
+    """One-bar ROC in percent of EMA(EMA(EMA(close))), each EMA started at its first value."""
+    line = close
+    skip = 0
+    for _ in range(3):
+        line = [math.nan] * skip + ref_ema(line[skip:], period)
+        skip += period - 1
+    out = [math.nan] * len(close)
+    for t in range(skip + 1, len(close)):
+        out[t] = (line[t] / line[t - 1] - 1) * 100
+    return out
+
+
+def ref_macd(close, fast, slow, signal):
+    """MACD as TA-Lib: both EMAs start at bar slow-1 (the fast one seeded there)."""
+    fast, slow = min(fast, slow), max(fast, slow)
+    n = len(close)
+    start = slow - 1
+    slow_line = ref_ema(close, slow)
+    fast_line = [math.nan] * n
+    value = sum(close[start - fast + 1 : start + 1]) / fast
+    fast_line[start] = value
+    for t in range(start + 1, n):
+        value = 2 / (fast + 1) * close[t] + (1 - 2 / (fast + 1)) * value
+        fast_line[t] = value
+    line = [math.nan] * start + [fast_line[t] - slow_line[t] for t in range(start, n)]
+    sig = [math.nan] * start + ref_ema(line[start:], signal)
+    first = start + signal - 1
+    nan = [math.nan] * first
+    return (nan + line[first:], nan + sig[first:],
+            nan + [a - b for a, b in zip(line[first:], sig[first:])])
+
+
+def ref_bbands(close, period, k):
+    """SMA plus and minus k population standard deviations."""
+    n = len(close)
+    upper, middle, lower = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    for t in range(period - 1, n):
+        window = close[t - period + 1 : t + 1]
+        mean = statistics.fmean(window)
+        sd = statistics.pstdev(window)
+        upper[t], middle[t], lower[t] = mean + k * sd, mean, mean - k * sd
+    return upper, middle, lower
+
+
+def ref_atr(high, low, close, period):
+    """Wilder's average of the true range, first the plain mean of bars 1..period."""
+    n = len(close)
+    out = [math.nan] * n
+    tr = [math.nan] + [max(high[t], close[t - 1]) - min(low[t], close[t - 1]) for t in range(1, n)]
+    if n <= period:
+        return out
+    value = sum(tr[1 : period + 1]) / period
+    out[period] = value
+    for t in range(period + 1, n):
+        value = (value * (period - 1) + tr[t]) / period
+        out[t] = value
+    return out
+
+
+def ref_donchian(high, low, period):
+    n = len(high)
+    upper, lower = [math.nan] * n, [math.nan] * n
+    for t in range(period - 1, n):
+        upper[t] = max(high[t - period + 1 : t + 1])
+        lower[t] = min(low[t - period + 1 : t + 1])
+    return upper, lower
+
+
+def ref_stoch(high, low, close, k_period, k_smooth, d_period):
+    """Slow stochastic: %K = SMA(fast %K, k_smooth), %D = SMA(%K, d_period)."""
+    n = len(close)
+    fast_k = [math.nan] * n
+    for t in range(k_period - 1, n):
+        hh = max(high[t - k_period + 1 : t + 1])
+        ll = min(low[t - k_period + 1 : t + 1])
+        fast_k[t] = 100 * (close[t] - ll) / (hh - ll) if hh > ll else 0.0
+    skip = k_period - 1
+    k = [math.nan] * skip + ref_sma(fast_k[skip:], k_smooth)
+    skip += k_smooth - 1
+    d = [math.nan] * skip + ref_sma(k[skip:], d_period)
+    first = skip + d_period - 1
+    return [math.nan] * first + k[first:], d

@@ -1,0 +1,130 @@
+"""A static picture of one backtest: price with trades, equity, and drawdown.
+
+matplotlib is an optional dependency (``pip install 'barsweep[plot]'``). The figure is
+drawn on an Agg canvas of its own, so no pyplot state, GUI backend or global style is
+touched.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+#: Marker colors of the exit reasons of ``BacktestResult.trades``.
+EXIT_COLORS = {
+    "signal": "black",
+    "stop": "tab:red",
+    "target": "tab:green",
+    "trail": "tab:orange",
+    "end": "tab:gray",
+}
+
+
+def plot_backtest(result, path: str | os.PathLike | None = None, title: str | None = None):
+    """Draw price with entries and exits, equity, and drawdown in three stacked panels.
+
+    Parameters
+    ----------
+    result : BacktestResult
+        From :func:`barsweep.engine.backtest`.
+    path : str or path-like, optional
+        Where to save the figure as PNG (100 dpi); nothing is written when omitted.
+    title : str, optional
+        Title above the panels; by default the total return, Sharpe ratio, maximum
+        drawdown and number of trades.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Three axes sharing the x axis (time when the bars have times, else bar number):
+        close with entries (``^`` green long, ``v`` red short) and exits (``x``, colored
+        by exit reason, see :data:`EXIT_COLORS`); equity; drawdown in percent.
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from barsweep.engine import backtest
+    >>> close = 100 + np.cumsum(np.random.default_rng(0).normal(size=500))
+    >>> res = backtest(dict(open=close, high=close, low=close, close=close), "ema_cross",
+    ...                dict(fast=5, slow=20), ppy=252)
+    >>> len(res.plot().axes)
+    3
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            "BacktestResult.plot() needs matplotlib: pip install 'barsweep[plot]'"
+        ) from None
+
+    x = _x_values(result.close.index)
+    close = result.close.to_numpy()
+    equity = result.equity.to_numpy()
+    drawdown_pct = (equity / np.maximum.accumulate(equity) - 1.0) * 100.0
+    trades = result.trades
+
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_price, ax_equity, ax_dd = fig.subplots(
+        3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.2]}
+    )
+
+    ax_price.plot(x, close, color="tab:blue", linewidth=0.8, label="close")
+    for side, marker, color, label in ((1, "^", "tab:green", "long entry"),
+                                       (-1, "v", "tab:red", "short entry")):
+        entries = trades[trades["side"] == side]
+        if len(entries):
+            ax_price.scatter(x[entries["entry_bar"].to_numpy()], entries["entry_price"],
+                             marker=marker, color=color, s=40, zorder=3, label=label)
+    for reason, color in EXIT_COLORS.items():
+        exits = trades[trades["exit_reason"] == reason]
+        if len(exits):
+            ax_price.scatter(x[exits["exit_bar"].to_numpy()], exits["exit_price"], marker="x",
+                             color=color, s=30, zorder=3, label=f"exit: {reason}")
+    ax_price.set_ylabel("price")
+    ax_price.legend(loc="upper left", fontsize="small", ncols=2)
+
+    ax_equity.plot(x, equity, color="tab:purple", linewidth=0.9)
+    ax_equity.set_ylabel("equity")
+
+    ax_dd.fill_between(x, drawdown_pct, 0.0, color="tab:red", alpha=0.35, linewidth=0)
+    ax_dd.plot(x, drawdown_pct, color="tab:red", linewidth=0.6)
+    ax_dd.set_ylabel("drawdown (%)")
+    ax_dd.set_xlabel("time (UTC)" if np.issubdtype(x.dtype, np.datetime64) else "bar")
+
+    for ax in (ax_price, ax_equity, ax_dd):
+        ax.grid(True, alpha=0.3)
+    if np.issubdtype(x.dtype, np.datetime64):
+        locator = AutoDateLocator()
+        ax_dd.xaxis.set_major_locator(locator)
+        ax_dd.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    if len(x) > 1:
+        ax_dd.set_xlim(x[0], x[-1])
+
+    fig.suptitle(title if title is not None else _summary(result.metrics))
+    if path is not None:
+        fig.savefig(path, dpi=100, format="png")
+    return fig
+
+
+def _x_values(index: pd.Index) -> np.ndarray:
+    """The x coordinates: naive UTC datetime64[ns] for a DatetimeIndex, else bar numbers."""
+    if isinstance(index, pd.DatetimeIndex):
+        if index.tz is not None:
+            index = index.tz_convert("UTC").tz_localize(None)
+        return index.to_numpy(dtype="datetime64[ns]")
+    return np.arange(len(index))
+
+
+def _summary(metrics: dict[str, float]) -> str:
+    return (f"total return {metrics['total_return']:+.1%}   sharpe {metrics['sharpe']:.2f}   "
+            f"max drawdown {metrics['max_drawdown']:.1%}   trades {int(metrics['n_trades'])}")
