@@ -19,6 +19,7 @@ from barsweep.engine import N_METRICS, Execution, get_strategy, sweep
 from .expr import Expr
 from .grid import Grid
 from .results import write_block
+from .spec import import_strategy_module
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class BlockTask:
     execution : Execution
     ppy : float
         Bars per year.
+    modules : tuple of str
+        Modules to import first, registering custom strategies on the worker.
     """
 
     block_id: int
@@ -63,6 +66,7 @@ class BlockTask:
     constraints: tuple[Expr, ...]
     execution: Execution
     ppy: float
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
 
     Returns the metrics, the number of combos computed and the number of bars.
     """
+    for module in task.modules:
+        import_strategy_module(module)
     ds = open_bars(task.bars.store, [task.bars.symbol], task.bars.timeframe,
                    task.bars.start, task.bars.end)
     bars = bars_arrays(ds, task.bars.symbol)

@@ -85,7 +85,8 @@ def plan(spec: Spec, out: str) -> Plan:
                 continue
             n_combos += n_valid
             tasks.append(BlockTask(block_id, out, bars, spec.strategy, axes,
-                                   (slice(s, s + 1), *slices), grid.constraints, execution, ppy))
+                                   (slice(s, s + 1), *slices), grid.constraints, execution, ppy,
+                                   tuple(spec.modules)))
     return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
                 tuple(excluded), n_combos)
 

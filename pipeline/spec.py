@@ -9,6 +9,7 @@ the file and every failing key as a dotted path (``execution.fees``, ``grid.fast
 
 from __future__ import annotations
 
+import importlib
 import numbers
 import os
 import re
@@ -234,6 +235,7 @@ class Spec(BaseModel):
     model_config = _CONFIG
 
     data: DataSpec
+    modules: list[str] = Field(default_factory=list)
     strategy: str
     grid: dict[str, Axis] = Field(default_factory=dict)
     constraints: list[str] = Field(default_factory=list)
@@ -249,6 +251,20 @@ class Spec(BaseModel):
         if isinstance(value, Mapping):
             optional = ("grid", "constraints", "execution", "run")
             return {k: v for k, v in value.items() if not (k in optional and v is None)}
+        return value
+
+    @field_validator("modules")
+    @classmethod
+    def _import_modules(cls, value: list[str]) -> list[str]:
+        """Import the modules that register custom strategies (before ``strategy``)."""
+        problems = []
+        for i, name in enumerate(value):
+            try:
+                import_strategy_module(name)
+            except SpecError as err:
+                problems.append((f"modules[{i}]", str(err)))
+        if problems:
+            raise _Problems(problems)
         return value
 
     @field_validator("strategy")
@@ -413,6 +429,17 @@ def build_grid(spec: Spec) -> Grid:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def import_strategy_module(name: str) -> None:
+    """Import a module that registers strategies; SpecError naming it when that fails."""
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # any failure inside the user's module is reported as is
+        raise SpecError(
+            f"cannot import strategy module {name!r}: {type(exc).__name__}: {exc}; it must be "
+            "importable (e.g. on PYTHONPATH) here and on every Dask worker"
+        ) from exc
 
 
 def _grid(spec: Spec) -> Grid:

@@ -212,3 +212,54 @@ def test_empty_time_range_is_refused_before_the_store_is_made(synth_store, tmp_p
     assert main(["run", str(spec), "--workers", "1", "--no-progress"]) == 2
     assert "2030" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_custom_strategy_module_stops_grid_and_both_directions(synth_store, tmp_path,
+                                                               cluster_client, monkeypatch):
+    """A user's strategy module named in the spec, a stop swept as a grid axis, shorts."""
+    where = str(Path(__file__).resolve().parents[1] / "engine")  # the README's example module
+    monkeypatch.syspath_prepend(where)
+    def add_path(path):  # a user's PYTHONPATH, on the workers
+        import sys
+
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+    cluster_client.run(add_path, where)
+    out = tmp_path / "custom.zarr"
+    spec_path = tmp_path / "custom.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "data": {"store": str(synth_store), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "modules": ["custom_strategy_example"],
+        "strategy": "sma_trend",
+        "grid": {"period": [10, 20, 40], "stop_loss": [0.01, 0.03]},
+        "execution": {"fill": "next_open", "direction": "both", "fees": 0.001,
+                      "take_profit": 0.05},
+        "run": {"block_size": 2, "out": str(out)},
+    }))
+    assert main(["run", str(spec_path), "--scheduler", cluster_client.scheduler.address,
+                 "--no-progress"]) == 0
+    ds = xr.open_zarr(out, consolidated=False)
+    assert ds["sharpe"].dims == ("symbol", "period", "stop_loss")
+    assert ds["stop_loss"].dtype == np.float64
+    bars = open_bars(synth_store, "BTCUSDT", "1h")
+    for period in (10, 40):
+        for stop in (0.01, 0.03):
+            single = backtest(bars, "sma_trend", dict(period=period), ppy=periods_per_year("1h"),
+                              fill="next_open", direction="both", fees=0.001, take_profit=0.05,
+                              stop_loss=stop)
+            stored = {m: float(ds[m].sel(symbol="BTCUSDT", period=period, stop_loss=stop))
+                      for m in METRICS}
+            assert single.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True)
+            assert set(single.trades["side"]) == {-1, 1}
+
+
+def test_a_module_that_does_not_import_is_named(tmp_path, capsys):
+    spec_path = tmp_path / "bad.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "data": {"store": "bars", "symbols": ["X"], "timeframe": "1h"},
+        "modules": ["no_such_module_here"], "strategy": "ema_cross",
+        "grid": {"fast": [5], "slow": [20]}}))
+    assert main(["run", str(spec_path)]) == 2
+    err = capsys.readouterr().err
+    assert "modules[0]" in err and "no_such_module_here" in err
