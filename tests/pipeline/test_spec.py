@@ -333,3 +333,40 @@ def test_load_spec_names_the_file(tmp_path):
 def test_direct_construction_validates():
     with pytest.raises(ValueError):
         Spec.model_validate(spec_with(execution__fees=-1))
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"execution__direction": "sideways"}, "execution.direction"),
+        ({"execution__stop_loss": 0.0}, "execution.stop_loss"),
+        ({"execution__stop_loss": 1.0}, "execution.stop_loss"),
+        ({"execution__trailing_stop": -0.2}, "execution.trailing_stop"),
+        ({"execution__direction": "short", "execution__take_profit": 1.5},
+         "execution.take_profit"),
+        ({"execution__fixed_fee": -1.0}, "execution.fixed_fee"),
+        ({"execution__funding": "yes"}, "execution.funding"),
+        ({"grid__stop_loss": [0.01, 1.5]}, "grid.stop_loss"),
+        ({"grid__stop_loss": [0.01], "execution__stop_loss": 0.02}, "execution.stop_loss"),
+        ({"strategy": "rsi", "grid": {"period": [14], "lower": [80.0], "upper": [20.0]},
+          "constraints": []}, "lower < upper"),
+        ({"strategy": "macd", "grid": {"fast": [0], "slow": [26], "signal": [9]},
+          "constraints": []}, "grid.fast"),
+        ({"modules": ["not_a_module_xyz"]}, "modules[0]"),
+    ],
+)
+def test_execution_and_strategy_refusals_name_the_key(changes, expected):
+    assert expected in refused(spec_with(**changes))
+
+
+def test_stops_as_grid_axes_and_strategy_requirements():
+    spec = parse_spec(spec_with(grid__stop_loss=[0.01, 0.02], execution__direction="both",
+                                execution__take_profit=0.1))
+    grid = build_grid(spec)
+    assert grid.names == ("fast", "slow", "stop_loss")
+    assert grid.values("stop_loss").dtype == np.float64
+    rsi = parse_spec({"data": BASE["data"], "strategy": "rsi",
+                      "grid": {"period": [14], "lower": [20.0, 40.0], "upper": [30.0, 70.0]}})
+    combos = build_grid(rsi).combos((slice(None),) * 3)
+    keep = build_grid(rsi).mask(combos)
+    assert (combos["lower"][keep] < combos["upper"][keep]).all() and keep.sum() == 3
