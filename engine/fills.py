@@ -34,7 +34,9 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage):
     if size <= 0.0:
         return 0.0, cash, fill
     notional = size * fill
-    return side * size, cash - side * notional - notional * fee_rate - fixed_fee, fill
+    if side > 0.0:
+        return size, 0.0, fill  # all of the cash is spent (no rounding residue)
+    return -size, cash + notional - notional * fee_rate - fixed_fee, fill
 
 
 @njit(cache=True)

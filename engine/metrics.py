@@ -37,7 +37,7 @@ METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
 LOWER_IS_BETTER = frozenset({"volatility", "ulcer_index"})
 
 RET_ACC0 = (0.0, 0.0, 0.0, 0.0)
-DD_ACC0 = (-math.inf, 0.0, 0.0)
+DD_ACC0 = (-math.inf, 0.0, 0.0, 0.0, 0.0)
 TRADE_ACC0 = (0.0, 0.0, 0.0, 0.0, 0.0)
 
 
@@ -50,15 +50,49 @@ def acc_returns(acc, r, b):
 
 
 @njit(cache=True)
+def acc_returns_held(acc, b):
+    """``acc_returns(acc, b, b)``: a bar held all-in long returns the benchmark's ``b``."""
+    s_r, s_r2, s_neg2, s_rb = acc
+    neg = b if b < 0.0 else 0.0
+    b2 = b * b
+    return (s_r + b, s_r2 + b2, s_neg2 + neg * neg, s_rb + b2)
+
+
+@njit(cache=True)
 def acc_drawdown(acc, equity):
-    """Add one marked equity to ``(peak, min drawdown, sum of drawdown² in percent²)``."""
-    peak, min_dd, s_dd2 = acc
+    """Add one marked equity to the drawdown accumulator.
+
+    ``acc = (peak, trough, sum (equity - peak)² since the peak, min drawdown, sum of
+    drawdown²)``. Under one peak ``P`` the drawdown of a bar is ``equity / P - 1``, so
+    its square is summed as ``(equity - P)²`` and divided by ``P²`` once, when a new
+    peak (or the end, :func:`flush_drawdown`) closes the stretch: no division per bar.
+    """
+    peak, trough, s_u2, min_dd, s_dd2 = acc
     if equity > peak:
-        peak = equity
-    dd = equity / peak - 1.0
-    if dd < min_dd:
-        min_dd = dd
-    return (peak, min_dd, s_dd2 + (100.0 * dd) * (100.0 * dd))
+        s_dd2, min_dd = _close_stretch(peak, trough, s_u2, min_dd, s_dd2)
+        return (equity, equity, 0.0, min_dd, s_dd2)
+    d = equity - peak
+    if equity < trough:
+        trough = equity
+    return (peak, trough, s_u2 + d * d, min_dd, s_dd2)
+
+
+@njit(cache=True)
+def flush_drawdown(acc):
+    """``(min drawdown, sum of drawdown²)`` once the last equity has been added."""
+    peak, trough, s_u2, min_dd, s_dd2 = acc
+    s_dd2, min_dd = _close_stretch(peak, trough, s_u2, min_dd, s_dd2)
+    return min_dd, s_dd2
+
+
+@njit(cache=True)
+def _close_stretch(peak, trough, s_u2, min_dd, s_dd2):
+    if peak > -math.inf:
+        s_dd2 += s_u2 / (peak * peak)
+        dd = trough / peak - 1.0
+        if dd < min_dd:
+            min_dd = dd
+    return s_dd2, min_dd
 
 
 @njit(cache=True)
@@ -83,7 +117,7 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
     """
     nan = math.nan
     s_r, s_r2, s_neg2, s_rb = ret_acc
-    peak, min_dd, s_dd2 = dd_acc
+    min_dd, s_dd2 = flush_drawdown(dd_acc)
     n_tr, n_win, gross_win, gross_loss, s_tret = trade_acc
     s_b, s_b2 = bench
     n = float(n_bars)
@@ -103,7 +137,7 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
     out[4] = mean_r / math.sqrt(s_neg2 / n) * math.sqrt(ppy) if s_neg2 > 0.0 else nan
     out[5] = min_dd
     out[6] = cagr / -min_dd if min_dd < 0.0 else nan
-    out[7] = math.sqrt(s_dd2 / n)
+    out[7] = 100.0 * math.sqrt(s_dd2 / n)
     out[8] = n_tr
     if n_tr > 0.0:
         out[9] = n_win / n_tr

@@ -42,6 +42,7 @@ from .metrics import (
     TRADE_ACC0,
     acc_drawdown,
     acc_returns,
+    acc_returns_held,
     acc_trade,
     finalize,
 )
@@ -92,6 +93,14 @@ def trade_result(position, entry_fill, entry_equity, exit_equity):
     """
     pnl = exit_equity - entry_equity
     return pnl, pnl / (abs(position) * entry_fill)
+
+
+@njit(cache=True)
+def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill, entry_equity):
+    """Close ``position`` at ``price``: ``(cash after, fill price, trade pnl, trade return)``."""
+    cash, fill = close_position(cash, position, price, fee_rate, fixed_fee, slippage)
+    pnl, ret = trade_result(position, entry_fill, entry_equity, cash)
+    return cash, fill, pnl, ret
 
 
 @njit(cache=True)
@@ -172,70 +181,85 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
     trade_acc = TRADE_ACC0
 
     for t in range(n):
-        for phase in range(3):
-            # phase 0: orders queued at t-1 fill at this open; phase 1: stops inside
-            # the bar; phase 2: funding, then this bar's signal, filled at this close
-            # or queued.
-            exit_reason = -1
-            exit_price = 0.0
-            enter_side = 0
-            enter_price = 0.0
-            if phase == 0:
-                if pending_exit and position != 0.0:
-                    exit_reason = EXIT_SIGNAL
-                    exit_price = open_[t]
-                enter_side = pending_side
-                enter_price = open_[t]
-                pending_exit = False
-                pending_side = 0
-            elif phase == 1:
-                if use_stops and position != 0.0:
-                    side = 1.0 if position > 0.0 else -1.0
-                    exit_reason, exit_price = stop_exit(side, open_[t], high[t], low[t],
-                                                        entry_fill, extreme, stop_loss,
-                                                        take_profit, trailing_stop)
-                    if exit_reason < 0:
-                        extreme = max(extreme, high[t]) if side > 0.0 else min(extreme, low[t])
-            else:
-                if use_funding and position != 0.0:  # held through the bar, not stopped
-                    cash -= position * close[t] * funding[t]
-                long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,
-                                                                        bars, t)
-                exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
-                                                       long_entry, long_exit, short_entry,
-                                                       short_exit)
-                if next_open:
-                    if t + 1 < n:
-                        pending_exit = exit_now
-                        pending_side = enter_side
-                    enter_side = 0
-                elif exit_now:
-                    exit_reason = EXIT_SIGNAL
-                    exit_price = close[t]
-                enter_price = close[t]
-
-            if exit_reason >= 0:
-                # a target is a limit order: it fills at its price (or a better open)
-                exit_slippage = 0.0 if exit_reason == EXIT_TARGET else slippage
-                cash, exit_fill = close_position(cash, position, exit_price, fee_rate,
-                                                 fixed_fee, exit_slippage)
-                pnl, ret = trade_result(position, entry_fill, entry_equity, cash)
+        filled = False
+        # 1. orders queued at the previous close fill at this open
+        if pending_exit or pending_side != 0:
+            if pending_exit and position != 0.0:
+                cash, fill, pnl, ret = exit_trade(cash, position, open_[t], slippage, fee_rate,
+                                                  fixed_fee, entry_fill, entry_equity)
                 if record:
                     record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
-                                 entry_fill, exit_fill, pnl, ret, exit_reason)
+                                 entry_fill, fill, pnl, ret, EXIT_SIGNAL)
                 trade_acc = acc_trade(trade_acc, pnl, ret)
                 position = 0.0
-            if enter_side != 0 and position == 0.0:
+                filled = True
+            if pending_side != 0 and position == 0.0:
                 entry_equity = cash
-                position, cash, entry_fill = open_position(cash, enter_side, enter_price,
+                position, cash, entry_fill = open_position(cash, pending_side, open_[t],
                                                            fee_rate, fixed_fee, slippage)
                 entry_bar = t
                 extreme = entry_fill
+                filled = True
+            pending_exit = False
+            pending_side = 0
+        # 2. stops inside the bar
+        if use_stops and position != 0.0:
+            side = 1.0 if position > 0.0 else -1.0
+            reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
+                                      stop_loss, take_profit, trailing_stop)
+            if reason >= 0:
+                # a target is a limit order: it fills at its price (or a better open)
+                slip = 0.0 if reason == EXIT_TARGET else slippage
+                cash, fill, pnl, ret = exit_trade(cash, position, price, slip, fee_rate,
+                                                  fixed_fee, entry_fill, entry_equity)
+                if record:
+                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
+                                 entry_fill, fill, pnl, ret, reason)
+                trade_acc = acc_trade(trade_acc, pnl, ret)
+                position = 0.0
+                filled = True
+            elif side > 0.0:
+                extreme = max(extreme, high[t])
+            else:
+                extreme = min(extreme, low[t])
+        # 3. funding on the position held through the bar
+        if use_funding and position != 0.0:
+            cash -= position * close[t] * funding[t]
+        # 4. the close's signal: filled at this close, or queued for the next open
+        long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t)
+        exit_now, enter_side = resolve_signals(position, allow_long, allow_short, long_entry,
+                                               long_exit, short_entry, short_exit)
+        if next_open:
+            if t + 1 < n:
+                pending_exit = exit_now
+                pending_side = enter_side
+        elif exit_now or enter_side != 0:
+            if exit_now:
+                cash, fill, pnl, ret = exit_trade(cash, position, close[t], slippage, fee_rate,
+                                                  fixed_fee, entry_fill, entry_equity)
+                if record:
+                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
+                                 entry_fill, fill, pnl, ret, EXIT_SIGNAL)
+                trade_acc = acc_trade(trade_acc, pnl, ret)
+                position = 0.0
+                filled = True
+            if enter_side != 0 and position == 0.0:
+                entry_equity = cash
+                position, cash, entry_fill = open_position(cash, enter_side, close[t],
+                                                           fee_rate, fixed_fee, slippage)
+                entry_bar = t
+                extreme = entry_fill
+                filled = True
 
+        # 5. mark to the close; returns are 0 while flat (nothing to add) and the
+        # benchmark's own return while held all-in long (no division)
         equity = cash + position * close[t]
         if position != 0.0:
             n_exposed += 1
-        ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
+        if filled or (position != 0.0 and (position < 0.0 or cash != 0.0)):
+            ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
+        elif position != 0.0:
+            ret_acc = acc_returns_held(ret_acc, bench[t])
         dd_acc = acc_drawdown(dd_acc, equity)
         prev_equity = equity
         if record:

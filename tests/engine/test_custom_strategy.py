@@ -1,7 +1,6 @@
 """The README's custom-strategy example: registered from its own module, it backtests,
 sweeps and parses in a spec like a builtin, and the README shows its code verbatim."""
 
-import math
 import re
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 import talib
 from bars import random_bars
+from compare import assert_metrics_match
 from ref_strategies import _crosses, _events
 from reference import ref_simulate
 
@@ -38,11 +38,7 @@ def test_backtest_equals_sweep_and_reference():
     le, lx, se, sx = _events(*_crosses(close, talib.SMA(close, 20)))
     ref, _, _ = ref_simulate(list(bars["open"]), list(close), le, lx, se, sx,
                              high=list(bars["high"]), low=list(bars["low"]), ppy=PPY)
-    for m in METRICS:
-        if math.isnan(ref[m]):
-            assert math.isnan(res.metrics[m]), m
-        else:
-            assert res.metrics[m] == pytest.approx(ref[m], rel=1e-12, abs=1e-12), m
+    assert_metrics_match(res.metrics, ref)
 
 
 def test_spec_with_custom_strategy_parses():

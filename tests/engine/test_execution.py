@@ -1,10 +1,10 @@
 """Every execution feature, sweep and backtest() against the reference simulator."""
 
-import math
 
 import numpy as np
 import pytest
 from bars import random_bars
+from compare import assert_metrics_match
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_ema_cross_signals, ref_simulate
@@ -16,13 +16,7 @@ PPY = 8760.0
 stop_values = st.one_of(st.none(), st.sampled_from([0.005, 0.01, 0.02, 0.05]))
 
 
-def assert_metrics_close(ours, ref, rtol=1e-12, atol=1e-12):
-    for name in METRICS:
-        a, b = ours[name], ref[name]
-        if math.isnan(b):
-            assert math.isnan(a), (name, a, b)
-        else:
-            assert a == pytest.approx(b, rel=rtol, abs=atol), (name, a, b)
+assert_metrics_close = assert_metrics_match
 
 
 def reference(bars, fast, slow, **execution):

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from bars import random_bars
+from compare import assert_metrics_match
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_buy_and_hold_signals, ref_ema_cross_signals, ref_simulate
@@ -14,13 +15,7 @@ from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
 PPY = 8760.0
 
 
-def assert_metrics_close(ours, ref, rtol=1e-12, atol=1e-12):
-    for name in METRICS:
-        a, b = ours[name], ref[name]
-        if math.isnan(b):
-            assert math.isnan(a), (name, a, b)
-        else:
-            assert a == pytest.approx(b, rel=rtol, abs=atol), (name, a, b)
+assert_metrics_close = assert_metrics_match
 
 
 def run_sweep(bars, strategy, params, **execution):

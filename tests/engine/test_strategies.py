@@ -1,10 +1,10 @@
 """Every strategy: sweep == backtest() == reference simulator fed TA-Lib-based signals."""
 
-import math
 
 import numpy as np
 import pytest
 from bars import random_bars
+from compare import assert_metrics_match
 from ref_strategies import EXAMPLES, ref_signals
 from reference import ref_simulate
 
@@ -39,11 +39,7 @@ def test_strategy_equals_reference(name, execution):
                                       high=list(bars["high"]), low=list(bars["low"]),
                                       funding_rate=list(bars["funding_rate"]), ppy=PPY,
                                       **execution)
-        for m in METRICS:
-            if math.isnan(ref[m]):
-                assert math.isnan(ours[m]), (name, example, m)
-            else:
-                assert ours[m] == pytest.approx(ref[m], rel=1e-12, abs=1e-12), (name, m)
+        assert_metrics_match(ours, ref, where=(name, example))
         single = backtest(bars, name, example, ppy=PPY, **execution)
         assert single.metrics == pytest.approx(ours, rel=0, abs=0, nan_ok=True)
         assert len(trades) == ours["n_trades"]
