@@ -78,6 +78,15 @@ def acc_drawdown(acc, equity):
 
 
 @njit(cache=True)
+def acc_drawdown_flat(acc, equity, k):
+    """:func:`acc_drawdown` of the same ``equity`` on ``k`` >= 1 bars (a flat stretch)."""
+    acc = acc_drawdown(acc, equity)
+    peak, trough, s_u2, min_dd, s_dd2 = acc
+    d = equity - peak
+    return (peak, trough, s_u2 + (k - 1) * (d * d), min_dd, s_dd2)
+
+
+@njit(cache=True)
 def flush_drawdown(acc):
     """``(min drawdown, sum of drawdown²)`` once the last equity has been added."""
     peak, trough, s_u2, min_dd, s_dd2 = acc

@@ -41,6 +41,7 @@ from .metrics import (
     RET_ACC0,
     TRADE_ACC0,
     acc_drawdown,
+    acc_drawdown_flat,
     acc_returns,
     acc_returns_held,
     acc_trade,
@@ -180,7 +181,43 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
     dd_acc = DD_ACC0
     trade_acc = TRADE_ACC0
 
-    for t in range(n):
+    simple = not use_stops and not use_funding
+    t = 0
+    while t < n:
+        # Fast stretches, where only the signal can change anything: flat with nothing
+        # queued (equity constant: no return, a constant drawdown), and held all-in long
+        # without stops or funding (the return is the benchmark's). They end at the first
+        # bar whose signal acts, which the general step below then handles.
+        if not pending_exit and pending_side == 0 and (
+                position == 0.0 or (simple and position > 0.0 and cash == 0.0)):
+            start = t
+            while t < n:
+                long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,
+                                                                        bars, t)
+                exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
+                                                       long_entry, long_exit, short_entry,
+                                                       short_exit)
+                if exit_now or enter_side != 0:
+                    break
+                if position != 0.0:
+                    equity = position * close[t]
+                    ret_acc = acc_returns_held(ret_acc, bench[t])
+                    dd_acc = acc_drawdown(dd_acc, equity)
+                    if record:
+                        rec_equity[t] = equity
+                t += 1
+            if t > start:
+                if position != 0.0:
+                    n_exposed += t - start
+                    prev_equity = equity
+                else:
+                    dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
+                    if record:
+                        for k in range(start, t):
+                            rec_equity[k] = equity
+            if t >= n:
+                break
+
         filled = False
         # 1. orders queued at the previous close fill at this open
         if pending_exit or pending_side != 0:
@@ -264,6 +301,7 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
         prev_equity = equity
         if record:
             rec_equity[t] = equity
+        t += 1
 
     if position != 0.0:
         pnl, ret = trade_result(position, entry_fill, entry_equity, equity)
