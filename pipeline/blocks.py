@@ -100,6 +100,21 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
     return metrics.reshape((N_METRICS, 1, *shape)), n_kept, len(bars["close"])
 
 
+def warm_block(task: BlockTask, n_bars: int = 64) -> None:
+    """Run the task's kernel on its first combos and bars, so this process has it
+    compiled (or loaded from numba's cache) with the very types its blocks use."""
+    for module in task.modules:
+        import_strategy_module(module)
+    ds = open_bars(task.bars.store, [task.bars.symbol], task.bars.timeframe,
+                   task.bars.start, task.bars.end)
+    bars = {k: v[:n_bars] for k, v in bars_arrays(ds, task.bars.symbol).items()}
+    grid = Grid(task.axes, task.constraints)
+    params = grid.combos(tuple(slice(None) for _ in task.axes))
+    keep = np.flatnonzero(grid.mask(params))[:2]
+    sweep(get_strategy(task.strategy), bars, {k: v[keep] for k, v in params.items()},
+          task.execution, task.ppy)
+
+
 def run_block(task: BlockTask) -> BlockReport:
     """Compute one block and write it (and its ``done`` flag) into the results store."""
     t0 = time.perf_counter()

@@ -198,7 +198,7 @@ def cmd_demo(args) -> int:
                  "slow": {"start": 10, "stop": 200, "step": 2}},
         "constraints": ["fast < slow"],
         "execution": {"fill": "next_open", "fees": 0.001},
-        "run": {"block_size": 1024, "out": str(root / "results.zarr")},
+        "run": {"out": str(root / "results.zarr")},
     }, source="demo")
     summary = run_spec(spec, n_workers=args.workers)
     print(f"\ntop 10 of {summary.out} by sharpe, n_trades >= 10:")

@@ -21,7 +21,7 @@ from barsweep.datasets import fingerprint, open_bars, periods_per_year
 from barsweep.engine import METRICS, Execution
 from barsweep.errors import BackendError
 
-from .blocks import BarsRef, BlockReport, BlockTask, run_block
+from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
 from .results import check_done, create_store, mark_excluded, update_attrs
 from .spec import Spec, build_grid
@@ -63,10 +63,39 @@ def resolve_backend(requested: str) -> str:
     return "cpu"
 
 
-def plan(spec: Spec, out: str) -> Plan:
-    """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol."""
+#: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there
+#: should be several blocks per worker so that the last ones balance.
+MIN_BLOCK_COMBO_BARS = 200_000_000
+BLOCKS_PER_WORKER = 4
+MAX_BLOCK_COMBOS = 1 << 20
+
+
+def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
+    """Combos per block: ~BLOCKS_PER_WORKER blocks per worker, but no block shorter than
+    MIN_BLOCK_COMBO_BARS combo-bars (about 1 s of kernel) nor larger than MAX_BLOCK_COMBOS.
+
+    Examples
+    --------
+    >>> auto_block_size(1_000_000, 26_280, 2)
+    125000
+    >>> auto_block_size(4_000, 26_280, 2)
+    4000
+    """
+    spread = -(-n_combos // max(1, n_workers * BLOCKS_PER_WORKER))
+    floor = -(-MIN_BLOCK_COMBO_BARS // max(1, n_bars))
+    return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
+
+
+def plan(spec: Spec, out: str, block_size: int | None = None) -> Plan:
+    """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
+
+    ``block_size`` overrides the spec's (needed when the spec says ``auto``).
+    """
     grid = build_grid(spec)
-    chunks = grid.chunks(spec.run.block_size)
+    size = block_size if block_size is not None else spec.run.block_size
+    if size == "auto":
+        size = 65_536
+    chunks = grid.chunks(size)
     per_symbol = grid.n_blocks(chunks)
     execution = Execution(**spec.execution.model_dump())
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
@@ -117,9 +146,16 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     t0 = time.perf_counter()
     out = str(Path(out or spec.run.out))
     backend = resolve_backend(spec.run.backend)
+    n_bars = 0
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
-        open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start, spec.data.end)
-    the_plan = plan(spec, out)
+        ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
+                       spec.data.end)
+        n_bars = max(n_bars, ds.sizes["time"])
+    block_size = spec.run.block_size
+    if block_size == "auto":
+        n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+        block_size = auto_block_size(build_grid(spec).count_valid(), n_bars, n_workers)
+    the_plan = plan(spec, out, block_size)
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     attrs = {
         "spec": spec.to_yaml(),
@@ -132,6 +168,7 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, attrs)
     mark_excluded(out, the_plan.excluded)
+    warm_up(client, the_plan.tasks)
     t_plan = time.perf_counter()
     bar = ProgressBar(len(the_plan.tasks), the_plan.n_combos) if progress else None
     reports = execute(client, the_plan.tasks, bar.update if bar else None)
@@ -148,6 +185,17 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(out, the_plan.n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend)
+
+
+def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
+    """Load (or compile) the kernel once per cluster, not once per task: one worker
+    compiles it into numba's on-disk cache, then every worker loads it in parallel."""
+    if not tasks:
+        return
+    workers = list(client.scheduler_info().get("workers", {}))
+    if workers:
+        client.submit(warm_block, tasks[0], workers=workers[:1], pure=False).result()
+    client.run(warm_block, tasks[0])
 
 
 class ProgressBar:

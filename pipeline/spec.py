@@ -198,13 +198,28 @@ class ExecutionSpec(BaseModel):
 
 
 class RunSpec(BaseModel):
-    """Where and how the sweep runs: backend, combos per block, output store."""
+    """Where and how the sweep runs: backend, combos per block, output store.
+
+    ``block_size: auto`` (default) sizes blocks from the grid, the bars and the workers
+    (see :func:`barsweep.pipeline.run.auto_block_size`).
+    """
 
     model_config = _CONFIG
 
     backend: Literal["auto", "cpu", "cuda"] = "auto"
-    block_size: int = Field(65_536, gt=0, strict=True)
+    block_size: int | str = "auto"
     out: str = Field("results.zarr", min_length=1)
+
+    @field_validator("block_size", mode="before")
+    @classmethod
+    def _block_size(cls, value: Any) -> Any:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"Input should be a valid integer or 'auto' (got {value!r})")
+        if value <= 0:
+            raise ValueError(f"Input should be greater than 0 (got {value!r})")
+        return value
 
 
 class Spec(BaseModel):

@@ -231,3 +231,13 @@ def test_count_valid_of_a_huge_box_is_lazy():
     assert grid.count_valid() == (2000 * 1999 // 2) * 1000 * 1000
     assert Grid(axes).count_valid() == grid.size
     assert not Grid(axes, (parse_expr("a < 0"),)).has_valid()
+
+
+def test_auto_block_size():
+    from barsweep.pipeline.run import MAX_BLOCK_COMBOS, auto_block_size
+
+    assert auto_block_size(1_000_000, 26_280, 2) == 125_000          # 4 blocks per worker
+    assert auto_block_size(4_000, 26_280, 2) == 4_000                # one block: too small
+    assert auto_block_size(10**8, 26_280, 2) == MAX_BLOCK_COMBOS
+    assert auto_block_size(1_000, 1_000_000, 2) == 200               # >= 2e8 combo-bars
+    assert auto_block_size(1, 10, 8) == 1

@@ -70,7 +70,7 @@ def test_defaults():
     assert spec.execution == ExecutionSpec()
     assert spec.execution.fill == "next_open" and spec.execution.fees == 0.0
     assert spec.execution.init_cash == 10_000.0 and spec.execution.direction == "long"
-    assert spec.run == RunSpec() and spec.run.block_size == 65_536
+    assert spec.run == RunSpec() and spec.run.block_size == "auto"
     assert spec.run.backend == "auto" and spec.run.out == "results.zarr"
     assert spec.cluster == "local" and spec.n_workers is None
     assert spec.data.year_days == 365.0 and spec.data.start is None
