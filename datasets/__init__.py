@@ -3,36 +3,44 @@
 An Arrow IPC bar store (one uncompressed file per symbol and timeframe), CSV/Parquet
 import with validation, synthetic bars, and `open_bars`, which views the memory-mapped
 store as an xarray Dataset over (time, symbol) without copying.
+
+Names load lazily (PEP 562), so that a Dask task reading bars through
+:func:`mapped_arrays` does not pay for importing xarray and pandas.
 """
 
-from barsweep.datasets.bars import bars_arrays, open_bars
-from barsweep.datasets.importer import ImportReport, import_file
-from barsweep.datasets.store import (
-    BAR_SCHEMA,
-    BarsInfo,
-    bar_path,
-    fingerprint,
-    list_bars,
-    read_table,
-    write_bars,
-)
-from barsweep.datasets.synth import synth_bars, write_synth
-from barsweep.datasets.timeframes import periods_per_year, timeframe_seconds
+from importlib import import_module
 
-__all__ = [
-    "BAR_SCHEMA",
-    "BarsInfo",
-    "ImportReport",
-    "bar_path",
-    "bars_arrays",
-    "fingerprint",
-    "import_file",
-    "list_bars",
-    "open_bars",
-    "periods_per_year",
-    "read_table",
-    "synth_bars",
-    "timeframe_seconds",
-    "write_bars",
-    "write_synth",
-]
+_WHERE = {
+    "bars_arrays": "bars",
+    "open_bars": "bars",
+    "to_ns": "bars",
+    "ImportReport": "importer",
+    "import_file": "importer",
+    "mapped_arrays": "mapped",
+    "BAR_SCHEMA": "store",
+    "BarsInfo": "store",
+    "bar_path": "store",
+    "fingerprint": "store",
+    "list_bars": "store",
+    "read_table": "store",
+    "write_bars": "store",
+    "synth_bars": "synth",
+    "write_synth": "synth",
+    "periods_per_year": "timeframes",
+    "timeframe_seconds": "timeframes",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'barsweep.datasets' has no attribute {name!r}")
+    value = getattr(import_module(f"barsweep.datasets.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

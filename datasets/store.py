@@ -15,13 +15,16 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.feather as feather
 
 from barsweep.datasets.timeframes import timeframe_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
 from barsweep.errors import DataError
 
 __all__ = [
@@ -234,9 +237,12 @@ def _check_time_increasing(time: pa.Array, where: str) -> None:
         row = int(bad[0]) + 2
         raise DataError(
             f"{where}: time must strictly increase, but row {row} "
-            f"({pd.Timestamp(ts_ns[row - 1], tz='UTC')}) is not after row {row - 1} "
-            f"({pd.Timestamp(ts_ns[row - 2], tz='UTC')})"
+            f"({_iso(ts_ns[row - 1])}) is not after row {row - 1} ({_iso(ts_ns[row - 2])})"
         )
+
+
+def _iso(ts: int) -> str:
+    return str(np.datetime64(int(ts), "ns")) + "Z"
 
 
 def time_ns(time: pa.Array) -> np.ndarray:
@@ -359,6 +365,8 @@ def list_bars(store: str | os.PathLike) -> list[BarsInfo]:
     >>> list_bars(tmp_store)  # doctest: +SKIP
     [BarsInfo(symbol='BTCUSDT', timeframe='1h', ..., n_bars=26280, ...)]
     """
+    import pandas as pd  # only for the timestamps shown (keeps import of the store light)
+
     if not Path(store).is_dir():
         raise DataError(f"the store directory {store} does not exist")
     infos = []

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from barsweep.errors import SpecError
 
@@ -18,6 +18,9 @@ from .simulate import N_TRADE_FIELDS
 from .strategies import get_strategy
 from .strategies.base import Strategy
 from .sweep import BAR_COLUMNS, bar_tuple
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NS_PER_DAY = 86_400 * 10**9
 
@@ -114,6 +117,8 @@ def backtest(
     strat.kernel(cols, ind, rows, param_matrix(strat, one, 1), stop_matrix(exe, {}, 1), xp,
                  out, rec_equity, rec_trades)
 
+    import pandas as pd  # lazily: the sweep path never needs pandas
+
     metrics = dict(zip(METRICS, out[0].tolist()))
     index = pd.to_datetime(time_ns, utc=True) if time_ns is not None else pd.RangeIndex(n_bars)
     index = index.rename("time")
@@ -133,9 +138,9 @@ def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | N
             bars = bars.isel(symbol=0)
         time = bars["time"].values if "time" in bars.coords else None
         cols = {c: bars[c].values for c in names if c in bars}
-    elif isinstance(bars, pd.DataFrame):
+    elif type(bars).__name__ == "DataFrame":  # pandas, without importing it
         cols = {c: bars[c].to_numpy() for c in names if c in bars.columns}
-        time = bars.index.values if isinstance(bars.index, pd.DatetimeIndex) else None
+        time = bars.index.values if bars.index.dtype.kind == "M" else None
         if time is None and "time" in bars.columns:
             time = bars["time"].to_numpy()
     else:
@@ -158,7 +163,9 @@ def _infer_ppy(time_ns: np.ndarray | None, year_days: float) -> float:
     return year_days * NS_PER_DAY / step_ns
 
 
-def _trades_frame(rec: np.ndarray, index) -> pd.DataFrame:
+def _trades_frame(rec: np.ndarray, index):
+    import pandas as pd
+
     entry_bar = rec[:, 0].astype(np.int64)
     exit_bar = rec[:, 1].astype(np.int64)
     return pd.DataFrame(

@@ -13,24 +13,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from barsweep.datasets import bars_arrays, open_bars
+from barsweep.datasets.mapped import mapped_arrays
 from barsweep.engine import N_METRICS, Execution, get_strategy, sweep
+from barsweep.engine.strategies import import_strategy_module
 
 from .expr import Expr
 from .grid import Grid
 from .results import write_block
-from .spec import import_strategy_module
 
 
 @dataclass(frozen=True)
 class BarsRef:
-    """Where a task finds its bars: a store, a symbol, a timeframe and a time range."""
+    """Where a task finds its bars: a store, a symbol, a timeframe and a time range
+    (ns since the epoch, UTC; start inclusive, end exclusive)."""
 
     store: str
     symbol: str
     timeframe: str
-    start: str | None = None
-    end: str | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The bars as read-only views of the memory-mapped store."""
+        return mapped_arrays(self.store, self.symbol, self.timeframe, self.start_ns,
+                             self.end_ns)
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,7 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
     """
     for module in task.modules:
         import_strategy_module(module)
-    ds = open_bars(task.bars.store, [task.bars.symbol], task.bars.timeframe,
-                   task.bars.start, task.bars.end)
-    bars = bars_arrays(ds, task.bars.symbol)
+    bars = task.bars.arrays()
     grid = Grid(task.axes, task.constraints)
     params = grid.combos(tuple(slice(None) for _ in task.axes))
     keep = grid.mask(params)
@@ -105,9 +109,7 @@ def warm_block(task: BlockTask, n_bars: int = 64) -> None:
     compiled (or loaded from numba's cache) with the very types its blocks use."""
     for module in task.modules:
         import_strategy_module(module)
-    ds = open_bars(task.bars.store, [task.bars.symbol], task.bars.timeframe,
-                   task.bars.start, task.bars.end)
-    bars = {k: v[:n_bars] for k, v in bars_arrays(ds, task.bars.symbol).items()}
+    bars = {k: v[:n_bars] for k, v in task.bars.arrays().items()}
     grid = Grid(task.axes, task.constraints)
     params = grid.combos(tuple(slice(None) for _ in task.axes))
     keep = np.flatnonzero(grid.mask(params))[:2]

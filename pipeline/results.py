@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-import dask.array as da
 import numpy as np
-import xarray as xr
 import zarr
 
 from barsweep.engine import METRICS
@@ -45,6 +43,9 @@ def create_store(
     attrs : mapping of str to str
         Group attributes (the spec as YAML, version, fingerprint as JSON...).
     """
+    import dask.array as da
+    import xarray as xr
+
     dims = ("symbol", *[name for name, _ in axes])
     shape = (len(symbols), *[len(values) for _, values in axes])
     block = (1, *chunks)
@@ -110,6 +111,8 @@ def update_attrs(path: str, attrs: Mapping[str, object]) -> None:
     )
 
 
-def open_results(path: str) -> xr.Dataset:
-    """Open a results store lazily with xarray."""
+def open_results(path: str):
+    """Open a results store lazily with xarray (an ``xarray.Dataset``)."""
+    import xarray as xr
+
     return xr.open_zarr(path, consolidated=False)

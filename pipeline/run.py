@@ -17,7 +17,7 @@ from pathlib import Path
 from distributed import Client, as_completed
 
 import barsweep
-from barsweep.datasets import fingerprint, open_bars, periods_per_year
+from barsweep.datasets import fingerprint, open_bars, periods_per_year, to_ns
 from barsweep.engine import METRICS, Execution
 from barsweep.errors import BackendError
 
@@ -105,8 +105,8 @@ def plan(spec: Spec, out: str, block_size: int | None = None) -> Plan:
         boxes.append((b, slices, axes, Grid(axes, grid.constraints).count_valid()))
     tasks, excluded, n_combos = [], [], 0
     for s, symbol in enumerate(spec.data.symbols):
-        bars = BarsRef(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
-                       spec.data.end)
+        bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
+                       to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"))
         for b, slices, axes, n_valid in boxes:
             block_id = s * per_symbol + b
             if n_valid == 0:

@@ -9,7 +9,6 @@ the file and every failing key as a dotted path (``execution.fees``, ``grid.fast
 
 from __future__ import annotations
 
-import importlib
 import numbers
 import os
 import re
@@ -33,7 +32,7 @@ from pydantic import (
 )
 
 from barsweep.engine.execution import STOP_PARAMS, check_stop
-from barsweep.engine.strategies import Strategy, get_strategy
+from barsweep.engine.strategies import Strategy, get_strategy, import_strategy_module
 from barsweep.errors import SpecError
 
 from .expr import check_names, parse_expr
@@ -444,17 +443,6 @@ def build_grid(spec: Spec) -> Grid:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def import_strategy_module(name: str) -> None:
-    """Import a module that registers strategies; SpecError naming it when that fails."""
-    try:
-        importlib.import_module(name)
-    except Exception as exc:  # any failure inside the user's module is reported as is
-        raise SpecError(
-            f"cannot import strategy module {name!r}: {type(exc).__name__}: {exc}; it must be "
-            "importable (e.g. on PYTHONPATH) here and on every Dask worker"
-        ) from exc
 
 
 def _grid(spec: Spec) -> Grid:

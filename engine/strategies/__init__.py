@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from barsweep.errors import SpecError
 
 from .base import Indicator, Param, Strategy
@@ -24,6 +26,17 @@ def get_strategy(name: str) -> Strategy:
         raise SpecError(f"unknown strategy {name!r}; known strategies: {known}") from None
 
 
+def import_strategy_module(name: str) -> None:
+    """Import a module that registers strategies; SpecError naming it when that fails."""
+    try:
+        import_module(name)
+    except Exception as exc:  # any failure inside the user's module is reported as is
+        raise SpecError(
+            f"cannot import strategy module {name!r}: {type(exc).__name__}: {exc}; it must be "
+            "importable (e.g. on PYTHONPATH) here and on every Dask worker"
+        ) from exc
+
+
 def strategy_names() -> list[str]:
     return sorted(_REGISTRY)
 
@@ -37,4 +50,5 @@ def _register_builtins() -> None:
 
 _register_builtins()
 
-__all__ = ["Indicator", "Param", "Strategy", "get_strategy", "register", "strategy_names"]
+__all__ = ["Indicator", "Param", "Strategy", "get_strategy", "import_strategy_module", "register",
+           "strategy_names"]

@@ -1,0 +1,48 @@
+"""The light path to bars: numpy views of the memory-mapped store, no xarray, no pandas.
+
+What a Dask task needs to sweep a block: the price columns of one symbol, sliced by
+time, as read-only views of the memory map (nothing is copied).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from barsweep.datasets.store import read_table, time_ns
+from barsweep.errors import DataError
+
+COLUMNS = ("open", "high", "low", "close", "volume", "funding_rate")
+
+
+def mapped_arrays(store: str | os.PathLike, symbol: str, timeframe: str,
+                  start_ns: int | None = None, end_ns: int | None = None
+                  ) -> dict[str, np.ndarray]:
+    """One symbol's columns (and ``time`` as int64 ns) for ``start_ns <= time < end_ns``.
+
+    Parameters
+    ----------
+    store, symbol, timeframe
+        See :func:`barsweep.datasets.store.bar_path`.
+    start_ns, end_ns : int, optional
+        Nanoseconds since the epoch (UTC); the start is inclusive, the end exclusive.
+
+    Returns
+    -------
+    dict of str to ndarray, shape (n_bars,)
+        Read-only views of the memory map: ``time`` (int64), ``open``, ``high``, ``low``,
+        ``close``, ``volume`` (float64) and ``funding_rate`` when stored.
+    """
+    table = read_table(store, symbol, timeframe)
+    time = time_ns(table.column("time").chunk(0))
+    lo = 0 if start_ns is None else int(np.searchsorted(time, start_ns, side="left"))
+    hi = len(time) if end_ns is None else int(np.searchsorted(time, end_ns, side="left"))
+    if hi <= lo:
+        raise DataError(f"{symbol} {timeframe} in {store}: no bars between the start and end "
+                        f"asked for ({start_ns} <= time ns < {end_ns})")
+    out = {"time": time[lo:hi]}
+    for name in COLUMNS:
+        if name in table.column_names:
+            out[name] = table.column(name).chunk(0).to_numpy(zero_copy_only=True)[lo:hi]
+    return out
