@@ -96,6 +96,23 @@ def trade_result(position, entry_fill, entry_equity, exit_equity):
     return pnl, pnl / (abs(position) * entry_fill)
 
 
+@njit(inline="always", cache=True)
+def scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short):
+    """The first bar >= t whose signal opens a position from flat, or ``n``.
+
+    Every strategy compiles this loop into a small function of its own (``scan`` in its
+    module): apart from the rest of the simulation, it keeps the registers to itself,
+    which makes flat stretches cost little more than the signal (benchmarks/NOTES.md).
+    """
+    while t < n:
+        long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t)
+        if (allow_long and long_entry and not long_exit) or (
+                allow_short and short_entry and not short_exit):
+            return t
+        t += 1
+    return n
+
+
 @njit(cache=True)
 def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill, entry_equity):
     """Close ``position`` at ``price``: ``(cash after, fill price, trade pnl, trade return)``."""
@@ -121,7 +138,7 @@ def record_trade(rec, k, entry_bar, exit_bar, position, entry_fill, exit_fill, p
 
 
 @njit(inline="always", cache=True)
-def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
+def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
     """Run one combo over every bar and write its metrics into ``out``.
 
     Inlined (numba IR level) into each strategy's kernel, so ``signal`` becomes a
@@ -131,6 +148,8 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
     ----------
     signal : njit function ``(ind, rows, fparams, bars, t) -> (long_entry, long_exit,
         short_entry, short_exit)``, the strategy's rule at the close of bar ``t``.
+    scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t``,
+        the strategy's :func:`scan_flat` (the first bar from ``t`` that opens from flat).
     bars : tuple of 6 ndarrays, shape (n_bars,), float64
         ``(open, high, low, close, funding rate, benchmark returns)``.
     ind : ndarray, shape (n_rows, n_bars), float64
@@ -188,8 +207,18 @@ def simulate(signal, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_t
         # queued (equity constant: no return, a constant drawdown), and held all-in long
         # without stops or funding (the return is the benchmark's). They end at the first
         # bar whose signal acts, which the general step below then handles.
-        if not pending_exit and pending_side == 0 and (
-                position == 0.0 or (simple and position > 0.0 and cash == 0.0)):
+        if not pending_exit and pending_side == 0 and position == 0.0:
+            start = t
+            t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
+            if t > start:
+                dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
+                if record:
+                    for k in range(start, t):
+                        rec_equity[k] = equity
+            if t >= n:
+                break
+        elif not pending_exit and pending_side == 0 and (
+                simple and position > 0.0 and cash == 0.0):
             start = t
             while t < n:
                 long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,

@@ -1,9 +1,11 @@
 """What a strategy declares: its parameters, the indicators it needs, its signal rule.
 
-A strategy module builds one :class:`Strategy` value. The sweep kernel of a
-strategy is a three-line ``@njit(parallel=True, cache=True)`` function of its own
-module that hands the strategy's ``signal`` to :func:`barsweep.engine.simulate.simulate`;
-it must be a module-level function (not built in a closure) so numba can cache it.
+A strategy module builds one :class:`Strategy` value. Its ``signal`` is compiled into
+two few-line module-level functions of its own: ``scan`` (the flat-stretch search,
+:func:`barsweep.engine.simulate.scan_flat`) and the sweep ``kernel``, an
+``@njit(parallel=True, cache=True)`` loop over combos calling
+:func:`barsweep.engine.simulate.simulate`. They must be module-level functions (not
+built in a closure) so numba can cache them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from numba import njit, prange
 
-from ..simulate import cross_above, cross_below, simulate
+from ..simulate import cross_above, cross_below, scan_flat, simulate
 from .base import Indicator, Param, Strategy
 
 
@@ -17,11 +17,16 @@ def signal(ind, rows, fparams, bars, t):
     return up, down, down, up
 
 
+@njit(cache=True)
+def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
+    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+
+
 @njit(parallel=True, cache=True)
 def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
     for c in prange(rows.shape[0]):
-        simulate(signal, bars, ind, rows[c], fparams[c], stops[c], xp, out[c], rec_equity,
-                 rec_trades)
+        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
+                 rec_equity, rec_trades)
 
 
 STRATEGY = Strategy(
