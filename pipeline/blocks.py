@@ -61,6 +61,9 @@ class BlockTask:
         Bars per year.
     modules : tuple of str
         Modules to import first, registering custom strategies on the worker.
+    numba_threads : int
+        Threads the kernel may use in this task (1: Dask's workers are the parallelism,
+        so cores are not oversubscribed).
     """
 
     block_id: int
@@ -73,6 +76,7 @@ class BlockTask:
     execution: Execution
     ppy: float
     modules: tuple[str, ...] = ()
+    numba_threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
 
     Returns the metrics, the number of combos computed and the number of bars.
     """
+    limit_threads(task.numba_threads)
     for module in task.modules:
         import_strategy_module(module)
     bars = task.bars.arrays()
@@ -104,9 +109,17 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
     return metrics.reshape((N_METRICS, 1, *shape)), n_kept, len(bars["close"])
 
 
+def limit_threads(n: int) -> None:
+    """Let the kernel use at most ``n`` threads in this process."""
+    import numba
+
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+
+
 def warm_block(task: BlockTask, n_bars: int = 64) -> None:
     """Run the task's kernel on its first combos and bars, so this process has it
     compiled (or loaded from numba's cache) with the very types its blocks use."""
+    limit_threads(task.numba_threads)
     for module in task.modules:
         import_strategy_module(module)
     bars = {k: v[:n_bars] for k, v in task.bars.arrays().items()}
