@@ -79,9 +79,36 @@ def sweep(
     fparams = param_matrix(strategy, strategy_params, n_combos)
     stops = stop_matrix(execution, params, n_combos)
     xp = pack_xp(execution, ppy, columns[5])
-    out = np.empty((rows.shape[0], N_METRICS))
-    strategy.kernel(columns, ind, rows, fparams, stops, xp, out, *no_record())
+    order = locality_order(rows)
+    swept = np.empty((rows.shape[0], N_METRICS))
+    strategy.kernel(columns, ind, rows[order], fparams[order], stops[order], xp, swept,
+                    *no_record())
+    out = np.empty_like(swept)
+    out[order] = swept
     return out
+
+
+def locality_order(rows: np.ndarray) -> np.ndarray:
+    """An order of the combos in which consecutive ones share indicator rows.
+
+    Sorted by the slot with the most distinct rows first (then the others), so a run of
+    combos streams one row of that slot from memory while the other slots' few rows stay
+    in cache. For ema_cross blocks of 62 fast x 2,000 slow periods this keeps the
+    kernel's working set in L2/L3 instead of streaming 210 kB per combo.
+
+    Parameters
+    ----------
+    rows : ndarray, shape (n_combos, n_slots), int64
+
+    Returns
+    -------
+    ndarray, shape (n_combos,), int64: a permutation of the combos.
+    """
+    if rows.shape[1] == 0 or rows.shape[0] < 2:
+        return np.arange(rows.shape[0])
+    distinct = [len(np.unique(rows[:, k])) for k in range(rows.shape[1])]
+    keys = sorted(range(rows.shape[1]), key=lambda k: -distinct[k])
+    return np.lexsort(tuple(rows[:, k] for k in reversed(keys)))
 
 
 def combo_count(params: Mapping[str, np.ndarray]) -> int:

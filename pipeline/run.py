@@ -65,21 +65,21 @@ def resolve_backend(requested: str) -> str:
 
 #: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there
 #: should be several blocks per worker so that the last ones balance.
-MIN_BLOCK_COMBO_BARS = 200_000_000
+MIN_BLOCK_COMBO_BARS = 50_000_000
 BLOCKS_PER_WORKER = 4
 MAX_BLOCK_COMBOS = 1 << 20
 
 
 def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     """Combos per block: ~BLOCKS_PER_WORKER blocks per worker, but no block shorter than
-    MIN_BLOCK_COMBO_BARS combo-bars (about 1 s of kernel) nor larger than MAX_BLOCK_COMBOS.
+    MIN_BLOCK_COMBO_BARS combo-bars (about 0.25 s of kernel) nor larger than MAX_BLOCK_COMBOS.
 
     Examples
     --------
     >>> auto_block_size(1_000_000, 26_280, 2)
     125000
     >>> auto_block_size(4_000, 26_280, 2)
-    4000
+    1903
     """
     spread = -(-n_combos // max(1, n_workers * BLOCKS_PER_WORKER))
     floor = -(-MIN_BLOCK_COMBO_BARS // max(1, n_bars))

@@ -237,7 +237,7 @@ def test_auto_block_size():
     from barsweep.pipeline.run import MAX_BLOCK_COMBOS, auto_block_size
 
     assert auto_block_size(1_000_000, 26_280, 2) == 125_000          # 4 blocks per worker
-    assert auto_block_size(4_000, 26_280, 2) == 4_000                # one block: too small
+    assert auto_block_size(4_000, 26_280, 2) == 1_903                # >= 5e7 combo-bars
     assert auto_block_size(10**8, 26_280, 2) == MAX_BLOCK_COMBOS
-    assert auto_block_size(1_000, 1_000_000, 2) == 200               # >= 2e8 combo-bars
+    assert auto_block_size(1_000, 1_000_000, 2) == 125               # 4 blocks per worker
     assert auto_block_size(1, 10, 8) == 1

@@ -1,0 +1,152 @@
+"""Helpers shared by bench.py and scaling.py: child processes, peak memory, the header.
+
+Only the standard library is imported at module level, so a child process can time
+``import barsweep`` (and everything it pulls in) from a clean start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SYMBOL = "BTCUSDT"
+TIMEFRAME = "1h"
+SEED = 7
+FEES = 0.001
+PPY = 365 * 24  # hourly bars, 365-day years (barsweep's and vectorbt's default)
+JSON_TAG = "BENCH_JSON "
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far, MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker_peak_rss_mib() -> float:
+    """Run on a Dask worker through ``client.run``: that process's peak RSS, MiB."""
+    import resource as _resource
+
+    return _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (also run on workers)."""
+    import resource as _resource
+
+    usage = _resource.getrusage(_resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def warm_worker(store: str, strategy: str, params: dict) -> float:
+    """Run on each Dask worker: import the pipeline's task code and load (or compile) the
+    strategy's kernel, so that timing starts warm; seconds taken."""
+    import time as _time
+
+    t0 = _time.perf_counter()
+    import numpy as np
+
+    import barsweep.pipeline.blocks  # noqa: F401 - what a task imports (zarr, xarray)
+    from barsweep.datasets import bars_arrays, open_bars
+    from barsweep.engine import Execution, get_strategy, sweep
+
+    bars = bars_arrays(open_bars(store, SYMBOL, TIMEFRAME), SYMBOL)
+    sweep(get_strategy(strategy), bars, {k: np.asarray(v) for k, v in params.items()},
+          Execution(fill="close", fees=FEES), PPY)
+    return _time.perf_counter() - t0
+
+
+def emit(record: dict) -> None:
+    """A child's result: one tagged JSON line on stdout, collected by the parent."""
+    print(JSON_TAG + json.dumps(record), flush=True)
+
+
+def run_child(script: Path, kind: str, job: dict, env: dict | None = None,
+              timeout: float = 1800) -> dict:
+    """Run ``script --child kind --job JSON`` in a fresh interpreter; its JSON record.
+
+    The record gets ``spawn_epoch`` (``time.time()`` just before the process started).
+    A failed child aborts the benchmark with its output.
+    """
+    cmd = [sys.executable, str(script), "--child", kind, "--job", json.dumps(job)]
+    full_env = {**os.environ, "NUMBA_NUM_THREADS": "1", **(env or {})}
+    spawn = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout,
+                          cwd=ROOT)
+    records = [json.loads(line[len(JSON_TAG):]) for line in proc.stdout.splitlines()
+               if line.startswith(JSON_TAG)]
+    if proc.returncode != 0 or not records:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+        raise SystemExit(f"FAIL: child {kind} exited {proc.returncode} without a result")
+    return {**records[-1], "spawn_epoch": spawn}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def version_of(module: str) -> str:
+    try:
+        return __import__(module).__version__
+    except Exception:  # noqa: BLE001 - a missing optional package is reported, not fatal
+        return "not installed"
+
+
+def header(title: str) -> str:
+    """Markdown preamble: date, machine, versions, the exact command."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    versions = ", ".join(f"{m} {version_of(m)}" for m in
+                         ("barsweep", "numba", "numpy", "vectorbt", "dask", "zarr"))
+    command = "python " + " ".join(shlex.quote(a) for a in
+                                   [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+    return "\n".join([
+        f"# {title}",
+        "",
+        f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- machine: {platform.platform()}, CPU {cpu_model()}, {cores} cores usable, "
+        f"load average at start {load}",
+        f"- Python {platform.python_version()}, {versions}",
+        f"- command: `{command}` (from the repository root)",
+        "",
+    ])
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    """A number for a table cell: fixed digits, thousands separators, '—' for None."""
+    if x is None:
+        return "—"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:,.{digits}f}"
+
+
+def dir_size(path: str | Path) -> tuple[int, int]:
+    """(apparent bytes, bytes allocated on disk) of every file under ``path``."""
+    apparent = allocated = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            st = os.stat(os.path.join(root, name))
+            apparent += st.st_size
+            allocated += st.st_blocks * 512
+    return apparent, allocated
+
+
+def table(columns: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
