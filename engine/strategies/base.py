@@ -67,7 +67,8 @@ class Strategy:
     """A strategy: parameters, indicator slots, and its compiled sweep kernel.
 
     ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades)`` is
-    the strategy's module-level ``@njit`` sweep kernel (see ``ema_cross.py``).
+    the strategy's module-level ``@njit`` sweep kernel (see ``bollinger.py``; the
+    crossover strategies share ``crossover.py``'s).
     ``requires`` holds comparisons between two parameters that every combo must
     meet, e.g. ``("lower", "<", "upper")``: a spec adds them to its constraints and
     ``backtest()`` refuses a combo that breaks one.
