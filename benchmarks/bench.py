@@ -134,10 +134,11 @@ def child_first_call(job: dict) -> None:
     t_import = time.perf_counter()
     import numpy as np
 
+    from barsweep.datasets import mapped_arrays  # the light path a Dask task uses
     from barsweep.engine import Execution, get_strategy, sweep
 
     t_imported = time.perf_counter()
-    bars = load_bars(job["store"])
+    bars = mapped_arrays(job["store"], SYMBOL, TIMEFRAME)
     params = dict(np.load(job["params"]))
     sweep(get_strategy(job["strategy"]), bars, params, Execution(fill="close", fees=FEES), PPY)
     t_done = time.perf_counter()
