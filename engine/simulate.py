@@ -114,17 +114,10 @@ def scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(cache=True)
-def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill, entry_equity):
-    """Close ``position`` at ``price``: ``(cash after, fill price, trade pnl, trade return)``."""
-    cash, fill = close_position(cash, position, price, fee_rate, fixed_fee, slippage)
-    pnl, ret = trade_result(position, entry_fill, entry_equity, cash)
-    return cash, fill, pnl, ret
-
-
-@njit(cache=True)
 def record_trade(rec, k, entry_bar, exit_bar, position, entry_fill, exit_fill, pnl, ret,
                  reason):
-    """Write trade ``k`` into ``rec`` (shape (n_max, N_TRADE_FIELDS)) if there is room."""
+    """Write trade ``k`` into ``rec`` (shape (n_max, N_TRADE_FIELDS)) if there is room
+    (the sweep passes an empty ``rec``: nothing is written)."""
     if k < rec.shape[0]:
         rec[k, 0] = entry_bar
         rec[k, 1] = exit_bar
@@ -135,6 +128,28 @@ def record_trade(rec, k, entry_bar, exit_bar, position, entry_fill, exit_fill, p
         rec[k, 6] = pnl
         rec[k, 7] = ret
         rec[k, 8] = reason
+
+
+@njit(cache=True)
+def book_trade(trade_acc, rec, entry_bar, exit_bar, position, entry_fill, entry_equity,
+               exit_fill, exit_equity, reason):
+    """Account one round trip: its record (when recording) and the trade metrics."""
+    pnl, ret = trade_result(position, entry_fill, entry_equity, exit_equity)
+    record_trade(rec, int(trade_acc[0]), entry_bar, exit_bar, position, entry_fill,
+                 exit_fill, pnl, ret, reason)
+    return acc_trade(trade_acc, pnl, ret)
+
+
+@njit(cache=True)
+def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill, entry_equity,
+               entry_bar, t, reason, trade_acc, rec):
+    """Close ``position`` at ``price`` on bar ``t`` and book the trade.
+
+    Returns ``(cash after, trade accumulator)``.
+    """
+    cash, fill = close_position(cash, position, price, fee_rate, fixed_fee, slippage)
+    return cash, book_trade(trade_acc, rec, entry_bar, t, position, entry_fill, entry_equity,
+                            fill, cash, reason)
 
 
 @njit(inline="always", cache=True)
@@ -251,12 +266,9 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
         # 1. orders queued at the previous close fill at this open
         if pending_exit or pending_side != 0:
             if pending_exit and position != 0.0:
-                cash, fill, pnl, ret = exit_trade(cash, position, open_[t], slippage, fee_rate,
-                                                  fixed_fee, entry_fill, entry_equity)
-                if record:
-                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
-                                 entry_fill, fill, pnl, ret, EXIT_SIGNAL)
-                trade_acc = acc_trade(trade_acc, pnl, ret)
+                cash, trade_acc = exit_trade(cash, position, open_[t], slippage, fee_rate,
+                                             fixed_fee, entry_fill, entry_equity, entry_bar, t,
+                                             EXIT_SIGNAL, trade_acc, rec_trades)
                 position = 0.0
                 filled = True
             if pending_side != 0 and position == 0.0:
@@ -276,12 +288,9 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
             if reason >= 0:
                 # a target is a limit order: it fills at its price (or a better open)
                 slip = 0.0 if reason == EXIT_TARGET else slippage
-                cash, fill, pnl, ret = exit_trade(cash, position, price, slip, fee_rate,
-                                                  fixed_fee, entry_fill, entry_equity)
-                if record:
-                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
-                                 entry_fill, fill, pnl, ret, reason)
-                trade_acc = acc_trade(trade_acc, pnl, ret)
+                cash, trade_acc = exit_trade(cash, position, price, slip, fee_rate, fixed_fee,
+                                             entry_fill, entry_equity, entry_bar, t, reason,
+                                             trade_acc, rec_trades)
                 position = 0.0
                 filled = True
             elif side > 0.0:
@@ -301,12 +310,9 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                 pending_side = enter_side
         elif exit_now or enter_side != 0:
             if exit_now:
-                cash, fill, pnl, ret = exit_trade(cash, position, close[t], slippage, fee_rate,
-                                                  fixed_fee, entry_fill, entry_equity)
-                if record:
-                    record_trade(rec_trades, int(trade_acc[0]), entry_bar, t, position,
-                                 entry_fill, fill, pnl, ret, EXIT_SIGNAL)
-                trade_acc = acc_trade(trade_acc, pnl, ret)
+                cash, trade_acc = exit_trade(cash, position, close[t], slippage, fee_rate,
+                                             fixed_fee, entry_fill, entry_equity, entry_bar, t,
+                                             EXIT_SIGNAL, trade_acc, rec_trades)
                 position = 0.0
                 filled = True
             if enter_side != 0 and position == 0.0:
@@ -332,12 +338,9 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
             rec_equity[t] = equity
         t += 1
 
-    if position != 0.0:
-        pnl, ret = trade_result(position, entry_fill, entry_equity, equity)
-        if record:
-            record_trade(rec_trades, int(trade_acc[0]), entry_bar, n - 1, position,
-                         entry_fill, close[n - 1], pnl, ret, EXIT_END)
-        trade_acc = acc_trade(trade_acc, pnl, ret)
+    if position != 0.0:  # marked at the last close, no exit fee
+        trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
+                               entry_equity, close[n - 1], equity, EXIT_END)
 
     finalize(out, n, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
              (xp[XP_SUM_B], xp[XP_SUM_B2]))

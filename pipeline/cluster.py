@@ -1,9 +1,10 @@
 """Clusters: turn the spec's friendly ``cluster`` value into a Dask client.
 
-``local`` starts a ``LocalCluster`` of processes with one thread each (numba
-limited to one thread per worker, so cores are not oversubscribed), its dashboard
-bound to 127.0.0.1; ``cuda`` starts dask-cuda's ``LocalCUDACluster`` (the
-``[cuda]`` extra); any other value is the address of a running scheduler.
+``local`` starts a ``LocalCluster`` of processes with one thread each (each task
+limits numba to one thread, see ``blocks.limit_threads``, so cores are not
+oversubscribed), its dashboard bound to 127.0.0.1; ``cuda`` starts dask-cuda's
+``LocalCUDACluster`` (the ``[cuda]`` extra); any other value is the address of a running
+scheduler.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ def connect(cluster: str = "local", n_workers: int | None = None,
             threads_per_worker=1,
             processes=True,
             dashboard_address=DASHBOARD,
-            env={"NUMBA_NUM_THREADS": "1"},
         )
     with cm as local, Client(local) as client:
         yield client

@@ -86,12 +86,14 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
 
 
-def plan(spec: Spec, out: str, block_size: int | None = None) -> Plan:
+def plan(spec: Spec, out: str, block_size: int | None = None,
+         grid: Grid | None = None) -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
-    ``block_size`` overrides the spec's (needed when the spec says ``auto``).
+    ``block_size`` overrides the spec's (needed when the spec says ``auto``); ``grid``
+    is ``build_grid(spec)`` when the caller has it already.
     """
-    grid = build_grid(spec)
+    grid = grid if grid is not None else build_grid(spec)
     size = block_size if block_size is not None else spec.run.block_size
     if size == "auto":
         size = 65_536
@@ -151,11 +153,12 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                        spec.data.end)
         n_bars = max(n_bars, ds.sizes["time"])
+    grid = build_grid(spec)
     block_size = spec.run.block_size
     if block_size == "auto":
         n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-        block_size = auto_block_size(build_grid(spec).count_valid(), n_bars, n_workers)
-    the_plan = plan(spec, out, block_size)
+        block_size = auto_block_size(grid.count_valid(), n_bars, n_workers)
+    the_plan = plan(spec, out, block_size, grid)
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     attrs = {
         "spec": spec.to_yaml(),

@@ -42,7 +42,6 @@ def test_console_script_and_examples_are_installed():
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")
 def test_ruff_passes():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff not installed")
+    assert ruff is not None, "ruff is part of the [test] extra: pip install '.[test]'"
     result = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
