@@ -15,6 +15,8 @@ too and re-exports the public kernels; import indicators from there.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -30,7 +32,7 @@ def first_valid(x):
     from there on.
     """
     for t in range(x.shape[0]):
-        if not np.isnan(x[t]):
+        if not math.isnan(x[t]):
             return t
     return x.shape[0]
 
@@ -48,7 +50,7 @@ def first_valid3(a, b, c):
 def fill_nan(out, stop):
     """Write NaN into ``out[:stop]`` (clipped to the array)."""
     for t in range(min(stop, out.shape[0])):
-        out[t] = np.nan
+        out[t] = math.nan
 
 
 @njit(cache=True)
@@ -129,8 +131,14 @@ def sma(close, period):
         NaN for the first ``period - 1`` bars after the leading NaNs of ``close``.
     """
     out = np.empty(close.shape[0])
-    sma_into(close, period, first_valid(close) + period - 1, out)
+    sma_row(close, period, out)
     return out
+
+
+@njit(cache=True)
+def sma_row(close, period, out):
+    """:func:`sma` written into ``out`` (allocation-free: also a CUDA device function)."""
+    sma_into(close, period, first_valid(close) + period - 1, out)
 
 
 @njit(cache=True)
@@ -153,8 +161,14 @@ def ema(close, period):
         NaN for the first ``period - 1`` bars after the leading NaNs of ``close``.
     """
     out = np.empty(close.shape[0])
-    ema_into(close, period, first_valid(close) + period - 1, out)
+    ema_row(close, period, out)
     return out
+
+
+@njit(cache=True)
+def ema_row(close, period, out):
+    """:func:`ema` written into ``out`` (allocation-free: also a CUDA device function)."""
+    ema_into(close, period, first_valid(close) + period - 1, out)
 
 
 @njit(cache=True)

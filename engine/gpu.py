@@ -1,0 +1,226 @@
+"""GPU sweeps: the CPU's per-bar simulation compiled by numba.cuda, one thread per combo.
+
+One arithmetic source: the CUDA kernel calls the very ``simulate`` (and through it the
+strategy's ``signal``/``scan``, ``fills`` and the ``metrics`` accumulators) that the CPU
+kernels inline. numba.cuda compiles each plain ``@njit`` function it meets as a device
+function, so nothing is typed twice. Per strategy the kernel is built once per process
+(closures cannot go to numba's on-disk cache; a GPU worker compiles once and keeps it).
+
+Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
+
+- the bars (and their benchmark returns) go to the device once per process and stay
+  there, keyed by the caller's ``bars_key`` (the pipeline passes the store's fingerprint
+  and the time range), for the worker's later blocks;
+- moving-average indicators are hoisted on the device, one thread per distinct period
+  (:func:`barsweep.engine.indicators_ma.ema_row`, the CPU's own code); the other
+  indicators are hoisted on the host, once per distinct parameter value, and copied;
+- the indicator table lives on the device in column-major order: at bar ``t`` the
+  threads of a warp read neighbouring rows (combos are in indicator-locality order), so
+  the reads coalesce;
+- one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row;
+  the block's metrics come back to the host and are written to Zarr like a CPU block.
+
+Without a GPU every function here still imports; :func:`cuda_problem` says why a run
+cannot use CUDA. Under ``NUMBA_ENABLE_CUDASIM=1`` (set before numba is imported) the
+kernels run in numba's CUDA simulator: that is how CI checks them against the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+
+import numpy as np
+from numba import cuda
+
+from barsweep.errors import BackendError, SpecError
+
+from .execution import STOP_PARAMS, Execution, pack_xp, stop_matrix
+from .hoist import hoist, param_matrix
+from .indicators_ma import ema_row, sma_row
+from .metrics import N_METRICS
+from .simulate import N_TRADE_FIELDS, simulate
+from .strategies.base import Strategy
+from .sweep import BAR_COLUMNS, bar_tuple, combo_count, locality_order
+
+#: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
+THREADS_PER_BLOCK = 128
+#: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
+MAX_CACHED_BARS = 4
+#: Indicators hoisted on the device: name -> the row function shared with the CPU.
+DEVICE_INDICATORS = {"ema": ema_row, "sma": sma_row}
+
+_KERNELS: dict[tuple, object] = {}
+_HOIST_KERNELS: dict[str, object] = {}
+_BARS: OrderedDict[Hashable, tuple] = OrderedDict()
+
+
+def cuda_problem() -> str | None:
+    """Why CUDA cannot run here (no numba.cuda, no driver, no GPU), or None if it can."""
+    try:
+        if cuda.is_available():
+            return None
+    except Exception as exc:  # pragma: no cover - depends on the driver
+        return f"the CUDA driver failed: {exc}"
+    return "no CUDA GPU is visible (numba.cuda.is_available() is False)"
+
+
+def require_cuda() -> None:
+    """Raise :class:`BackendError` unless CUDA kernels can run in this process."""
+    problem = cuda_problem()
+    if problem:
+        raise BackendError(f"backend 'cuda': {problem}; use backend 'cpu' or 'auto'")
+
+
+def strategy_functions(strategy: Strategy) -> tuple:
+    """The ``(signal, scan)`` pair the strategy's CPU kernel passes to ``simulate``.
+
+    Read from the kernel's module, where every strategy defines them (a shared kernel,
+    like the crossover strategies', serves all its strategies with one pair).
+    """
+    kernel = getattr(strategy.kernel, "py_func", strategy.kernel)  # NUMBA_DISABLE_JIT: plain
+    found = getattr(kernel, "__globals__", {})
+    if not callable(found.get("signal")) or not callable(found.get("scan")):
+        raise SpecError(f"strategy {strategy.name!r}: its kernel's module must define the "
+                        f"module-level njit functions `signal` and `scan` (see README)")
+    return found["signal"], found["scan"]
+
+
+def sweep_kernel(strategy: Strategy):
+    """The strategy's CUDA sweep kernel (built and compiled once per process)."""
+    signal, scan = strategy_functions(strategy)
+    key = (signal, scan)
+    if key not in _KERNELS:
+        _KERNELS[key] = _build_kernel(signal, scan)
+    return _KERNELS[key]
+
+
+def _build_kernel(signal, scan):
+    @cuda.jit
+    def kernel(open_, high, low, close, funding, bench, ind, rows, fparams, stops, xp, out,
+               rec_equity, rec_trades):
+        bars = (open_, high, low, close, funding, bench)
+        for c in range(cuda.grid(1), rows.shape[0], cuda.gridsize(1)):
+            simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
+                     rec_equity, rec_trades)
+
+    return kernel
+
+
+def hoist_kernel(row_fn):
+    """A CUDA kernel computing one indicator row per thread: ``row_fn(x, period, out[i])``."""
+    name = row_fn.__name__
+    if name not in _HOIST_KERNELS:
+
+        @cuda.jit
+        def kernel(x, periods, first_row, out):
+            i = cuda.grid(1)
+            if i < periods.shape[0]:
+                row_fn(x, periods[i], out[first_row + i])
+
+        _HOIST_KERNELS[name] = kernel
+    return _HOIST_KERNELS[name]
+
+
+def device_bars(columns: tuple[np.ndarray, ...], key: Hashable | None) -> tuple:
+    """The bar columns on the device: cached under ``key`` (None: copied, not cached)."""
+    if key is not None and key in _BARS:
+        _BARS.move_to_end(key)
+        return _BARS[key]
+    moved = tuple(cuda.to_device(np.ascontiguousarray(c)) for c in columns)
+    if key is not None:
+        _BARS[key] = moved
+        while len(_BARS) > MAX_CACHED_BARS:
+            _BARS.popitem(last=False)
+    return moved
+
+
+def launch_shape(n: int) -> tuple[int, int]:
+    """``(blocks, threads per block)`` for ``n`` threads: every combo gets a thread, up to
+    32 blocks per multiprocessor (the grid-stride loop covers the rest)."""
+    try:
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    except Exception:  # the simulator's fake device has no attributes to speak of
+        sms = 1
+    blocks = max(1, min(math.ceil(n / THREADS_PER_BLOCK), 32 * sms))
+    return blocks, THREADS_PER_BLOCK
+
+
+def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
+                      params: Mapping[str, np.ndarray], n_combos: int, d_close) -> tuple:
+    """Hoist the block's indicator rows into a column-major device table.
+
+    Returns ``(device table, shape (n_rows, n_bars); rows, shape (n_combos, n_slots))``.
+    Slots whose indicator has a device row function with one period argument are
+    computed on the device (one thread per distinct period); the others on the host.
+    """
+    n_bars = len(bars["close"])
+    on_device = all(s.name in DEVICE_INDICATORS and len(s.params) == 1
+                    for s in strategy.indicators)
+    if not on_device:
+        ind, rows = hoist(strategy, bars, params, n_combos)
+        return cuda.to_device(np.asfortranarray(ind)), rows
+    rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
+    keys: dict[tuple, int] = {}
+    launches = []  # (row function, periods, first row)
+    for slot, spec in enumerate(strategy.indicators):
+        values = np.asarray(params[spec.params[0]]).astype(np.int64)
+        distinct, inverse = np.unique(values, return_inverse=True)
+        new = [p for p in distinct.tolist() if (spec.name, p) not in keys]
+        first = len(keys)
+        for j, p in enumerate(new):
+            keys[(spec.name, p)] = first + j
+        if new:
+            launches.append((DEVICE_INDICATORS[spec.name], np.array(new, dtype=np.int64),
+                             first))
+        rows[:, slot] = np.array([keys[(spec.name, p)] for p in distinct.tolist()],
+                                 dtype=np.int64)[inverse.reshape(-1)]
+    table = cuda.device_array((len(keys), n_bars), order="F")
+    for row_fn, periods, first in launches:
+        kernel = hoist_kernel(row_fn)
+        blocks = max(1, math.ceil(len(periods) / THREADS_PER_BLOCK))
+        kernel[blocks, THREADS_PER_BLOCK](d_close, cuda.to_device(periods), first, table)
+    return table, rows
+
+
+def sweep_cuda(
+    strategy: Strategy,
+    bars: Mapping[str, np.ndarray],
+    params: Mapping[str, np.ndarray],
+    execution: Execution,
+    ppy: float,
+    bars_key: Hashable | None = None,
+) -> np.ndarray:
+    """:func:`barsweep.engine.sweep` on the GPU: the same arguments, the same result.
+
+    ``bars_key`` identifies the bars (e.g. store fingerprint and time range) so the
+    device copy is reused by later calls in this process; None copies them every call.
+
+    Returns
+    -------
+    ndarray, shape (n_combos, N_METRICS), float64, in ``METRICS`` order.
+    """
+    require_cuda()
+    columns = bar_tuple(bars, execution.funding)
+    if len(columns[3]) == 0:
+        raise SpecError("sweep(): the bars are empty; metrics need at least one bar")
+    n_combos = combo_count(params)
+    strategy_params = {k: v for k, v in params.items() if k not in STOP_PARAMS}
+    host_bars = dict(zip(BAR_COLUMNS, columns[:4]))
+    d_bars = device_bars(columns, None if bars_key is None else (bars_key, execution.funding))
+    ind, rows = device_indicators(strategy, host_bars, strategy_params, n_combos, d_bars[3])
+    fparams = param_matrix(strategy, strategy_params, n_combos)
+    stops = stop_matrix(execution, params, n_combos)
+    xp = pack_xp(execution, ppy, columns[5])
+    order = locality_order(rows)
+    d_out = cuda.device_array((n_combos, N_METRICS))
+    kernel = sweep_kernel(strategy)
+    blocks, threads = launch_shape(n_combos)
+    kernel[blocks, threads](*d_bars, ind, cuda.to_device(rows[order]),
+                            cuda.to_device(fparams[order]), cuda.to_device(stops[order]),
+                            cuda.to_device(xp), d_out, cuda.device_array(0),
+                            cuda.device_array((0, N_TRADE_FIELDS)))
+    out = np.empty((n_combos, N_METRICS))
+    out[order] = d_out.copy_to_host()
+    return out
