@@ -32,6 +32,7 @@ class BarsRef:
     timeframe: str
     start_ns: int | None = None
     end_ns: int | None = None
+    fingerprint: str = ""  # the store's content hash: a GPU worker's device copy key
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The bars as read-only views of the memory-mapped store."""
@@ -64,6 +65,9 @@ class BlockTask:
     numba_threads : int
         Threads the kernel may use in this task (1: Dask's workers are the parallelism,
         so cores are not oversubscribed).
+    backend : {"cpu", "cuda"}
+        Where the kernel runs (``cuda``: ``barsweep.engine.gpu.sweep_cuda``, the bars
+        cached on the worker's device under ``bars``).
     """
 
     block_id: int
@@ -77,6 +81,7 @@ class BlockTask:
     ppy: float
     modules: tuple[str, ...] = ()
     numba_threads: int = 1
+    backend: str = "cpu"
 
 
 @dataclass(frozen=True)
@@ -104,9 +109,23 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
     n_kept = int(keep.sum())
     if n_kept:
         kept = {name: values[keep] for name, values in params.items()}
-        out = sweep(get_strategy(task.strategy), bars, kept, task.execution, task.ppy)
-        metrics[:, keep] = out.T
+        metrics[:, keep] = block_sweep(task, bars, kept, bars_key=task.bars).T
     return metrics.reshape((N_METRICS, 1, *shape)), n_kept, len(bars["close"])
+
+
+def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
+                bars_key: BarsRef | None) -> np.ndarray:
+    """The task's kernel on the given combos, on its backend: ``(n_combos, N_METRICS)``.
+
+    On ``cuda`` the bars stay on the worker's device under ``bars_key`` for its later
+    blocks (None: not cached, e.g. the warm-up's truncated bars).
+    """
+    strategy = get_strategy(task.strategy)
+    if task.backend == "cuda":
+        from barsweep.engine.gpu import sweep_cuda
+
+        return sweep_cuda(strategy, bars, params, task.execution, task.ppy, bars_key)
+    return sweep(strategy, bars, params, task.execution, task.ppy)
 
 
 def limit_threads(n: int) -> None:
@@ -126,8 +145,7 @@ def warm_block(task: BlockTask, n_bars: int = 64) -> None:
     grid = Grid(task.axes, task.constraints)
     params = grid.combos(tuple(slice(None) for _ in task.axes))
     keep = np.flatnonzero(grid.mask(params))[:2]
-    sweep(get_strategy(task.strategy), bars, {k: v[keep] for k, v in params.items()},
-          task.execution, task.ppy)
+    block_sweep(task, bars, {k: v[keep] for k, v in params.items()}, bars_key=None)
 
 
 def run_block(task: BlockTask) -> BlockReport:

@@ -53,14 +53,45 @@ class RunSummary:
         return self.combo_bars / self.seconds if self.seconds > 0 else float("nan")
 
 
-def resolve_backend(requested: str) -> str:
-    """The backend a run uses; ``auto`` means the CPU until CUDA kernels exist."""
+def resolve_backend(requested: str, client: Client) -> tuple[str, str]:
+    """The backend a run uses and why: ``(backend, reason)``.
+
+    ``cpu`` is taken as asked. ``cuda`` needs every worker of the cluster to see a CUDA
+    GPU (asked on the workers themselves, which may be other machines), else
+    :class:`BackendError` names each worker's problem. ``auto`` picks ``cuda`` when every
+    worker sees a GPU and the CPU otherwise; the reason goes into the run's attributes.
+    """
+    if requested == "cpu":
+        return "cpu", "run.backend is cpu"
+    problems = client.run(worker_cuda_problem)
+    bad = {worker: problem for worker, problem in problems.items() if problem}
     if requested == "cuda":
-        raise BackendError(
-            "run.backend: 'cuda' is not available in this version of barsweep; "
-            "use 'cpu' or 'auto' (which runs on the CPU)"
-        )
-    return "cpu"
+        if bad or not problems:
+            detail = "; ".join(f"{w}: {p}" for w, p in sorted(bad.items())) or "no workers"
+            raise BackendError(f"run.backend: 'cuda' needs a CUDA GPU on every worker: "
+                               f"{detail}. Use backend 'cpu' or 'auto', or a cluster of GPU "
+                               f"workers (cluster: cuda, with the [cuda] extra)")
+        return "cuda", f"run.backend is cuda; all {len(problems)} workers see a CUDA GPU"
+    if problems and not bad:
+        return "cuda", f"auto: all {len(problems)} workers see a CUDA GPU"
+    worker, problem = sorted(bad.items())[0] if bad else ("", "no workers")
+    return "cpu", f"auto: CPU, since {worker}: {problem}"
+
+
+def worker_cuda_problem() -> str | None:
+    """On a worker: why CUDA kernels cannot run in this process, or None if they can.
+
+    Without the simulator and without an NVIDIA driver (no ``/proc/driver/nvidia``)
+    this answers without importing numba.cuda (which costs a CPU worker ~0.2-0.4 s).
+    """
+    import os
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not Path(
+            "/proc/driver/nvidia/version").exists():
+        return "no NVIDIA driver on this machine (no /proc/driver/nvidia/version)"
+    from barsweep.engine.gpu import cuda_problem
+
+    return cuda_problem()
 
 
 #: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there
@@ -87,11 +118,13 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
 
 
 def plan(spec: Spec, out: str, block_size: int | None = None,
-         grid: Grid | None = None) -> Plan:
+         grid: Grid | None = None, backend: str = "cpu", bars_hash: str = "") -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
     ``block_size`` overrides the spec's (needed when the spec says ``auto``); ``grid``
-    is ``build_grid(spec)`` when the caller has it already.
+    is ``build_grid(spec)`` when the caller has it already; ``backend`` is the resolved
+    one (``cpu`` or ``cuda``) and ``bars_hash`` the store's fingerprint hash (GPU
+    workers key their device copy of the bars on it).
     """
     grid = grid if grid is not None else build_grid(spec)
     size = block_size if block_size is not None else spec.run.block_size
@@ -108,7 +141,8 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
     tasks, excluded, n_combos = [], [], 0
     for s, symbol in enumerate(spec.data.symbols):
         bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
-                       to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"))
+                       to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
+                       bars_hash)
         for b, slices, axes, n_valid in boxes:
             block_id = s * per_symbol + b
             if n_valid == 0:
@@ -117,7 +151,7 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
             n_combos += n_valid
             tasks.append(BlockTask(block_id, out, bars, spec.strategy, axes,
                                    (slice(s, s + 1), *slices), grid.constraints, execution, ppy,
-                                   tuple(spec.modules)))
+                                   tuple(spec.modules), backend=backend))
     return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
                 tuple(excluded), n_combos)
 
@@ -147,7 +181,7 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     """Run a whole sweep on ``client`` and leave the results in a Zarr store."""
     t0 = time.perf_counter()
     out = str(Path(out or spec.run.out))
-    backend = resolve_backend(spec.run.backend)
+    backend, backend_reason = resolve_backend(spec.run.backend, client)
     n_bars = 0
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
@@ -158,14 +192,15 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
     if block_size == "auto":
         n_workers = max(1, len(client.scheduler_info().get("workers", {})))
         block_size = auto_block_size(grid.count_valid(), n_bars, n_workers)
-    the_plan = plan(spec, out, block_size, grid)
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
+    the_plan = plan(spec, out, block_size, grid, backend, prints["blake2b"])
     attrs = {
         "spec": spec.to_yaml(),
         "barsweep_version": barsweep.__version__,
         "bars_fingerprint": json.dumps(prints),
         "backend": backend,
         "backend_requested": spec.run.backend,
+        "backend_reason": backend_reason,
         "metrics": json.dumps(list(METRICS)),
     }
     create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
@@ -192,11 +227,15 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
 
 def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
     """Load (or compile) the kernel once per cluster, not once per task: one worker
-    compiles it into numba's on-disk cache, then every worker loads it in parallel."""
+    compiles it into numba's on-disk cache, then every worker loads it in parallel.
+
+    CUDA kernels are built in memory (not cached on disk), so on ``cuda`` every worker
+    compiles its own, all at once (the CPU parts it calls come from numba's cache).
+    """
     if not tasks:
         return
     workers = list(client.scheduler_info().get("workers", {}))
-    if workers:
+    if workers and tasks[0].backend != "cuda":
         client.submit(warm_block, tasks[0], workers=workers[:1], pure=False).result()
     client.run(warm_block, tasks[0])
 

@@ -1,0 +1,66 @@
+"""CUDA-vs-CPU cases: every strategy and every execution feature, sized for the simulator.
+
+The simulator runs each thread's bars in Python (~1 s for 64 combos x 500 bars), so each
+case is small; together they cover every strategy (the README's custom one included)
+and every execution setting: both fills, the three directions, fees, fixed fees,
+slippage, stop loss, take profit, trailing stop, funding and stops swept as grid axes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+N_BARS = 500
+N_COMBOS = 64
+BARS_SEED = 11
+
+#: Execution settings; each strategy runs under two of them, ema_cross under all.
+EXECUTIONS = {
+    "close_long_fees": dict(fill="close", fees=0.001),
+    "open_both_slip_fixed": dict(fill="next_open", direction="both", fees=0.0005,
+                                 slippage=0.001, fixed_fee=1.0),
+    "close_short_stop_target": dict(fill="close", direction="short", fees=0.001,
+                                    stop_loss=0.02, take_profit=0.04),
+    "open_both_trail_funding": dict(fill="next_open", direction="both", fees=0.001,
+                                    trailing_stop=0.03, funding=True),
+    "close_long_stop_target_trail": dict(fill="close", fees=0.001, stop_loss=0.03,
+                                         take_profit=0.06, trailing_stop=0.02),
+}
+
+
+def _grid(**axes) -> dict[str, np.ndarray]:
+    """The first N_COMBOS combos of the product of ``axes``."""
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {name: m.ravel()[:N_COMBOS] for name, m in zip(axes, mesh)}
+
+
+PARAMS = {
+    "buy_and_hold": {},
+    "sma_cross": _grid(fast=np.arange(2, 10), slow=np.arange(12, 60, 6)),
+    "ema_cross": _grid(fast=np.arange(2, 10), slow=np.arange(12, 60, 6)),
+    "rsi": _grid(period=np.arange(3, 19, 2), lower=np.array([20.0, 25.0, 30.0, 35.0]),
+                 upper=np.array([60.0, 70.0])),
+    "trix": _grid(period=np.arange(3, 11), signal=np.arange(2, 10)),
+    "macd": _grid(fast=np.arange(3, 7), slow=np.arange(12, 20, 2), signal=np.arange(3, 7)),
+    "bollinger": _grid(period=np.arange(5, 37, 4), k=np.linspace(1.0, 2.75, 8)),
+    "donchian": _grid(period=np.arange(3, 67)),
+    "sma_trend": _grid(period=np.arange(3, 67)),
+}
+
+MODULES = {"sma_trend": "custom_strategy_example"}
+
+
+def cases() -> list[tuple[str, str, str, dict, dict]]:
+    """``(case id, strategy, execution name, params, execution kwargs)`` of every case."""
+    names = list(EXECUTIONS)
+    out = []
+    for i, strategy in enumerate(PARAMS):
+        picks = names if strategy == "ema_cross" else [names[i % 4], names[(i + 2) % 4 + 1]]
+        for execution in dict.fromkeys(picks):
+            out.append((f"{strategy}-{execution}", strategy, execution, PARAMS[strategy],
+                        EXECUTIONS[execution]))
+    stops = _grid(fast=np.arange(3, 7), slow=np.arange(20, 44, 8),
+                  stop_loss=np.array([0.01, 0.02, 0.04]), trailing_stop=np.array([0.02, 0.05]))
+    out.append(("ema_cross-stops_as_grid_axes", "ema_cross", "open_both_slip_fixed", stops,
+                EXECUTIONS["open_both_slip_fixed"]))
+    return out

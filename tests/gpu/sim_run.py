@@ -1,0 +1,52 @@
+"""Run every case of ``gpu_cases.py`` through ``sweep_cuda`` and save the metrics.
+
+    NUMBA_ENABLE_CUDASIM=1 NUMBA_DISABLE_JIT=1 python tests/gpu/sim_run.py OUT.npz
+
+Meant for numba's CUDA simulator (both variables must be set before numba is imported,
+so ``tests/gpu/test_cuda_sim.py`` runs this in its own process): the device functions
+then run as the plain Python they are written in, and the parent compares the results
+with the compiled CPU kernel. Also prints one JSON line of checks on the device bar cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "engine")]
+
+import numpy as np  # noqa: E402
+from bars import random_bars  # noqa: E402
+from gpu_cases import BARS_SEED, MODULES, N_BARS, cases  # noqa: E402
+
+from barsweep.engine import Execution, get_strategy, gpu  # noqa: E402
+from barsweep.engine.strategies import import_strategy_module  # noqa: E402
+
+
+def main(out: str) -> None:
+    from numba import config
+
+    assert config.ENABLE_CUDASIM and config.DISABLE_JIT, "run under the CUDA simulator"
+    for module in MODULES.values():
+        import_strategy_module(module)
+    bars = random_bars(N_BARS, BARS_SEED)
+    results = {}
+    for case_id, strategy, _, params, execution in cases():
+        results[case_id] = gpu.sweep_cuda(get_strategy(strategy), bars, params,
+                                          Execution(**execution), 8760.0)
+    np.savez(out, **results)
+    # the bars stay on the device under their key, and a later call reuses them
+    first = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 1))
+    again = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 1))
+    other = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 2))
+    print("CHECKS " + json.dumps({
+        "reused": all(a is b for a, b in zip(first, again)),
+        "distinct_key_copied": all(a is not b for a, b in zip(first, other)),
+        "cached_keys": len(gpu._BARS),
+    }))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,133 @@
+"""The CUDA kernels against the CPU kernel, in numba's CUDA simulator (no GPU needed).
+
+``sim_run.py`` runs every case of ``gpu_cases.py`` through ``sweep_cuda`` in a process of
+its own (the simulator must be switched on before numba is imported); here the compiled
+CPU kernel runs the same cases. Trade counts must be identical and every metric equal to
+1e-12 relative: in the simulator the device functions run as plain Python, float64 step
+by step like the CPU's (no fused multiply-adds; a real GPU is held to 1e-9 instead, see
+benchmarks/gpu_check.py).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bars import random_bars
+from gpu_cases import BARS_SEED, MODULES, N_BARS, cases
+
+from barsweep.engine import METRICS, Execution, get_strategy, sweep
+from barsweep.engine.strategies import import_strategy_module
+
+HERE = Path(__file__).resolve().parent
+RTOL = 1e-12
+SIM_ENV = {"NUMBA_ENABLE_CUDASIM": "1", "NUMBA_DISABLE_JIT": "1"}
+CASES = cases()
+
+
+def run_simulated(*args: str, timeout: float = 900) -> str:
+    """Run ``python *args`` under the CUDA simulator; its stdout (fails with its output)."""
+    env = {**os.environ, **SIM_ENV}
+    proc = subprocess.run([sys.executable, *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim") / "metrics.npz"
+    stdout = run_simulated(str(HERE / "sim_run.py"), str(out))
+    checks = json.loads(next(line[7:] for line in stdout.splitlines()
+                             if line.startswith("CHECKS ")))
+    with np.load(out) as data:
+        return {k: data[k] for k in data.files}, checks
+
+
+@pytest.fixture(scope="module")
+def bars():
+    example = str(HERE.parent / "engine")  # the README's custom strategy module lives there
+    if example not in sys.path:
+        sys.path.insert(0, example)
+    for module in MODULES.values():
+        import_strategy_module(module)
+    return random_bars(N_BARS, BARS_SEED)
+
+
+def assert_same_metrics(gpu: np.ndarray, cpu: np.ndarray, rtol: float, label: str) -> None:
+    """Identical trade counts and NaN positions; every metric to ``rtol`` relative."""
+    assert gpu.shape == cpu.shape, label
+    trades = METRICS.index("n_trades")
+    np.testing.assert_array_equal(gpu[:, trades], cpu[:, trades], err_msg=label)
+    for m, name in enumerate(METRICS):
+        np.testing.assert_allclose(gpu[:, m], cpu[:, m], rtol=rtol, atol=1e-300,
+                                   equal_nan=True, err_msg=f"{label}: {name}")
+
+
+@pytest.mark.parametrize(("case_id", "strategy", "execution", "params", "kwargs"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_cuda_kernel_equals_cpu_kernel(simulated, bars, case_id, strategy, execution, params,
+                                       kwargs):
+    results, _ = simulated
+    cpu = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
+    assert_same_metrics(results[case_id], cpu, RTOL, case_id)
+
+
+def test_cases_exercise_the_engine(simulated):
+    """Not a vacuous comparison: the cases trade, both ways, and stops fire."""
+    results, _ = simulated
+    trades = METRICS.index("n_trades")
+    assert all(np.nanmax(r[:, trades]) > 0 for r in results.values())
+    assert len(results) == len(CASES) >= 17
+    assert {c[1] for c in CASES} == {"buy_and_hold", "sma_cross", "ema_cross", "rsi", "trix",
+                                     "macd", "bollinger", "donchian", "sma_trend"}
+
+
+def test_bars_stay_on_the_device_per_key(simulated):
+    _, checks = simulated
+    assert checks == {"reused": True, "distinct_key_copied": True, "cached_keys": 2}
+
+
+def test_pipeline_auto_picks_the_gpu_and_matches_the_cpu(tmp_path):
+    """`barsweep run` with backend auto on a LocalCluster whose 2 workers are in the CUDA
+    simulator: the run says it chose cuda and why, and its Zarr store equals the CPU."""
+    import xarray as xr
+    import yaml
+
+    from barsweep.datasets import open_bars, periods_per_year
+    from barsweep.datasets.bars import bars_arrays
+
+    store, out = tmp_path / "bars", tmp_path / "gpu.zarr"
+    cli = [sys.executable, "-m", "barsweep.pipeline.cli"]
+    subprocess.run([*cli, "data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h",
+                    "--bars", "400", "--seed", "5", "--store", str(store)], check=True,
+                   capture_output=True)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": str(store), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "strategy": "ema_cross",
+        "grid": {"fast": {"start": 2, "stop": 8, "step": 1},
+                 "slow": {"start": 10, "stop": 40, "step": 5}},
+        "constraints": ["fast < slow"],
+        "execution": {"fill": "next_open", "direction": "both", "fees": 0.001,
+                      "stop_loss": 0.02},
+        "run": {"block_size": 16, "out": str(out)},
+    }))
+    stdout = run_simulated("-m", "barsweep.pipeline.cli", "run", str(spec),
+                           "--workers", "2", "--no-progress")
+    assert "blocks on cuda" in stdout
+    ds = xr.open_zarr(out, consolidated=False)
+    assert ds.attrs["backend"] == "cuda" and ds.attrs["backend_requested"] == "auto"
+    assert ds.attrs["backend_reason"] == "auto: all 2 workers see a CUDA GPU"
+    stacked = ds.sel(symbol="BTCUSDT").stack(combo=("fast", "slow"))
+    keep = stacked["fast"].values < stacked["slow"].values
+    gpu = np.column_stack([stacked[m].values[keep] for m in METRICS])
+    params = dict(fast=stacked["fast"].values[keep], slow=stacked["slow"].values[keep])
+    bars = bars_arrays(open_bars(store, "BTCUSDT", "1h"), "BTCUSDT")
+    cpu = sweep(get_strategy("ema_cross"), bars, params,
+                Execution(fill="next_open", direction="both", fees=0.001, stop_loss=0.02),
+                periods_per_year("1h"))
+    assert_same_metrics(gpu, cpu, RTOL, "pipeline")
