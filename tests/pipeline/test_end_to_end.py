@@ -259,3 +259,25 @@ def test_a_module_that_does_not_import_is_named(tmp_path, capsys):
     assert main(["run", str(spec_path)]) == 2
     err = capsys.readouterr().err
     assert "modules[0]" in err and "no_such_module_here" in err
+
+
+def test_backend_cuda_without_a_gpu_is_refused_and_auto_runs_on_the_cpu(
+        synth_store, tmp_path, cluster_client, capsys):
+    """No GPU here: `cuda` fails before anything is written, naming each worker's problem;
+    `auto` runs on the CPU and records why in the store's attributes."""
+    address = cluster_client.scheduler.address
+    out = tmp_path / "cuda.zarr"
+    spec = write_spec(tmp_path / "cuda.yaml", synth_store, out, block_size=500,
+                      run={"block_size": 500, "out": str(out), "backend": "cuda"})
+    assert main(["run", str(spec), "--scheduler", address, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "run.backend: 'cuda' needs a CUDA GPU on every worker" in err
+    assert err.count("no NVIDIA driver on this machine") == 2  # both workers answered
+    assert not out.exists()
+    assert main(["run", str(spec), "--scheduler", address, "--backend", "auto",
+                 "--no-progress"]) == 0
+    assert "blocks on cpu" in capsys.readouterr().out
+    attrs = xr.open_zarr(out, consolidated=False).attrs
+    assert attrs["backend"] == "cpu" and attrs["backend_requested"] == "auto"
+    assert attrs["backend_reason"].startswith("auto: CPU, since tcp://")
+    assert "no NVIDIA driver" in attrs["backend_reason"]

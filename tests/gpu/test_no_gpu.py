@@ -1,0 +1,17 @@
+"""Without a GPU (and without the simulator) the CUDA path refuses clearly."""
+
+import numpy as np
+import pytest
+
+from barsweep.engine import Execution, get_strategy
+from barsweep.engine.gpu import cuda_problem, sweep_cuda
+from barsweep.errors import BackendError
+
+
+def test_sweep_cuda_without_a_gpu_names_the_problem():
+    assert cuda_problem() is not None
+    close = np.linspace(100.0, 120.0, 50)
+    bars = dict(open=close, high=close, low=close, close=close)
+    with pytest.raises(BackendError, match="backend 'cuda': .*use backend 'cpu' or 'auto'"):
+        sweep_cuda(get_strategy("ema_cross"), bars, dict(fast=np.array([3]),
+                                                         slow=np.array([10])), Execution(), 252.0)
