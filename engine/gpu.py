@@ -28,6 +28,7 @@ kernels run in numba's CUDA simulator: that is how CI checks them against the CP
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 
@@ -191,17 +192,21 @@ def sweep_cuda(
     execution: Execution,
     ppy: float,
     bars_key: Hashable | None = None,
+    timings: dict[str, float] | None = None,
 ) -> np.ndarray:
     """:func:`barsweep.engine.sweep` on the GPU: the same arguments, the same result.
 
     ``bars_key`` identifies the bars (e.g. store fingerprint and time range) so the
     device copy is reused by later calls in this process; None copies them every call.
+    ``timings``, when given, receives the seconds of the device stages (``bars``,
+    ``hoist``, ``kernel``, ``copy_back``), the device synchronized after each.
 
     Returns
     -------
     ndarray, shape (n_combos, N_METRICS), float64, in ``METRICS`` order.
     """
     require_cuda()
+    clock = _Clock(timings)
     columns = bar_tuple(bars, execution.funding)
     if len(columns[3]) == 0:
         raise SpecError("sweep(): the bars are empty; metrics need at least one bar")
@@ -209,7 +214,9 @@ def sweep_cuda(
     strategy_params = {k: v for k, v in params.items() if k not in STOP_PARAMS}
     host_bars = dict(zip(BAR_COLUMNS, columns[:4]))
     d_bars = device_bars(columns, None if bars_key is None else (bars_key, execution.funding))
+    clock.lap("bars")
     ind, rows = device_indicators(strategy, host_bars, strategy_params, n_combos, d_bars[3])
+    clock.lap("hoist")
     fparams = param_matrix(strategy, strategy_params, n_combos)
     stops = stop_matrix(execution, params, n_combos)
     xp = pack_xp(execution, ppy, columns[5])
@@ -217,10 +224,29 @@ def sweep_cuda(
     d_out = cuda.device_array((n_combos, N_METRICS))
     kernel = sweep_kernel(strategy)
     blocks, threads = launch_shape(n_combos)
-    kernel[blocks, threads](*d_bars, ind, cuda.to_device(rows[order]),
-                            cuda.to_device(fparams[order]), cuda.to_device(stops[order]),
-                            cuda.to_device(xp), d_out, cuda.device_array(0),
-                            cuda.device_array((0, N_TRADE_FIELDS)))
+    args = (*d_bars, ind, cuda.to_device(rows[order]), cuda.to_device(fparams[order]),
+            cuda.to_device(stops[order]), cuda.to_device(xp), d_out, cuda.device_array(0),
+            cuda.device_array((0, N_TRADE_FIELDS)))
+    clock.lap("pack")
+    kernel[blocks, threads](*args)
+    clock.lap("kernel")
     out = np.empty((n_combos, N_METRICS))
     out[order] = d_out.copy_to_host()
+    clock.lap("copy_back")
     return out
+
+
+class _Clock:
+    """Stage timings for :func:`sweep_cuda` (a no-op without a ``timings`` dict)."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings = timings
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        if self.timings is None:
+            return
+        cuda.synchronize()
+        now = time.perf_counter()
+        self.timings[name] = now - self.t
+        self.t = now
