@@ -11,9 +11,9 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
 - the bars (and their benchmark returns) go to the device once per process and stay
   there, keyed by the caller's ``bars_key`` (the pipeline passes the store's fingerprint
   and the time range), for the worker's later blocks;
-- moving-average indicators are hoisted on the device, one thread per distinct period
-  (:func:`barsweep.engine.indicators_ma.ema_row`, the CPU's own code); the other
-  indicators are hoisted on the host, once per distinct parameter value, and copied;
+- EMA, SMA and RSI rows are hoisted on the device, one thread per distinct period (the
+  CPU's own ``ema_row``, ``sma_row``, ``rsi_row``); the other indicators are hoisted on
+  the host, once per distinct parameter value, and copied;
 - the indicator table lives on the device in column-major order: at bar ``t`` the
   threads of a warp read neighbouring rows (combos are in indicator-locality order), so
   the reads coalesce;
@@ -39,6 +39,7 @@ from barsweep.errors import BackendError, SpecError
 
 from .execution import STOP_PARAMS, Execution, pack_xp, stop_matrix
 from .hoist import hoist, param_matrix
+from .indicators import rsi_row
 from .indicators_ma import ema_row, sma_row
 from .metrics import N_METRICS
 from .simulate import N_TRADE_FIELDS, simulate
@@ -50,7 +51,7 @@ THREADS_PER_BLOCK = 128
 #: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
 MAX_CACHED_BARS = 4
 #: Indicators hoisted on the device: name -> the row function shared with the CPU.
-DEVICE_INDICATORS = {"ema": ema_row, "sma": sma_row}
+DEVICE_INDICATORS = {"ema": ema_row, "sma": sma_row, "rsi": rsi_row}
 
 _KERNELS: dict[tuple, object] = {}
 _HOIST_KERNELS: dict[str, object] = {}
@@ -161,6 +162,8 @@ def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
                     for s in strategy.indicators)
     if not on_device:
         ind, rows = hoist(strategy, bars, params, n_combos)
+        if ind.shape[0] == 0:  # no indicator (buy_and_hold): one unread row, no empty array
+            ind = np.zeros((1, n_bars))
         return cuda.to_device(np.asfortranarray(ind)), rows
     rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
     keys: dict[tuple, int] = {}
@@ -177,7 +180,7 @@ def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
                              first))
         rows[:, slot] = np.array([keys[(spec.name, p)] for p in distinct.tolist()],
                                  dtype=np.int64)[inverse.reshape(-1)]
-    table = cuda.device_array((len(keys), n_bars), order="F")
+    table = cuda.device_array((max(1, len(keys)), n_bars), order="F")
     for row_fn, periods, first in launches:
         kernel = hoist_kernel(row_fn)
         blocks = max(1, math.ceil(len(periods) / THREADS_PER_BLOCK))
@@ -225,8 +228,7 @@ def sweep_cuda(
     kernel = sweep_kernel(strategy)
     blocks, threads = launch_shape(n_combos)
     args = (*d_bars, ind, cuda.to_device(rows[order]), cuda.to_device(fparams[order]),
-            cuda.to_device(stops[order]), cuda.to_device(xp), d_out, cuda.device_array(0),
-            cuda.device_array((0, N_TRADE_FIELDS)))
+            cuda.to_device(stops[order]), cuda.to_device(xp), d_out, *no_record_device())
     clock.lap("pack")
     kernel[blocks, threads](*args)
     clock.lap("kernel")
@@ -234,6 +236,12 @@ def sweep_cuda(
     out[order] = d_out.copy_to_host()
     clock.lap("copy_back")
     return out
+
+
+def no_record_device() -> tuple:
+    """Empty recording arrays on the device (``simulate`` records nothing in a sweep):
+    zero-length views of one-element allocations, so no zero-byte allocation is made."""
+    return cuda.device_array(1)[:0], cuda.device_array((1, N_TRADE_FIELDS))[:0]
 
 
 class _Clock:

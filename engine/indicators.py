@@ -88,13 +88,20 @@ def rsi(close, period):
     ndarray, shape (n_bars,), float64
         In [0, 100]; NaN for the first ``period`` bars.
     """
+    out = np.empty(close.shape[0])
+    rsi_row(close, period, out)
+    return out
+
+
+@njit(cache=True)
+def rsi_row(close, period, out):
+    """:func:`rsi` written into ``out`` (allocation-free: also a CUDA device function)."""
     n = close.shape[0]
-    out = np.empty(n)
     begin = first_valid(close)
     first = begin + period
     if period < 1 or first >= n:
         fill_nan(out, n)
-        return out
+        return
     fill_nan(out, first)
     gain = 0.0
     loss = 0.0
@@ -114,7 +121,6 @@ def rsi(close, period):
             loss /= period
             total = gain + loss
             out[t] = 100.0 * (gain / total) if total != 0.0 else 0.0
-    return out
 
 
 @njit(cache=True)

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from barsweep.engine import strategy_names
+from gpu_cases import PARAMS
+
+from barsweep.engine.gpu import DEVICE_INDICATORS
 
 HERE = Path(__file__).resolve().parent
 
@@ -20,7 +22,7 @@ def test_every_kernel_compiles_to_ptx():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     report = json.loads(next(line[4:] for line in proc.stdout.splitlines()
                              if line.startswith("PTX ")))
-    expected = set(strategy_names()) | {"sma_trend", "hoist_ema", "hoist_sma"}
+    expected = set(PARAMS) | {f"hoist_{k}" for k in DEVICE_INDICATORS}  # every builtin + custom
     assert set(report) == expected
     for name, entry in report.items():
         assert entry["ptx_chars"] > 10_000, name
