@@ -11,9 +11,9 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
 - the bars (and their benchmark returns) go to the device once per process and stay
   there, keyed by the caller's ``bars_key`` (the pipeline passes the store's fingerprint
   and the time range), for the worker's later blocks;
-- EMA, SMA and RSI rows are hoisted on the device, one thread per distinct period (the
-  CPU's own ``ema_row``, ``sma_row``, ``rsi_row``); the other indicators are hoisted on
-  the host, once per distinct parameter value, and copied;
+- the indicators are hoisted on the device, one thread per distinct row
+  (:mod:`barsweep.engine.gpu_hoist`: the CPU's own allocation-free row functions), so
+  only the bars cross PCIe;
 - the indicator table lives on the device in column-major order: at bar ``t`` the
   threads of a warp read neighbouring rows (combos are in indicator-locality order), so
   the reads coalesce;
@@ -38,9 +38,8 @@ from numba import cuda
 from barsweep.errors import BackendError, SpecError
 
 from .execution import STOP_PARAMS, Execution, pack_xp, stop_matrix
-from .hoist import hoist, param_matrix
-from .indicators import rsi_row
-from .indicators_ma import ema_row, sma_row
+from .gpu_hoist import device_indicators
+from .hoist import param_matrix
 from .metrics import N_METRICS
 from .simulate import N_TRADE_FIELDS, simulate
 from .strategies.base import Strategy
@@ -50,11 +49,8 @@ from .sweep import BAR_COLUMNS, bar_tuple, combo_count, locality_order
 THREADS_PER_BLOCK = 128
 #: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
 MAX_CACHED_BARS = 4
-#: Indicators hoisted on the device: name -> the row function shared with the CPU.
-DEVICE_INDICATORS = {"ema": ema_row, "sma": sma_row, "rsi": rsi_row}
 
 _KERNELS: dict[tuple, object] = {}
-_HOIST_KERNELS: dict[str, object] = {}
 _BARS: OrderedDict[Hashable, tuple] = OrderedDict()
 
 
@@ -110,21 +106,6 @@ def _build_kernel(signal, scan):
     return kernel
 
 
-def hoist_kernel(row_fn):
-    """A CUDA kernel computing one indicator row per thread: ``row_fn(x, period, out[i])``."""
-    name = row_fn.__name__
-    if name not in _HOIST_KERNELS:
-
-        @cuda.jit
-        def kernel(x, periods, first_row, out):
-            i = cuda.grid(1)
-            if i < periods.shape[0]:
-                row_fn(x, periods[i], out[first_row + i])
-
-        _HOIST_KERNELS[name] = kernel
-    return _HOIST_KERNELS[name]
-
-
 def device_bars(columns: tuple[np.ndarray, ...], key: Hashable | None) -> tuple:
     """The bar columns on the device: cached under ``key`` (None: copied, not cached)."""
     if key is not None and key in _BARS:
@@ -147,45 +128,6 @@ def launch_shape(n: int) -> tuple[int, int]:
         sms = 1
     blocks = max(1, min(math.ceil(n / THREADS_PER_BLOCK), 32 * sms))
     return blocks, THREADS_PER_BLOCK
-
-
-def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
-                      params: Mapping[str, np.ndarray], n_combos: int, d_close) -> tuple:
-    """Hoist the block's indicator rows into a column-major device table.
-
-    Returns ``(device table, shape (n_rows, n_bars); rows, shape (n_combos, n_slots))``.
-    Slots whose indicator has a device row function with one period argument are
-    computed on the device (one thread per distinct period); the others on the host.
-    """
-    n_bars = len(bars["close"])
-    on_device = all(s.name in DEVICE_INDICATORS and len(s.params) == 1
-                    for s in strategy.indicators)
-    if not on_device:
-        ind, rows = hoist(strategy, bars, params, n_combos)
-        if ind.shape[0] == 0:  # no indicator (buy_and_hold): one unread row, no empty array
-            ind = np.zeros((1, n_bars))
-        return cuda.to_device(np.asfortranarray(ind)), rows
-    rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
-    keys: dict[tuple, int] = {}
-    launches = []  # (row function, periods, first row)
-    for slot, spec in enumerate(strategy.indicators):
-        values = np.asarray(params[spec.params[0]]).astype(np.int64)
-        distinct, inverse = np.unique(values, return_inverse=True)
-        new = [p for p in distinct.tolist() if (spec.name, p) not in keys]
-        first = len(keys)
-        for j, p in enumerate(new):
-            keys[(spec.name, p)] = first + j
-        if new:
-            launches.append((DEVICE_INDICATORS[spec.name], np.array(new, dtype=np.int64),
-                             first))
-        rows[:, slot] = np.array([keys[(spec.name, p)] for p in distinct.tolist()],
-                                 dtype=np.int64)[inverse.reshape(-1)]
-    table = cuda.device_array((max(1, len(keys)), n_bars), order="F")
-    for row_fn, periods, first in launches:
-        kernel = hoist_kernel(row_fn)
-        blocks = max(1, math.ceil(len(periods) / THREADS_PER_BLOCK))
-        kernel[blocks, THREADS_PER_BLOCK](d_close, cuda.to_device(periods), first, table)
-    return table, rows
 
 
 def sweep_cuda(
@@ -218,7 +160,7 @@ def sweep_cuda(
     host_bars = dict(zip(BAR_COLUMNS, columns[:4]))
     d_bars = device_bars(columns, None if bars_key is None else (bars_key, execution.funding))
     clock.lap("bars")
-    ind, rows = device_indicators(strategy, host_bars, strategy_params, n_combos, d_bars[3])
+    ind, rows = device_indicators(strategy, host_bars, strategy_params, n_combos, d_bars)
     clock.lap("hoist")
     fparams = param_matrix(strategy, strategy_params, n_combos)
     stops = stop_matrix(execution, params, n_combos)

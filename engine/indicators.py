@@ -170,12 +170,20 @@ def bbands(close, period, k):
     upper = np.empty(n)
     middle = np.empty(n)
     lower = np.empty(n)
+    bbands_rows(close, period, k, upper, middle, lower)
+    return upper, middle, lower
+
+
+@njit(cache=True)
+def bbands_rows(close, period, k, upper, middle, lower):
+    """:func:`bbands` written into its three outputs (allocation-free)."""
+    n = close.shape[0]
     first = first_valid(close) + period - 1
     sma_into(close, period, first, middle)
     if period < 1 or first >= n:
         fill_nan(upper, n)
         fill_nan(lower, n)
-        return upper, middle, lower
+        return
     fill_nan(upper, first)
     fill_nan(lower, first)
     shift = close[first - period + 1]
@@ -208,7 +216,6 @@ def bbands(close, period, k):
         total2 -= dev * dev
         if dev * dev > _DOMINANT * total2:
             to_recentre = 0  # the bar that left dominated the sums: re-centre next bar
-    return upper, middle, lower
 
 
 @njit(cache=True)
@@ -339,9 +346,15 @@ def donchian(high, low, period):
     """
     upper = np.empty(high.shape[0])
     lower = np.empty(low.shape[0])
+    donchian_rows(high, low, period, upper, lower)
+    return upper, lower
+
+
+@njit(cache=True)
+def donchian_rows(high, low, period, upper, lower):
+    """:func:`donchian` written into its two outputs (allocation-free)."""
     _rolling_max_into(high, period, first_valid(high) + period - 1, upper)
     _rolling_min_into(low, period, first_valid(low) + period - 1, lower)
-    return upper, lower
 
 
 @njit(cache=True)

@@ -252,15 +252,21 @@ def trix(close, period):
         NaN for the first ``3 * (period - 1) + 1`` bars.
     """
     out = np.empty(close.shape[0])
+    trix_row(close, period, out)
+    return out
+
+
+@njit(cache=True)
+def trix_row(close, period, out):
+    """:func:`trix` written into ``out`` (allocation-free: also a CUDA device function)."""
     if period < 1:
         fill_nan(out, close.shape[0])
-        return out
+        return
     first = first_valid(close) + period - 1
     ema_into(close, period, first, out)
     ema_into(out, period, first + period - 1, out)
     ema_into(out, period, first + 2 * (period - 1), out)
     roc_into(out, 1, first + 2 * (period - 1) + 1, out)
-    return out
 
 
 @njit(cache=True)
@@ -280,9 +286,16 @@ def trix_signal(close, period, signal):
     ndarray, shape (n_bars,), float64
         NaN for the first ``3 * (period - 1) + 1 + signal - 1`` bars.
     """
-    out = trix(close, period)
-    ema_into(out, signal, first_valid(out) + signal - 1, out)
+    out = np.empty(close.shape[0])
+    trix_signal_row(close, period, signal, out)
     return out
+
+
+@njit(cache=True)
+def trix_signal_row(close, period, signal, out):
+    """:func:`trix_signal` written into ``out`` (allocation-free)."""
+    trix_row(close, period, out)
+    ema_into(out, signal, first_valid(out) + signal - 1, out)
 
 
 @njit(cache=True)
@@ -305,19 +318,27 @@ def macd(close, fast, slow, signal):
     macd, signal, hist : ndarray, shape (n_bars,), float64
         NaN for the first ``max(fast, slow) - 1 + signal - 1`` bars.
     """
-    if slow < fast:
-        fast, slow = slow, fast
     n = close.shape[0]
     out_macd = np.empty(n)
     out_signal = np.empty(n)
     out_hist = np.empty(n)
+    macd_rows(close, fast, slow, signal, out_macd, out_signal, out_hist)
+    return out_macd, out_signal, out_hist
+
+
+@njit(cache=True)
+def macd_rows(close, fast, slow, signal, out_macd, out_signal, out_hist):
+    """:func:`macd` written into its three outputs (allocation-free)."""
+    if slow < fast:
+        fast, slow = slow, fast
+    n = close.shape[0]
     start = first_valid(close) + slow - 1
     first = start + signal - 1
     if fast < 1 or signal < 1 or first >= n:
         fill_nan(out_macd, n)
         fill_nan(out_signal, n)
         fill_nan(out_hist, n)
-        return out_macd, out_signal, out_hist
+        return
     # The slow and fast EMAs go through the signal and hist outputs.
     ema_into(close, slow, start, out_signal)
     ema_into(close, fast, start, out_hist)
@@ -328,4 +349,3 @@ def macd(close, fast, slow, signal):
         out_hist[t] = out_macd[t] - out_signal[t]
     fill_nan(out_macd, first)
     fill_nan(out_hist, first)
-    return out_macd, out_signal, out_hist

@@ -24,6 +24,7 @@ from gpu_cases import MODULES  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
 from barsweep.engine import N_METRICS, get_strategy, gpu, strategy_names  # noqa: E402
+from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
 from barsweep.engine.simulate import N_STOPS, N_TRADE_FIELDS, N_XP  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 
@@ -52,9 +53,10 @@ def main() -> None:
                 typeof(np.zeros((0, N_TRADE_FIELDS))))
         ptx, _ = cuda.compile_ptx(gpu.sweep_kernel(strategy).py_func, args, cc=CC)
         report[name] = {"ptx_chars": len(ptx), "fma": ptx.count("fma.rn.f64")}
-    for row_name, row_fn in gpu.DEVICE_INDICATORS.items():
-        args = (bar, typeof(np.zeros(n, dtype=np.int64)), typeof(0), ind)
-        ptx, _ = cuda.compile_ptx(gpu.hoist_kernel(row_fn).py_func, args, cc=CC)
+    table = typeof(np.asfortranarray(np.zeros((4, n))))
+    for row_name in DEVICE_INDICATORS:
+        args = (bar, bar, bar, typeof(np.zeros((n, 3))), typeof(0), table, table)
+        ptx, _ = cuda.compile_ptx(hoist_kernel(row_name).py_func, args, cc=CC)
         report[f"hoist_{row_name}"] = {"ptx_chars": len(ptx), "fma": ptx.count("fma.rn.f64")}
     print("PTX " + json.dumps(report))
 
