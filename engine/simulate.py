@@ -243,22 +243,16 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                                                        short_exit)
                 if exit_now or enter_side != 0:
                     break
-                if position != 0.0:
-                    equity = position * close[t]
-                    ret_acc = acc_returns_held(ret_acc, bench[t])
-                    dd_acc = acc_drawdown(dd_acc, equity)
-                    if record:
-                        rec_equity[t] = equity
+                equity = position * close[t]
+                ret_acc = acc_returns_held(ret_acc, bench[t])
+                dd_acc = acc_drawdown(dd_acc, equity)
                 t += 1
             if t > start:
-                if position != 0.0:
-                    n_exposed += t - start
-                    prev_equity = equity
-                else:
-                    dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
-                    if record:
-                        for k in range(start, t):
-                            rec_equity[k] = equity
+                n_exposed += t - start
+                prev_equity = equity
+                if record:  # here, not in the loop: a store there could alias ``rows``
+                    for k in range(start, t):
+                        rec_equity[k] = position * close[k]
             if t >= n:
                 break
 

@@ -81,13 +81,15 @@ def resolve_backend(requested: str, client: Client) -> tuple[str, str]:
 def worker_cuda_problem() -> str | None:
     """On a worker: why CUDA kernels cannot run in this process, or None if they can.
 
-    Without the simulator and without an NVIDIA driver (no ``/proc/driver/nvidia``)
-    this answers without importing numba.cuda (which costs a CPU worker ~0.2-0.4 s).
+    Without the simulator and without any trace of an NVIDIA driver (Linux's
+    ``/proc/driver/nvidia/version`` or ``/dev/nvidiactl``, WSL2's ``/dev/dxg``) this
+    answers without importing numba.cuda (which costs a CPU worker ~0.2-0.4 s).
     """
     import os
 
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not Path(
-            "/proc/driver/nvidia/version").exists():
+    traces = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
+            Path(p).exists() for p in traces):
         return "no NVIDIA driver on this machine (no /proc/driver/nvidia/version)"
     from barsweep.engine.gpu import cuda_problem
 
