@@ -28,12 +28,13 @@ kernels run in numba's CUDA simulator: that is how CI checks them against the CP
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 from barsweep.errors import BackendError, SpecError
 
@@ -47,21 +48,32 @@ from .sweep import BAR_COLUMNS, bar_tuple, combo_count, locality_order
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
 THREADS_PER_BLOCK = 128
+#: At most this many blocks per multiprocessor; a grid-stride loop covers more combos.
+MAX_BLOCKS_PER_SM = 32
 #: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
 MAX_CACHED_BARS = 4
 
 _KERNELS: dict[tuple, object] = {}
 _BARS: OrderedDict[Hashable, tuple] = OrderedDict()
+_BARS_LOCK = threading.Lock()
 
 
 def cuda_problem() -> str | None:
-    """Why CUDA cannot run here (no numba.cuda, no driver, no GPU), or None if it can."""
+    """Why CUDA kernels cannot run here, or None if they can: no driver or no GPU, or no
+    NVVM (the CUDA compiler library, from the ``nvidia-cuda-nvcc-cu12`` wheel)."""
     try:
         if cuda.is_available():
             return None
-    except Exception as exc:  # pragma: no cover - depends on the driver
-        return f"the CUDA driver failed: {exc}"
-    return "no CUDA GPU is visible (numba.cuda.is_available() is False)"
+        if config.ENABLE_CUDASIM:  # pragma: no cover - the simulator is always available
+            return None
+        from numba.cuda.cudadrv import driver
+
+        driver.driver.get_device_count()  # raises when the driver or a GPU is missing
+    except Exception as exc:
+        detail = " ".join(str(exc).split())[:200]
+        return f"no usable CUDA GPU ({type(exc).__name__}: {detail})"
+    return ("a CUDA GPU is visible but numba.cuda cannot compile for it (NVVM missing?); "
+            "install barsweep[cuda]")
 
 
 def require_cuda() -> None:
@@ -74,14 +86,18 @@ def require_cuda() -> None:
 def strategy_functions(strategy: Strategy) -> tuple:
     """The ``(signal, scan)`` pair the strategy's CPU kernel passes to ``simulate``.
 
-    Read from the kernel's module, where every strategy defines them (a shared kernel,
-    like the crossover strategies', serves all its strategies with one pair).
+    From the strategy itself (``Strategy(signal=..., scan=...)``); a strategy that does
+    not name them falls back on the kernel module's ``signal`` and ``scan``, which must
+    be the names the kernel uses.
     """
+    if strategy.signal is not None and strategy.scan is not None:
+        return strategy.signal, strategy.scan
     kernel = getattr(strategy.kernel, "py_func", strategy.kernel)  # NUMBA_DISABLE_JIT: plain
     found = getattr(kernel, "__globals__", {})
-    if not callable(found.get("signal")) or not callable(found.get("scan")):
-        raise SpecError(f"strategy {strategy.name!r}: its kernel's module must define the "
-                        f"module-level njit functions `signal` and `scan` (see README)")
+    used = getattr(getattr(kernel, "__code__", None), "co_names", ())
+    if not all(callable(found.get(k)) and k in used for k in ("signal", "scan")):
+        raise SpecError(f"strategy {strategy.name!r}: for the GPU, name its rule in the "
+                        f"Strategy: Strategy(..., signal=signal, scan=scan) (see README)")
     return found["signal"], found["scan"]
 
 
@@ -107,26 +123,33 @@ def _build_kernel(signal, scan):
 
 
 def device_bars(columns: tuple[np.ndarray, ...], key: Hashable | None) -> tuple:
-    """The bar columns on the device: cached under ``key`` (None: copied, not cached)."""
-    if key is not None and key in _BARS:
-        _BARS.move_to_end(key)
-        return _BARS[key]
+    """The bar columns on the device: cached under ``key`` (None: copied, not cached).
+
+    The cache keeps the MAX_CACHED_BARS most recently used sets; it is shared by the
+    threads of a worker (a lock guards it).
+    """
+    if key is not None:
+        with _BARS_LOCK:
+            if key in _BARS:
+                _BARS.move_to_end(key)
+                return _BARS[key]
     moved = tuple(cuda.to_device(np.ascontiguousarray(c)) for c in columns)
     if key is not None:
-        _BARS[key] = moved
-        while len(_BARS) > MAX_CACHED_BARS:
-            _BARS.popitem(last=False)
+        with _BARS_LOCK:
+            _BARS[key] = moved
+            while len(_BARS) > MAX_CACHED_BARS:
+                _BARS.popitem(last=False)
     return moved
 
 
 def launch_shape(n: int) -> tuple[int, int]:
     """``(blocks, threads per block)`` for ``n`` threads: every combo gets a thread, up to
-    32 blocks per multiprocessor (the grid-stride loop covers the rest)."""
+    MAX_BLOCKS_PER_SM blocks per multiprocessor (the grid-stride loop covers the rest)."""
     try:
         sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     except Exception:  # the simulator's fake device has no attributes to speak of
         sms = 1
-    blocks = max(1, min(math.ceil(n / THREADS_PER_BLOCK), 32 * sms))
+    blocks = max(1, min(math.ceil(n / THREADS_PER_BLOCK), MAX_BLOCKS_PER_SM * sms))
     return blocks, THREADS_PER_BLOCK
 
 

@@ -17,8 +17,10 @@ from collections.abc import Mapping
 import numpy as np
 from numba import cuda, njit
 
+from barsweep.errors import SpecError
+
 from .hoist import hoist
-from .indicators import bbands_rows, donchian_rows, rsi_row
+from .indicators import INDICATORS, _arg_names, bbands_rows, donchian_rows, rsi_row
 from .indicators_ma import ema_row, macd_rows, sma_row, trix_row, trix_signal_row
 from .strategies.base import Strategy
 
@@ -138,12 +140,19 @@ def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
 
     Returns
     -------
-    (device table, shape (max(1, n_rows), n_bars); rows, shape (n_combos, n_slots) int64)
+    (device table, shape (max(2, n_rows), n_bars); rows, shape (n_combos, n_slots) int64)
     """
     n_bars = len(bars["close"])
     if not all(s.name in DEVICE_INDICATORS for s in strategy.indicators):
         ind, rows = hoist(strategy, bars, params, n_combos)
-        return cuda.to_device(np.asfortranarray(ind if len(ind) else np.zeros((1, n_bars)))), rows
+        table = np.zeros((max(2, len(ind)), n_bars), order="F")
+        table[: len(ind)] = ind
+        return cuda.to_device(table), rows
+    for spec in strategy.indicators:
+        expected = _arg_names(INDICATORS[spec.name].fn)[len(INDICATORS[spec.name].inputs):]
+        if len(spec.params) != len(expected):
+            raise SpecError(f"strategy {strategy.name!r}: indicator {spec.name!r} takes "
+                            f"{len(expected)} arguments {expected}, given {spec.params}")
     rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
     keys: dict[tuple, int] = {}
     launches = []  # (indicator name, argument rows, first table row)
@@ -159,7 +168,8 @@ def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
             launches.append((spec.name, np.array(new, dtype=np.float64), first))
         rows[:, slot] = np.array([keys[(spec.name, k)] for k in tuples],
                                  dtype=np.int64)[inverse.reshape(-1)]
-    table = cuda.device_array((max(1, len(keys)), n_bars), order="F")
+    # at least two rows: a one-row table would be typed C-contiguous, another kernel variant
+    table = cuda.device_array((max(2, len(keys)), n_bars), order="F")
     for name, args, first in launches:
         n = len(args)
         scratch = cuda.device_array((2 * n if DEVICE_INDICATORS[name][1] else 2, n_bars),

@@ -56,30 +56,61 @@ class RunSummary:
 def resolve_backend(requested: str, client: Client) -> tuple[str, str]:
     """The backend a run uses and why: ``(backend, reason)``.
 
-    ``cpu`` is taken as asked. ``cuda`` needs every worker of the cluster to see a CUDA
-    GPU (asked on the workers themselves, which may be other machines), else
-    :class:`BackendError` names each worker's problem. ``auto`` picks ``cuda`` when every
-    worker sees a GPU and the CPU otherwise; the reason goes into the run's attributes.
+    ``cpu`` is taken as asked. Otherwise every worker is asked (they may be other
+    machines) whether it can run CUDA kernels and which GPU it would use. ``cuda`` needs
+    all of them to have one, else :class:`BackendError` names each worker's problem.
+    ``auto`` picks ``cuda`` when every worker has a GPU of its own, as dask-cuda's
+    ``LocalCUDACluster`` (``cluster: cuda``) arranges; workers that would share a GPU
+    (a ``LocalCluster`` of one CPU worker per core on a GPU machine) stay on the CPU,
+    which they would otherwise leave idle. The reason goes into the run's attributes.
     """
     if requested == "cpu":
         return "cpu", "run.backend is cpu"
-    problems = client.run(worker_cuda_problem)
-    bad = {worker: problem for worker, problem in problems.items() if problem}
+    return choose_backend(requested, client.run(worker_gpu))
+
+
+def choose_backend(requested: str, answers: dict[str, dict]) -> tuple[str, str]:
+    """:func:`resolve_backend`'s decision from the workers' :func:`worker_gpu` answers."""
+    bad = {worker: a["problem"] for worker, a in answers.items() if a["problem"]}
     if requested == "cuda":
-        if bad or not problems:
+        if bad or not answers:
             detail = "; ".join(f"{w}: {p}" for w, p in sorted(bad.items())) or "no workers"
             raise BackendError(f"run.backend: 'cuda' needs a CUDA GPU on every worker: "
                                f"{detail}. Use backend 'cpu' or 'auto', or a cluster of GPU "
                                f"workers (cluster: cuda, with the [cuda] extra)")
-        return "cuda", f"run.backend is cuda; all {len(problems)} workers see a CUDA GPU"
-    if problems and not bad:
-        return "cuda", f"auto: all {len(problems)} workers see a CUDA GPU"
-    worker, problem = sorted(bad.items())[0] if bad else ("", "no workers")
-    return "cpu", f"auto: CPU, since {worker}: {problem}"
+        return "cuda", f"run.backend is cuda; all {len(answers)} workers see a CUDA GPU"
+    if not answers:
+        return "cpu", "auto: CPU, since the cluster has no workers"
+    if bad:
+        worker, problem = sorted(bad.items())[0]
+        return "cpu", f"auto: CPU, since {worker}: {problem}"
+    users: dict[str, int] = {}
+    for a in answers.values():
+        users[a["gpu"]] = users.get(a["gpu"], 0) + 1
+    gpu, n = max(users.items(), key=lambda item: item[1])
+    if n > 1:
+        return "cpu", (f"auto: CPU, since {n} workers would share GPU {gpu}; use cluster: cuda "
+                       f"(one worker per GPU), or backend: cuda to share it anyway")
+    return "cuda", f"auto: each of the {len(answers)} workers has a CUDA GPU of its own"
+
+
+def worker_gpu() -> dict:
+    """On a worker: ``{"problem": why CUDA kernels cannot run here or None, "gpu": the
+    GPU it would use, as "host:device"}`` (the first of ``CUDA_VISIBLE_DEVICES``, which
+    dask-cuda sets per worker)."""
+    import os
+    import socket
+
+    try:
+        problem = worker_cuda_problem()
+    except Exception as exc:  # a broken CUDA install: the CPU still works
+        problem = f"checking CUDA failed ({type(exc).__name__}: {exc})"
+    device = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    return {"problem": problem, "gpu": f"{socket.gethostname()}:{device}"}
 
 
 def worker_cuda_problem() -> str | None:
-    """On a worker: why CUDA kernels cannot run in this process, or None if they can.
+    """Why CUDA kernels cannot run in this process, or None if they can.
 
     Without the simulator and without any trace of an NVIDIA driver (Linux's
     ``/proc/driver/nvidia/version`` or ``/dev/nvidiactl``, WSL2's ``/dev/dxg``) this
@@ -90,7 +121,7 @@ def worker_cuda_problem() -> str | None:
     traces = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
             Path(p).exists() for p in traces):
-        return "no NVIDIA driver on this machine (no /proc/driver/nvidia/version)"
+        return f"no NVIDIA driver on this machine (none of {', '.join(traces)})"
     from barsweep.engine.gpu import cuda_problem
 
     return cuda_problem()
@@ -232,7 +263,7 @@ def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
     compiles it into numba's on-disk cache, then every worker loads it in parallel.
 
     CUDA kernels are built in memory (not cached on disk), so on ``cuda`` every worker
-    compiles its own, all at once (the CPU parts it calls come from numba's cache).
+    compiles its own, all at once.
     """
     if not tasks:
         return

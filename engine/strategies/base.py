@@ -68,7 +68,9 @@ class Strategy:
 
     ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades)`` is
     the strategy's module-level ``@njit`` sweep kernel (see ``bollinger.py``; the
-    crossover strategies share ``crossover.py``'s).
+    crossover strategies share ``crossover.py``'s); ``signal`` and ``scan`` are the
+    functions it passes to ``simulate``, from which the GPU backend builds its CUDA
+    kernel (when omitted: the kernel module's ``signal`` and ``scan``).
     ``requires`` holds comparisons between two parameters that every combo must
     meet, e.g. ``("lower", "<", "upper")``: a spec adds them to its constraints and
     ``backtest()`` refuses a combo that breaks one.
@@ -80,6 +82,8 @@ class Strategy:
     kernel: Callable = field(repr=False)
     doc: str = ""
     requires: tuple[tuple[str, str, str], ...] = ()
+    signal: Callable | None = field(default=None, repr=False)
+    scan: Callable | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = set(self.param_names)

@@ -37,5 +37,7 @@ STRATEGY = Strategy(
     indicators=(Indicator("bb_upper", ("period", "k")), Indicator("bb_middle", ("period", "k")),
                 Indicator("bb_lower", ("period", "k"))),
     kernel=kernel,
+    signal=signal,
+    scan=scan,
     doc=__doc__,
 )

@@ -24,4 +24,5 @@ def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
                  rec_equity, rec_trades)
 
 
-STRATEGY = Strategy(name="buy_and_hold", params=(), indicators=(), kernel=kernel, doc=__doc__)
+STRATEGY = Strategy(name="buy_and_hold", params=(), indicators=(), kernel=kernel, doc=__doc__,
+                    signal=signal, scan=scan)

@@ -36,5 +36,7 @@ STRATEGY = Strategy(
     indicators=(Indicator("donchian_upper", ("period",)),
                 Indicator("donchian_lower", ("period",))),
     kernel=kernel,
+    signal=signal,
+    scan=scan,
     doc=__doc__,
 )

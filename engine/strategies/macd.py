@@ -36,6 +36,8 @@ STRATEGY = Strategy(
             Param("signal", "int", 1, 100_000)),
     indicators=(Indicator("macd_hist", ("fast", "slow", "signal")),),
     kernel=kernel,
+    signal=signal,
+    scan=scan,
     doc=__doc__,
     requires=(("fast", "<", "slow"),),
 )

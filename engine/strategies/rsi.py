@@ -40,6 +40,8 @@ STRATEGY = Strategy(
             Param("upper", "float", 0.0, 100.0)),
     indicators=(Indicator("rsi", ("period",)),),
     kernel=kernel,
+    signal=signal,
+    scan=scan,
     doc=__doc__,
     requires=(("lower", "<", "upper"),),
 )

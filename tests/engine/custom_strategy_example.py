@@ -34,6 +34,8 @@ STRATEGY = Strategy(
     params=(Param("period", "int", 2, 100_000),),
     indicators=(Indicator("sma", ("period",)),),
     kernel=kernel,
+    signal=signal,
+    scan=scan,
     doc=__doc__,
 )
 register(STRATEGY)

@@ -1,9 +1,10 @@
 """CUDA-vs-CPU cases: every strategy and every execution feature, sized for the simulator.
 
 The simulator runs each thread's bars in Python (~1 s for 64 combos x 500 bars), so each
-case is small; together they cover every strategy (the README's custom one included)
-and every execution setting: both fills, the three directions, fees, fixed fees,
-slippage, stop loss, take profit, trailing stop, funding and stops swept as grid axes.
+case is small; together they cover every strategy (the README's custom one included, and
+one on host-hoisted indicators) and every execution setting: both fills, the three
+directions, fees, fixed fees, slippage, stop loss, take profit, trailing stop, funding
+and stops swept as grid axes; ``test_cuda_sim.py`` checks that each setting matters.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ EXECUTIONS = {
                                     stop_loss=0.02, take_profit=0.04),
     "open_both_trail_funding": dict(fill="next_open", direction="both", fees=0.001,
                                     trailing_stop=0.03, funding=True),
-    "close_long_stop_target_trail": dict(fill="close", fees=0.001, stop_loss=0.03,
-                                         take_profit=0.06, trailing_stop=0.02),
+    "close_long_stop_target_trail": dict(fill="close", fees=0.001, stop_loss=0.015,
+                                         take_profit=0.06, trailing_stop=0.03),
 }
 
 
@@ -45,9 +46,11 @@ PARAMS = {
     "bollinger": _grid(period=np.arange(5, 37, 4), k=np.linspace(1.0, 2.75, 8)),
     "donchian": _grid(period=np.arange(3, 67)),
     "sma_trend": _grid(period=np.arange(3, 67)),
+    "wma_band": _grid(period=np.arange(4, 20, 2), atr_period=np.arange(3, 11)),
 }
 
-MODULES = {"sma_trend": "custom_strategy_example"}
+#: Strategies registered by modules of the tests (the README's example; a host-hoisted one).
+MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy"}
 
 
 def cases() -> list[tuple[str, str, str, dict, dict]]:
@@ -63,4 +66,9 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
                   stop_loss=np.array([0.01, 0.02, 0.04]), trailing_stop=np.array([0.02, 0.05]))
     out.append(("ema_cross-stops_as_grid_axes", "ema_cross", "open_both_slip_fixed", stops,
                 EXECUTIONS["open_both_slip_fixed"]))
+    # fast and slow drawn from one set of periods: combos share indicator rows across slots
+    shared = _grid(fast=np.arange(4, 20, 2), slow=np.arange(4, 20, 2))
+    keep = shared["fast"] != shared["slow"]
+    out.append(("ema_cross-shared_rows", "ema_cross", "close_long_fees",
+                {k: v[keep] for k, v in shared.items()}, EXECUTIONS["close_long_fees"]))
     return out

@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "engine")]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "engine")]  # tests' modules
 
 import numpy as np  # noqa: E402
 from bars import random_bars  # noqa: E402
 from gpu_cases import BARS_SEED, MODULES, N_BARS, cases  # noqa: E402
 
-from barsweep.engine import Execution, get_strategy, gpu  # noqa: E402
+from barsweep.engine import Execution, get_strategy, gpu, gpu_hoist  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 
 
@@ -31,6 +31,9 @@ def main(out: str) -> None:
     assert config.ENABLE_CUDASIM and config.DISABLE_JIT, "run under the CUDA simulator"
     for module in MODULES.values():
         import_strategy_module(module)
+    # small blocks and few of them: several blocks, and the grid-stride loop, in use
+    gpu.THREADS_PER_BLOCK = gpu_hoist.THREADS_PER_BLOCK = 8
+    gpu.MAX_BLOCKS_PER_SM = 2
     bars = random_bars(N_BARS, BARS_SEED)
     results = {}
     for case_id, strategy, _, params, execution in cases():
@@ -41,11 +44,16 @@ def main(out: str) -> None:
     first = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 1))
     again = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 1))
     other = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 2))
-    print("CHECKS " + json.dumps({
+    checks = {
         "reused": all(a is b for a, b in zip(first, again)),
         "distinct_key_copied": all(a is not b for a, b in zip(first, other)),
         "cached_keys": len(gpu._BARS),
-    }))
+    }
+    for k in range(gpu.MAX_CACHED_BARS):  # the least recently used set goes first
+        gpu.device_bars(gpu.bar_tuple(bars), ("more", k))
+    checks["evicted_oldest"] = ("bars", 1) not in gpu._BARS
+    checks["kept"] = len(gpu._BARS)
+    print("CHECKS " + json.dumps(checks))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bars import random_bars
-from gpu_cases import BARS_SEED, MODULES, N_BARS, cases
+from gpu_cases import BARS_SEED, EXECUTIONS, MODULES, N_BARS, cases
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep
 from barsweep.engine.strategies import import_strategy_module
@@ -76,24 +76,47 @@ def test_cuda_kernel_equals_cpu_kernel(simulated, bars, case_id, strategy, execu
     assert_same_metrics(results[case_id], cpu, RTOL, case_id)
 
 
-def test_cases_exercise_the_engine(simulated):
-    """Not a vacuous comparison: the cases trade, both ways, and stops fire."""
+def test_cases_cover_every_strategy_and_trade(simulated):
     results, _ = simulated
     trades = METRICS.index("n_trades")
     assert all(np.nanmax(r[:, trades]) > 0 for r in results.values())
-    assert len(results) == len(CASES) >= 17
+    assert len(results) == len(CASES) >= 20
     assert {c[1] for c in CASES} == {"buy_and_hold", "sma_cross", "ema_cross", "rsi", "trix",
-                                     "macd", "bollinger", "donchian", "sma_trend"}
+                                     "macd", "bollinger", "donchian", "sma_trend", "wma_band"}
+
+
+@pytest.mark.parametrize("execution", sorted(EXECUTIONS))
+def test_every_execution_setting_matters_in_the_cases(bars, execution):
+    """Not a vacuous comparison: in the cases that use an execution, dropping any one of
+    its settings (fees, slippage, each stop, funding, ...) changes some metric."""
+    kwargs = EXECUTIONS[execution]
+    used = [c for c in CASES if c[2] == execution]
+    assert used
+    for key in kwargs:
+        if key == "fill":
+            continue
+        reduced = {k: v for k, v in kwargs.items() if k != key}
+        changed = False
+        for _, strategy, _, params, _ in used:
+            if any(p in params for p in ("stop_loss", "take_profit", "trailing_stop")):
+                continue  # stops swept as grid axes: checked by the other cases
+            full = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
+            less = sweep(get_strategy(strategy), bars, params, Execution(**reduced), 8760.0)
+            changed |= not np.array_equal(full, less, equal_nan=True)
+        assert changed, f"{execution}: {key} changes nothing in its cases"
 
 
 def test_bars_stay_on_the_device_per_key(simulated):
     _, checks = simulated
-    assert checks == {"reused": True, "distinct_key_copied": True, "cached_keys": 2}
+    assert checks == {"reused": True, "distinct_key_copied": True, "cached_keys": 2,
+                      "evicted_oldest": True, "kept": 4}
 
 
-def test_pipeline_auto_picks_the_gpu_and_matches_the_cpu(tmp_path):
-    """`barsweep run` with backend auto on a LocalCluster whose 2 workers are in the CUDA
-    simulator: the run says it chose cuda and why, and its Zarr store equals the CPU."""
+def test_pipeline_on_the_gpu_matches_the_cpu(tmp_path):
+    """`barsweep run` on LocalClusters whose workers are in the CUDA simulator: with one
+    worker auto takes the GPU and says why; two workers would share it, so auto stays on
+    the CPU; asked for cuda they share it (blocks across both). The Zarr store equals
+    the CPU kernel."""
     import xarray as xr
     import yaml
 
@@ -116,12 +139,24 @@ def test_pipeline_auto_picks_the_gpu_and_matches_the_cpu(tmp_path):
                       "stop_loss": 0.02},
         "run": {"block_size": 16, "out": str(out)},
     }))
-    stdout = run_simulated("-m", "barsweep.pipeline.cli", "run", str(spec),
-                           "--workers", "2", "--no-progress")
-    assert "blocks on cuda" in stdout
+    cmd = ["-m", "barsweep.pipeline.cli", "run", str(spec), "--no-progress"]
+    # one worker, one (simulated) GPU: auto takes it
+    assert "blocks on cuda" in run_simulated(*cmd, "--workers", "1")
     ds = xr.open_zarr(out, consolidated=False)
     assert ds.attrs["backend"] == "cuda" and ds.attrs["backend_requested"] == "auto"
-    assert ds.attrs["backend_reason"] == "auto: all 2 workers see a CUDA GPU"
+    assert ds.attrs["backend_reason"] == "auto: each of the 1 workers has a CUDA GPU of its own"
+    auto_metrics = {m: ds[m].values for m in METRICS}
+    # two workers sharing it: auto stays on the CPU, an explicit cuda shares the GPU
+    shared = tmp_path / "shared.zarr"
+    assert "blocks on cpu" in run_simulated(*cmd, "--workers", "2", "--out", str(shared))
+    assert "2 workers would share GPU" in xr.open_zarr(shared, consolidated=False).attrs[
+        "backend_reason"]
+    assert "blocks on cuda" in run_simulated(*cmd, "--workers", "2", "--backend", "cuda",
+                                             "--out", str(out))
+    ds = xr.open_zarr(out, consolidated=False)
+    assert ds.attrs["backend"] == "cuda" and ds.attrs["backend_requested"] == "cuda"
+    for m in METRICS:
+        np.testing.assert_array_equal(ds[m].values, auto_metrics[m])
     stacked = ds.sel(symbol="BTCUSDT").stack(combo=("fast", "slow"))
     keep = stacked["fast"].values < stacked["slow"].values
     gpu = np.column_stack([stacked[m].values[keep] for m in METRICS])
