@@ -38,13 +38,12 @@ from numba import config, cuda
 
 from barsweep.errors import BackendError, SpecError
 
-from .execution import STOP_PARAMS, Execution, pack_xp, stop_matrix
+from .execution import Execution
 from .gpu_hoist import device_indicators
-from .hoist import param_matrix
 from .metrics import N_METRICS
 from .simulate import N_TRADE_FIELDS, simulate
 from .strategies.base import Strategy
-from .sweep import BAR_COLUMNS, bar_tuple, combo_count, locality_order
+from .sweep import locality_order, prepare_block
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
 THREADS_PER_BLOCK = 128
@@ -84,21 +83,12 @@ def require_cuda() -> None:
 
 
 def strategy_functions(strategy: Strategy) -> tuple:
-    """The ``(signal, scan)`` pair the strategy's CPU kernel passes to ``simulate``.
-
-    From the strategy itself (``Strategy(signal=..., scan=...)``); a strategy that does
-    not name them falls back on the kernel module's ``signal`` and ``scan``, which must
-    be the names the kernel uses.
-    """
-    if strategy.signal is not None and strategy.scan is not None:
-        return strategy.signal, strategy.scan
-    kernel = getattr(strategy.kernel, "py_func", strategy.kernel)  # NUMBA_DISABLE_JIT: plain
-    found = getattr(kernel, "__globals__", {})
-    used = getattr(getattr(kernel, "__code__", None), "co_names", ())
-    if not all(callable(found.get(k)) and k in used for k in ("signal", "scan")):
+    """The ``(signal, scan)`` pair the strategy's kernel passes to ``simulate``, as the
+    strategy names them (``Strategy(..., signal=signal, scan=scan)``)."""
+    if strategy.signal is None or strategy.scan is None:
         raise SpecError(f"strategy {strategy.name!r}: for the GPU, name its rule in the "
                         f"Strategy: Strategy(..., signal=signal, scan=scan) (see README)")
-    return found["signal"], found["scan"]
+    return strategy.signal, strategy.scan
 
 
 def sweep_kernel(strategy: Strategy):
@@ -175,29 +165,24 @@ def sweep_cuda(
     """
     require_cuda()
     clock = _Clock(timings)
-    columns = bar_tuple(bars, execution.funding)
-    if len(columns[3]) == 0:
-        raise SpecError("sweep(): the bars are empty; metrics need at least one bar")
-    n_combos = combo_count(params)
-    strategy_params = {k: v for k, v in params.items() if k not in STOP_PARAMS}
-    host_bars = dict(zip(BAR_COLUMNS, columns[:4]))
-    d_bars = device_bars(columns, None if bars_key is None else (bars_key, execution.funding))
+    block = prepare_block(strategy, bars, params, execution, ppy)
+    d_bars = device_bars(block.columns,
+                         None if bars_key is None else (bars_key, execution.funding))
     clock.lap("bars")
-    ind, rows = device_indicators(strategy, host_bars, strategy_params, n_combos, d_bars)
+    ind, rows = device_indicators(strategy, block.ohlc, block.strategy_params, block.n_combos,
+                                  d_bars)
     clock.lap("hoist")
-    fparams = param_matrix(strategy, strategy_params, n_combos)
-    stops = stop_matrix(execution, params, n_combos)
-    xp = pack_xp(execution, ppy, columns[5])
     order = locality_order(rows)
-    d_out = cuda.device_array((n_combos, N_METRICS))
+    d_out = cuda.device_array((block.n_combos, N_METRICS))
     kernel = sweep_kernel(strategy)
-    blocks, threads = launch_shape(n_combos)
-    args = (*d_bars, ind, cuda.to_device(rows[order]), cuda.to_device(fparams[order]),
-            cuda.to_device(stops[order]), cuda.to_device(xp), d_out, *no_record_device())
+    blocks, threads = launch_shape(block.n_combos)
+    args = (*d_bars, ind, cuda.to_device(rows[order]), cuda.to_device(block.fparams[order]),
+            cuda.to_device(block.stops[order]), cuda.to_device(block.xp), d_out,
+            *no_record_device())
     clock.lap("pack")
     kernel[blocks, threads](*args)
     clock.lap("kernel")
-    out = np.empty((n_combos, N_METRICS))
+    out = np.empty((block.n_combos, N_METRICS))
     out[order] = d_out.copy_to_host()
     clock.lap("copy_back")
     return out

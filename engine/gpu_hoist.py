@@ -19,7 +19,7 @@ from numba import cuda, njit
 
 from barsweep.errors import SpecError
 
-from .hoist import hoist
+from .hoist import hoist, plan_rows
 from .indicators import INDICATORS, _arg_names, bbands_rows, donchian_rows, rsi_row
 from .indicators_ma import ema_row, macd_rows, sma_row, trix_row, trix_signal_row
 from .strategies.base import Strategy
@@ -153,24 +153,17 @@ def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
         if len(spec.params) != len(expected):
             raise SpecError(f"strategy {strategy.name!r}: indicator {spec.name!r} takes "
                             f"{len(expected)} arguments {expected}, given {spec.params}")
-    rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
-    keys: dict[tuple, int] = {}
-    launches = []  # (indicator name, argument rows, first table row)
-    for slot, spec in enumerate(strategy.indicators):
-        args = np.column_stack([np.asarray(params[p], dtype=np.float64) for p in spec.params])
-        distinct, inverse = np.unique(args, axis=0, return_inverse=True)
-        tuples = [tuple(row) for row in distinct.tolist()]
-        new = [k for k in dict.fromkeys(tuples) if (spec.name, k) not in keys]
-        first = len(keys)
-        for j, k in enumerate(new):
-            keys[(spec.name, k)] = first + j
-        if new:
-            launches.append((spec.name, np.array(new, dtype=np.float64), first))
-        rows[:, slot] = np.array([keys[(spec.name, k)] for k in tuples],
-                                 dtype=np.int64)[inverse.reshape(-1)]
+    keys, rows = plan_rows(strategy, params, n_combos)
+    launches = []  # (indicator name, argument rows, first table row): runs of one indicator
+    for i, (name, args) in enumerate(keys):
+        if launches and launches[-1][0] == name:
+            launches[-1][1].append(args)
+        else:
+            launches.append((name, [args], i))
     # at least two rows: a one-row table would be typed C-contiguous, another kernel variant
     table = cuda.device_array((max(2, len(keys)), n_bars), order="F")
-    for name, args, first in launches:
+    for name, arg_rows, first in launches:
+        args = np.array(arg_rows, dtype=np.float64)
         n = len(args)
         scratch = cuda.device_array((2 * n if DEVICE_INDICATORS[name][1] else 2, n_bars),
                                     order="F")

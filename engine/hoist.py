@@ -36,24 +36,34 @@ def hoist(
     --------
     ``ema_cross`` with fast in {5, 10} and slow in {10, 20} needs three EMA rows.
     """
-    n_bars = len(bars["close"])
+    keys, rows = plan_rows(strategy, params, n_combos)
+    computed = [compute_indicator(name, bars, args) for name, args in keys]
+    ind = np.stack(computed) if computed else np.empty((0, len(bars["close"])))
+    return ind, rows
+
+
+def plan_rows(strategy: Strategy, params: Mapping[str, np.ndarray],
+              n_combos: int) -> tuple[list[tuple[str, tuple]], np.ndarray]:
+    """The block's distinct indicator rows, in table order, and each combo's row per slot.
+
+    Returns
+    -------
+    keys : list of (indicator name, arguments)
+        Row ``i`` of the table is ``keys[i]``; arguments are ints or floats by the
+        strategy's parameter kinds. A slot's new rows are consecutive.
+    rows : ndarray, shape (n_combos, n_slots), int64
+    """
     rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
-    keys: dict[tuple, int] = {}
-    computed: list[np.ndarray] = []
+    index: dict[tuple, int] = {}
     for slot, spec in enumerate(strategy.indicators):
         args = np.column_stack([np.asarray(params[p]) for p in spec.params])
         distinct, inverse = np.unique(args, axis=0, return_inverse=True)
         slot_rows = np.empty(len(distinct), dtype=np.int64)
         for j, values in enumerate(distinct):
             call = tuple(_scalar(strategy, name, v) for name, v in zip(spec.params, values))
-            key = (spec.name, call)
-            if key not in keys:
-                keys[key] = len(computed)
-                computed.append(compute_indicator(spec.name, bars, call))
-            slot_rows[j] = keys[key]
+            slot_rows[j] = index.setdefault((spec.name, call), len(index))
         rows[:, slot] = slot_rows[inverse.reshape(-1)]
-    ind = np.stack(computed) if computed else np.empty((0, n_bars))
-    return ind, rows
+    return list(index), rows
 
 
 def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],

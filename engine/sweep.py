@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -70,22 +71,51 @@ def sweep(
     >>> out.shape
     (2, 15)
     """
+    block = prepare_block(strategy, bars, params, execution, ppy)
+    ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
+    order = locality_order(rows)
+    swept = np.empty((block.n_combos, N_METRICS))
+    strategy.kernel(block.columns, ind, rows[order], block.fparams[order], block.stops[order],
+                    block.xp, swept, *no_record())
+    out = np.empty_like(swept)
+    out[order] = swept
+    return out
+
+
+@dataclass(frozen=True)
+class Block:
+    """What every backend's kernel takes besides the indicators, for one block of combos.
+
+    ``columns`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
+    arrays (stops removed); ``fparams`` (n_combos, n_params), ``stops`` (n_combos,
+    N_STOPS) and ``xp`` (N_XP,) are the packed float64 inputs of ``simulate``.
+    """
+
+    columns: tuple[np.ndarray, ...]
+    n_combos: int
+    strategy_params: dict[str, np.ndarray]
+    fparams: np.ndarray
+    stops: np.ndarray
+    xp: np.ndarray
+
+    @property
+    def ohlc(self) -> dict[str, np.ndarray]:
+        """The price columns by name, as indicators read them."""
+        return dict(zip(BAR_COLUMNS, self.columns[:4]))
+
+
+def prepare_block(strategy: Strategy, bars: Mapping[str, np.ndarray],
+                  params: Mapping[str, np.ndarray], execution: Execution,
+                  ppy: float) -> Block:
+    """Validate and pack a block's bars, parameters and execution settings (see ``sweep``)."""
     columns = bar_tuple(bars, execution.funding)
     if len(columns[3]) == 0:
         raise SpecError("sweep(): the bars are empty; metrics need at least one bar")
     n_combos = combo_count(params)
     strategy_params = {k: v for k, v in params.items() if k not in STOP_PARAMS}
-    ind, rows = hoist(strategy, dict(zip(BAR_COLUMNS, columns[:4])), strategy_params, n_combos)
-    fparams = param_matrix(strategy, strategy_params, n_combos)
-    stops = stop_matrix(execution, params, n_combos)
-    xp = pack_xp(execution, ppy, columns[5])
-    order = locality_order(rows)
-    swept = np.empty((rows.shape[0], N_METRICS))
-    strategy.kernel(columns, ind, rows[order], fparams[order], stops[order], xp, swept,
-                    *no_record())
-    out = np.empty_like(swept)
-    out[order] = swept
-    return out
+    return Block(columns, n_combos, strategy_params,
+                 param_matrix(strategy, strategy_params, n_combos),
+                 stop_matrix(execution, params, n_combos), pack_xp(execution, ppy, columns[5]))
 
 
 def locality_order(rows: np.ndarray) -> np.ndarray:

@@ -70,7 +70,7 @@ class Strategy:
     the strategy's module-level ``@njit`` sweep kernel (see ``bollinger.py``; the
     crossover strategies share ``crossover.py``'s); ``signal`` and ``scan`` are the
     functions it passes to ``simulate``, from which the GPU backend builds its CUDA
-    kernel (when omitted: the kernel module's ``signal`` and ``scan``).
+    kernel (a strategy without them runs on the CPU only).
     ``requires`` holds comparisons between two parameters that every combo must
     meet, e.g. ``("lower", "<", "upper")``: a spec adds them to its constraints and
     ``backtest()`` refuses a combo that breaks one.

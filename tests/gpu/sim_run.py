@@ -23,6 +23,7 @@ from gpu_cases import BARS_SEED, MODULES, N_BARS, cases  # noqa: E402
 
 from barsweep.engine import Execution, get_strategy, gpu, gpu_hoist  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
+from barsweep.engine.sweep import bar_tuple  # noqa: E402
 
 
 def main(out: str) -> None:
@@ -41,16 +42,16 @@ def main(out: str) -> None:
                                           Execution(**execution), 8760.0)
     np.savez(out, **results)
     # the bars stay on the device under their key, and a later call reuses them
-    first = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 1))
-    again = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 1))
-    other = gpu.device_bars(gpu.bar_tuple(bars), ("bars", 2))
+    first = gpu.device_bars(bar_tuple(bars), ("bars", 1))
+    again = gpu.device_bars(bar_tuple(bars), ("bars", 1))
+    other = gpu.device_bars(bar_tuple(bars), ("bars", 2))
     checks = {
         "reused": all(a is b for a, b in zip(first, again)),
         "distinct_key_copied": all(a is not b for a, b in zip(first, other)),
         "cached_keys": len(gpu._BARS),
     }
     for k in range(gpu.MAX_CACHED_BARS):  # the least recently used set goes first
-        gpu.device_bars(gpu.bar_tuple(bars), ("more", k))
+        gpu.device_bars(bar_tuple(bars), ("more", k))
     checks["evicted_oldest"] = ("bars", 1) not in gpu._BARS
     checks["kept"] = len(gpu._BARS)
     print("CHECKS " + json.dumps(checks))
