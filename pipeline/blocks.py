@@ -149,9 +149,29 @@ def warm_block(task: BlockTask, n_bars: int = 64) -> None:
 
 
 def run_block(task: BlockTask) -> BlockReport:
-    """Compute one block and write it (and its ``done`` flag) into the results store."""
+    """Compute one block and write it (and its ``done`` flag) into the results store,
+    unless the run was cancelled meanwhile (Ctrl-C, a failed block): then nothing is
+    written and the block stays pending for ``--resume``."""
     t0 = time.perf_counter()
     metrics, n_combos, n_bars = block_metrics(task)
-    write_block(task.out, task.region, metrics, task.block_id)
+    if not task_cancelled():
+        write_block(task.out, task.region, metrics, task.block_id)
     return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0)
+
+
+def task_cancelled() -> bool:
+    """Whether the Dask task running this code has been cancelled or released by the
+    scheduler (False outside a Dask worker)."""
+    try:
+        from distributed import get_worker
+        from distributed.worker import thread_state
+
+        worker = get_worker()
+        key = getattr(thread_state, "key", None)
+    except (ImportError, ValueError):
+        return False
+    if key is None:
+        return False
+    state = worker.state.tasks.get(key)
+    return state is None or state.state in ("cancelled", "released", "forgotten")
 

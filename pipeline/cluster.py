@@ -10,14 +10,27 @@ scheduler.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, WorkerPlugin
 
 from barsweep.errors import BackendError
 
 DASHBOARD = "127.0.0.1:8787"
+CONNECT_TIMEOUT_S = 10
+_ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss|inproc)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)"
+                      r"(:\d{1,5})?(/\S*)?$")
+
+
+def check_address(address: str, what: str) -> str:
+    """``address`` if it reads as a Dask scheduler address (``tcp://host:8786``), else
+    BackendError naming ``what`` (``--scheduler``, ``cluster``)."""
+    if not _ADDRESS.match(address):
+        raise BackendError(f"{what}: {address!r} is not a scheduler address; expected "
+                           f"e.g. tcp://host:8786 or tls://host:8786")
+    return address
 
 
 def default_workers() -> int:
@@ -44,7 +57,15 @@ def connect(cluster: str = "local", n_workers: int | None = None,
     """
     address = scheduler or (cluster if cluster not in ("local", "cuda") else None)
     if address:
-        with Client(address) as client:
+        check_address(address, "--scheduler" if scheduler else "cluster")
+        try:
+            client = Client(address, timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as err:
+            raise BackendError(
+                f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S} s "
+                f"({' '.join(str(err).split()) or type(err).__name__}); is it running, and "
+                f"is the address right?") from None
+        with client:
             yield client
         return
     if cluster == "cuda":
@@ -63,4 +84,26 @@ def connect(cluster: str = "local", n_workers: int | None = None,
             dashboard_address=DASHBOARD,
         )
     with cm as local, Client(local) as client:
+        client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
         yield client
+
+
+class LeaveCtrlCToTheDriver(WorkerPlugin):
+    """On the workers of a cluster barsweep starts: ignore SIGINT, and stay quiet about
+    tasks cancelled as the run stops.
+
+    Ctrl-C in a terminal reaches every process of its group, the worker processes too,
+    which would each print a traceback; the driver alone handles it (it cancels the run
+    and closes the cluster, which stops the workers). Clusters barsweep only connects to
+    keep their own signal handling.
+    """
+
+    def setup(self, worker) -> None:
+        import logging
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # a task cancelled by Ctrl-C or a failed block logs a warning as the worker closes
+        logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)

@@ -8,15 +8,29 @@ chunked exactly as the blocks, so each Dask task writes its own chunks; a
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
+import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import zarr
 
 from barsweep.engine import METRICS
-from barsweep.errors import BarsweepError
+from barsweep.errors import ResultsError, RunError
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
+
+
+#: The group attribute that marks a directory as a barsweep results store (its value is
+#: the layout's version). Stores made before it existed are recognised by ``spec`` and
+#: ``barsweep_version``.
+STORE_MARK = "barsweep_results"
+STORE_LAYOUT = 1
+_VIRTUAL_FS = ("/proc", "/sys", "/dev")
 
 
 def create_store(
@@ -26,13 +40,19 @@ def create_store(
     chunks: Sequence[int],
     n_blocks: int,
     attrs: Mapping[str, str],
+    excluded: Sequence[int] = (),
 ) -> None:
     """Write the store's metadata and coordinates; no metric chunk is written.
+
+    The store is made under a hidden name beside ``path`` and renamed into place when
+    whole (replacing an earlier results store there, which :func:`check_out` allowed), so
+    ``path`` never holds a half-made store; its ``complete`` attribute is false and every
+    block not in ``excluded`` is pending until :func:`finish_store`.
 
     Parameters
     ----------
     path : str
-        Directory of the Zarr group (replaced if it exists).
+        Directory of the Zarr group.
     symbols : sequence of str
     axes : sequence of (name, values)
         Parameter dims in order; values int64 or float64.
@@ -42,6 +62,8 @@ def create_store(
         Number of blocks over all symbols (length of ``done``).
     attrs : mapping of str to str
         Group attributes (the spec as YAML, version, fingerprint as JSON...).
+    excluded : sequence of int
+        Blocks the constraints exclude entirely (flagged ``EXCLUDED``, never computed).
     """
     import dask.array as da
     import xarray as xr
@@ -55,7 +77,8 @@ def create_store(
         name: (dims, da.full(shape, np.nan, chunks=block, dtype=np.float64)) for name in METRICS
     }
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
-    ds = xr.Dataset(data_vars, coords=coords, attrs=dict(attrs))
+    ds = xr.Dataset(data_vars, coords=coords,
+                    attrs={**attrs, STORE_MARK: STORE_LAYOUT, "complete": False})
     ds["done"].attrs["flag_values"] = [PENDING, COMPUTED, EXCLUDED]
     ds["done"].attrs["flag_meanings"] = "pending computed excluded"
     encoding = {name: {"chunks": block, "fill_value": np.nan} for name in METRICS}
@@ -63,8 +86,22 @@ def create_store(
     encoding["symbol"] = {"chunks": (len(symbols),)}
     for name, values in axes:
         encoding[name] = {"chunks": (len(values),)}
-    ds.to_zarr(path, mode="w", compute=False, consolidated=False, zarr_format=3,
-               encoding=encoding)
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp = final.parent / f".{final.name}.new-{tag}"
+    try:
+        ds.to_zarr(tmp, mode="w-", compute=False, consolidated=False, zarr_format=3,
+                   encoding=encoding)
+        mark_excluded(str(tmp), excluded)
+        old = final.parent / f".{final.name}.old-{tag}"
+        if final.exists():
+            os.rename(final, old)  # a results store (check_out) or an empty directory
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_block(path: str, region: tuple[slice, ...], metrics: np.ndarray, block_id: int) -> None:
@@ -93,26 +130,131 @@ def mark_excluded(path: str, block_ids: Sequence[int]) -> None:
         done[:] = flags
 
 
-def check_done(path: str) -> None:
-    """Raise when a block of the store is still pending after a run."""
+def store_status(path: str) -> tuple[int, int]:
+    """``(pending blocks, all blocks)`` of a results store, from its ``done`` flags."""
+    flags = zarr.open_group(path, mode="r")["done"][:]
+    return int(np.count_nonzero(flags == PENDING)), len(flags)
+
+
+def finish_store(path: str, attrs: Mapping[str, object]) -> None:
+    """Add ``attrs`` and set ``complete: true``, or raise when a block is still pending."""
     flags = zarr.open_group(path, mode="r")["done"][:]
     pending = np.flatnonzero(flags == PENDING)
     if len(pending):
-        raise BarsweepError(
+        raise RunError(
             f"{path}: {len(pending)} block(s) were not written (first ids: "
             f"{pending[:5].tolist()}); the run did not complete"
         )
+    update_attrs(path, {**attrs, "complete": True})
 
 
 def update_attrs(path: str, attrs: Mapping[str, object]) -> None:
     """Add attributes (e.g. timings) to the store's group after the run."""
     zarr.open_group(path, mode="r+").attrs.update(
-        {k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()}
+        {k: v if isinstance(v, str | bool) else json.dumps(v) for k, v in attrs.items()}
     )
 
 
-def open_results(path: str):
-    """Open a results store lazily with xarray (an ``xarray.Dataset``)."""
+def store_attrs(path: str | os.PathLike) -> dict | None:
+    """The group attributes of the barsweep results store at ``path``, or None when
+    ``path`` is not one (no Zarr group there, or a group barsweep did not make)."""
+    meta = Path(path) / "zarr.json"
+    try:
+        doc = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    attrs = doc.get("attributes") if isinstance(doc, dict) else None
+    if doc.get("node_type") != "group" or not isinstance(attrs, dict):
+        return None
+    if STORE_MARK in attrs or ("spec" in attrs and "barsweep_version" in attrs):
+        return attrs
+    return None
+
+
+def resume_hint(path: str, attrs: Mapping | None) -> str:
+    """The command that finishes the run of the store at ``path``."""
+    spec = (attrs or {}).get("spec_path") or "SPEC.yaml"
+    return f"barsweep run {shlex.quote(spec)} --out {shlex.quote(str(path))} --resume"
+
+
+def check_out(path: str | os.PathLike, *, overwrite: bool = False,
+              resume: bool = False) -> str:
+    """Where a run may write its results store: ``path`` made absolute, or ResultsError.
+
+    ``path`` may be new (its nearest existing ancestor must be a writable directory on a
+    real filesystem), an empty directory, or a barsweep results store: replaced only
+    with ``overwrite``, continued only with ``resume``. Anything else (a file, a
+    directory holding other things, a path inside /proc) is refused, naming it; nothing is
+    written or removed here.
+    """
+    out = Path(os.path.abspath(os.fspath(path)))
+    real = out.resolve()
+    for root in _VIRTUAL_FS:
+        if real == Path(root) or real.is_relative_to(root):
+            raise ResultsError(f"--out {out}: {root} is a virtual filesystem, not a place for "
+                               f"results; choose a directory on disk")
+    if out.is_symlink() and not out.exists():
+        raise ResultsError(f"--out {out} is a dangling symbolic link; choose another path")
+    if out.exists():
+        if not out.is_dir():
+            raise ResultsError(f"--out {out} is a file, not a results store; barsweep never "
+                               f"replaces it: choose another path")
+        attrs = store_attrs(out)
+        if attrs is None:
+            if any(out.iterdir()):
+                raise ResultsError(f"--out {out} exists and is not a barsweep results store; "
+                                   f"barsweep never replaces it: choose another path")
+            if resume:
+                raise ResultsError(f"--resume: {out} is empty, there is no run to resume")
+        elif not (overwrite or resume):
+            pending, total = store_status(str(out))
+            state = ("complete" if not pending
+                     else f"incomplete: {pending} of {total} blocks missing")
+            raise ResultsError(f"--out {out} holds the results of an earlier run ({state}); "
+                               f"pass --overwrite to replace it or --resume to continue it")
+        _check_writable(out, str(out))
+        return str(out)
+    if resume:
+        raise ResultsError(f"--resume: no results store at {out} to resume")
+    ancestor = out.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ResultsError(f"--out {out}: {ancestor} is a file, so nothing can be made "
+                           f"inside it; choose another path")
+    _check_writable(ancestor, str(out))
+    return str(out)
+
+
+def _check_writable(directory: Path, out: str) -> None:
+    """Raise ResultsError unless a directory can really be made in ``directory``."""
+    try:
+        probe = tempfile.mkdtemp(prefix=".barsweep-probe-", dir=directory)
+        os.rmdir(probe)
+    except OSError as err:
+        raise ResultsError(f"--out {out}: cannot write in {directory} "
+                           f"({err.strerror or err})") from None
+
+
+def open_results(path: str | os.PathLike, *, partial: bool = False):
+    """Open a results store lazily with xarray (an ``xarray.Dataset``).
+
+    Refuses (ResultsError, one line) a path that is not a barsweep results store, and an
+    incomplete store (blocks still pending: an interrupted or failed run) unless
+    ``partial``, naming how many blocks are missing and the command that resumes it.
+    """
     import xarray as xr
 
+    path = os.fspath(path)
+    if not Path(path).exists():
+        raise ResultsError(f"no results store at {path}")
+    attrs = store_attrs(path)
+    if attrs is None:
+        raise ResultsError(f"{path} is not a barsweep results store (no barsweep group "
+                           f"metadata in {Path(path) / 'zarr.json'})")
+    pending, total = store_status(path)
+    if pending and not partial:
+        raise ResultsError(f"{path} is incomplete: {pending} of {total} blocks missing; "
+                           f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
+                           f"to read what is there")
     return xr.open_zarr(path, consolidated=False)

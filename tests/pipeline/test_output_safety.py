@@ -1,0 +1,183 @@
+"""Output is never destroyed, and an incomplete store is visibly incomplete.
+
+`--out` faults are tried through the CLI in-process: each must be refused in one line,
+before any cluster starts, with the directory it names left exactly as it was.
+"""
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from barsweep.engine import METRICS
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.results import (
+    check_out,
+    create_store,
+    finish_store,
+    open_results,
+    store_attrs,
+    write_block,
+)
+
+N_BARS = 600
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with a hash of its bytes."""
+    return {str(p.relative_to(root)): hashlib.blake2b(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A user's directory: bars, a spec with relative paths, notes."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars",
+                 str(N_BARS), "--store", "bars"]) == 0
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({
+        "data": {"store": "bars", "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "strategy": "ema_cross",
+        "grid": {"fast": [5, 10], "slow": [20, 40]},
+        "run": {"out": "results.zarr", "block_size": 2},
+    }))
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    return tmp_path
+
+
+def assert_one_line_refusal(capsys, *needles: str) -> str:
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "Traceback" not in err + captured.out
+    assert "dask dashboard" not in captured.out  # refused before any cluster started
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("out, needle", [
+    (".", "is not a barsweep results store"),
+    ("bars", "is not a barsweep results store"),
+    ("notes.txt", "is a file"),
+    ("notes.txt/x.zarr", "is a file, so nothing can be made inside it"),
+    ("/proc/x.zarr", "virtual filesystem"),
+    ("/sys/x.zarr", "virtual filesystem"),
+])
+def test_out_refuses_what_is_not_a_results_store(workdir, capsys, out, needle):
+    before = snapshot(workdir)
+    assert main(["run", "spec.yaml", "--out", out, "--no-progress"]) == 2
+    assert_one_line_refusal(capsys, needle)
+    assert snapshot(workdir) == before
+    for flag in ("--overwrite", "--resume"):  # neither flag lets it touch them
+        assert main(["run", "spec.yaml", "--out", out, flag, "--no-progress"]) == 2
+        assert_one_line_refusal(capsys)
+        assert snapshot(workdir) == before
+
+
+def test_run_out_in_the_spec_is_checked_too(workdir, capsys):
+    spec = yaml.safe_load((workdir / "spec.yaml").read_text())
+    spec["run"]["out"] = "bars"
+    (workdir / "spec2.yaml").write_text(yaml.safe_dump(spec))
+    before = snapshot(workdir)
+    assert main(["run", "spec2.yaml", "--no-progress"]) == 2
+    assert_one_line_refusal(capsys, "bars", "not a barsweep results store")
+    assert snapshot(workdir) == before
+
+
+def test_an_unwritable_directory_is_refused(workdir, capsys):
+    target = workdir / "ro"
+    target.mkdir()
+    if os.geteuid() == 0:  # root writes through permissions: a read-only mount is needed
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs",
+                               str(target)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot mount a read-only tmpfs here: {made.stderr.decode().strip()}")
+    else:
+        target.chmod(0o500)
+    try:
+        assert main(["run", "spec.yaml", "--out", "ro/results.zarr", "--no-progress"]) == 2
+        assert_one_line_refusal(capsys, "cannot write in", "ro")
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(target)], check=True)
+        else:
+            target.chmod(0o700)
+
+
+def test_check_out_accepts_new_paths_and_empty_directories(tmp_path):
+    assert check_out(tmp_path / "a" / "b" / "r.zarr") == str(tmp_path / "a" / "b" / "r.zarr")
+    assert not (tmp_path / "a").exists()  # nothing is made while checking
+    (tmp_path / "empty").mkdir()
+    assert check_out(tmp_path / "empty") == str(tmp_path / "empty")
+    with pytest.raises(Exception, match="no results store .* to resume"):
+        check_out(tmp_path / "new.zarr", resume=True)
+    with pytest.raises(Exception, match="empty, there is no run to resume"):
+        check_out(tmp_path / "empty", resume=True)
+
+
+def small_store(path: Path, n_blocks_written: int, total: int = 3) -> None:
+    axes = [("p", np.arange(total * 2))]
+    create_store(str(path), ["A"], axes, (2,), total,
+                 {"spec": "strategy: x\n", "barsweep_version": "test",
+                  "spec_path": "/some/spec.yaml"})
+    rng = np.random.default_rng(0)
+    for b in range(n_blocks_written):
+        metrics = rng.normal(size=(len(METRICS), 1, 2))
+        write_block(str(path), (slice(0, 1), slice(2 * b, 2 * b + 2)), metrics, b)
+
+
+def test_an_incomplete_store_is_refused_by_readers_unless_partial(tmp_path, capsys):
+    path = tmp_path / "r.zarr"
+    small_store(path, 1)
+    attrs = store_attrs(path)
+    assert attrs["complete"] is False and attrs["barsweep_results"] == 1
+    with pytest.raises(Exception, match=r"incomplete: 2 of 3 blocks missing.*--resume"):
+        open_results(path)
+    assert main(["rank", str(path)]) == 2
+    line = assert_one_line_refusal(capsys, "2 of 3 blocks missing",
+                                   f"barsweep run /some/spec.yaml --out {path} --resume",
+                                   "--partial")
+    assert line.startswith("barsweep: error:")
+    assert main(["rank", str(path), "--partial", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "2 of 3 blocks missing; ranking the 2 combos computed so far" in captured.err
+    assert len(yaml.safe_load(captured.out)) == 2
+
+
+def test_a_store_with_no_block_done_says_so(tmp_path, capsys):
+    path = tmp_path / "r.zarr"
+    small_store(path, 0)
+    assert main(["rank", str(path), "--partial"]) == 1
+    captured = capsys.readouterr()
+    assert "Empty DataFrame" not in captured.out
+    assert "no combo of" in captured.err and "Traceback" not in captured.err
+
+
+def test_complete_is_set_only_when_every_block_is_done(tmp_path):
+    path = tmp_path / "r.zarr"
+    small_store(path, 2)
+    with pytest.raises(Exception, match="1 block"):
+        finish_store(str(path), {})
+    assert store_attrs(path)["complete"] is False
+    rng = np.random.default_rng(1)
+    write_block(str(path), (slice(0, 1), slice(4, 6)), rng.normal(size=(len(METRICS), 1, 2)), 2)
+    finish_store(str(path), {"timings_s": {"total": 1}})
+    assert store_attrs(path)["complete"] is True
+    assert open_results(path)["p"].size == 6
+
+
+def test_a_store_is_never_half_made_under_its_final_name(tmp_path):
+    """create_store builds under a hidden name and renames: an existing store is
+    replaced whole, and nothing else is left beside it."""
+    path = tmp_path / "r.zarr"
+    small_store(path, 3)
+    finish_store(str(path), {})
+    small_store(path, 0)  # replaced (as --overwrite does)
+    assert store_attrs(path)["complete"] is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
