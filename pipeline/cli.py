@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
-from barsweep.errors import BarsweepError
+from barsweep.errors import BarsweepError, Interrupted
 
 DEMO_BARS = 26_280  # three years of hourly bars
 
@@ -22,18 +23,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("barsweep").setLevel(logging.INFO)
+    quiet_dask()
     try:
         return int(args.func(args) or 0)
+    except Interrupted as exc:
+        print(f"\nbarsweep: interrupted: {exc}", file=sys.stderr)
+        return exc.exit_code
     except BarsweepError as exc:
         print(f"barsweep: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("\nbarsweep: interrupted", file=sys.stderr)
+        return Interrupted.exit_code
+
+
+def quiet_dask() -> None:
+    """Dask's INFO lines (workers starting and closing) are not for people running a
+    sweep: warnings and errors only, here and in the worker processes the CLI starts
+    (they read the environment when they import distributed)."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="barsweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    data = sub.add_parser("data", help="the bar store: synth, import, info")
+    data = sub.add_parser("data", help="the bar store: synth, import, info, verify")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     synth = data_sub.add_parser("synth", help="write synthetic bars (seeded, GBM with regimes)")
     synth.add_argument("--symbol", required=True)
@@ -53,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     info = data_sub.add_parser("info", help="list the store's files")
     info.add_argument("--store", required=True)
     info.set_defaults(func=cmd_info)
+    verify = data_sub.add_parser(
+        "verify", help="hash every file against the store's index and check every bar")
+    verify.add_argument("--store", required=True)
+    verify.add_argument("--update-index", action="store_true",
+                        help="record files the index lacks whose bars pass, forget entries "
+                             "whose file is gone, refresh mtimes (never adopts a changed file)")
+    verify.set_defaults(func=cmd_verify)
 
     run = sub.add_parser("run", help="run a sweep spec on a Dask cluster into a Zarr store")
     run.add_argument("spec")
@@ -61,11 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     run.add_argument("--workers", type=int, help="workers of the local cluster")
     run.add_argument("--no-progress", action="store_true")
+    again = run.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the results store at --out: compute only missing blocks")
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace the results store at --out (never anything else)")
+    run.add_argument("--worker-timeout", type=float, metavar="S",
+                     help="stop when no worker is connected for S seconds "
+                          "(default: the spec's run.worker_timeout, 60)")
     run.set_defaults(func=cmd_run)
 
     rank = sub.add_parser("rank", help="the best combos of a results store")
     add_rank_arguments(rank)
     rank.add_argument("results")
+    rank.add_argument("--partial", action="store_true",
+                      help="rank an incomplete store (an interrupted run) as it is")
     rank.set_defaults(func=cmd_rank)
 
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
@@ -119,6 +152,22 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    """One line per file (ok, or the problem); exit 1 when any file has a problem."""
+    from barsweep.datasets import verify_store
+
+    reports = verify_store(args.store, update_index=args.update_index)
+    if not reports:
+        print(f"no bars in {args.store}")
+        return 0
+    for r in reports:
+        print(f"{'ok' if r.ok else 'FAILED':<6} {r.name}: {r.detail}", flush=True)
+    bad = sum(not r.ok for r in reports)
+    print(f"{len(reports)} files, all ok" if not bad
+          else f"{len(reports)} files: {len(reports) - bad} ok, {bad} with problems")
+    return 1 if bad else 0
+
+
 def cmd_run(args) -> int:
     from .spec import load_spec
 
@@ -130,32 +179,73 @@ def cmd_run(args) -> int:
         updates["out"] = args.out
     if updates:
         spec = spec.model_copy(update={"run": spec.run.model_copy(update=updates)})
+    if args.worker_timeout is not None:
+        if not args.worker_timeout > 0:
+            raise BarsweepError(f"--worker-timeout: expected seconds > 0, "
+                                f"got {args.worker_timeout:g}")
+        spec = spec.model_copy(update={"run": spec.run.model_copy(
+            update={"worker_timeout": args.worker_timeout})})
     summary = run_spec(spec, scheduler=args.scheduler, n_workers=args.workers,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, resume=args.resume,
+                       overwrite=args.overwrite, spec_path=args.spec)
     print(f"results in {summary.out}")
     return 0
 
 
-def run_spec(spec, *, scheduler=None, n_workers=None, progress=True):
-    from .cluster import connect
-    from .run import run_sweep
+def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=False,
+             overwrite=False, spec_path=None):
+    """Check the run on the driver (output, bars, grid, resume), then start or reach the
+    cluster and run it. Ctrl-C stops it with one line saying what is done and how to
+    resume (:class:`~barsweep.errors.Interrupted`)."""
+    from .cluster import check_address, connect
+    from .run import prepare_run, run_prepared
 
-    with connect(spec.cluster, n_workers or spec.n_workers, scheduler) as client:
-        print(f"dask dashboard: {client.dashboard_link}", flush=True)
-        summary = run_sweep(spec, client, progress=progress)
+    if scheduler is not None:
+        check_address(scheduler, "--scheduler")
+    prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
+    try:
+        with connect(spec.cluster, n_workers or spec.n_workers, scheduler) as client:
+            print(f"dask dashboard: {client.dashboard_link}", flush=True)
+            summary = run_prepared(prepared, client, progress=progress,
+                                   on_start=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        raise Interrupted(interrupted_message(prepared.out)) from None
     print(f"{summary.n_combos:,} combos in {summary.n_blocks} blocks on {summary.backend}: "
           f"{summary.seconds:.2f} s, "
-          f"{summary.combo_bars_per_second / 1e6:,.0f} M combo-bars/s")
+          f"{summary.combo_bars_per_second / 1e6:,.0f} M combo-bars/s"
+          + (f" ({summary.blocks_skipped} blocks were already done)"
+             if summary.blocks_skipped else ""))
     return summary
+
+
+def interrupted_message(out: str) -> str:
+    """What an interrupted run leaves: blocks done, and the command that resumes it."""
+    from .results import resume_hint, store_attrs, store_status
+
+    attrs = store_attrs(out)
+    if attrs is None:
+        return f"stopped before the run began; nothing was written to {out}"
+    pending, total = store_status(out)
+    return (f"{total - pending} of {total} blocks are done in {out}; "
+            f"resume with `{resume_hint(out, attrs)}`")
 
 
 def cmd_rank(args) -> int:
     from .rank import rank, to_records
+    from .results import open_results, store_status
 
-    if not Path(args.results).exists():
-        raise BarsweepError(f"no results store at {args.results}")
-    frame = rank(args.results, by=args.by, top=args.top, where=args.where,
-                 ascending=args.ascending)
+    ds = open_results(args.results, partial=args.partial)
+    frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending)
+    pending, total = store_status(args.results)
+    if pending:
+        n_combos = int(ds["n_trades"].notnull().sum())
+        print(f"barsweep: --partial: {pending} of {total} blocks missing; ranking the "
+              f"{n_combos:,} combos computed so far", file=sys.stderr)
+    if not len(frame):
+        reason = (f"passes --where {args.where!r}" if args.where
+                  else f"has a defined {args.by}")
+        print(f"barsweep: no combo of {args.results} to rank: none {reason}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(to_records(frame), indent=1, allow_nan=False))
     else:
@@ -200,7 +290,8 @@ def cmd_demo(args) -> int:
         "execution": {"fill": "next_open", "fees": 0.001},
         "run": {"out": str(root / "results.zarr")},
     }, source="demo")
-    summary = run_spec(spec, n_workers=args.workers)
+    out = root / "results.zarr"
+    summary = run_spec(spec, n_workers=args.workers, overwrite=out.exists())
     print(f"\ntop 10 of {summary.out} by sharpe, n_trades >= 10:")
     print(format_table(rank(summary.out, by="sharpe", top=10, where="n_trades >= 10"),
                        "sharpe"))

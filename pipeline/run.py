@@ -7,6 +7,8 @@ Dask client and reports progress; :func:`run_sweep` does both around the store.
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import time
 import uuid
@@ -14,16 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from distributed import Client, as_completed
 
 import barsweep
 from barsweep.datasets import fingerprint, open_bars, periods_per_year, to_ns
 from barsweep.engine import METRICS, Execution
-from barsweep.errors import BackendError
+from barsweep.errors import BackendError, BarsweepError, ResultsError, RunError
 
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
-from .results import check_done, create_store, mark_excluded, update_attrs
+from .results import PENDING, check_out, create_store, finish_store, store_attrs
 from .spec import Spec, build_grid
 
 
@@ -47,6 +50,7 @@ class RunSummary:
     combo_bars: int
     seconds: float
     backend: str
+    blocks_skipped: int = 0
 
     @property
     def combo_bars_per_second(self) -> float:
@@ -190,72 +194,299 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
 
 
 def execute(client: Client, tasks: tuple[BlockTask, ...],
-            on_done: Callable[[BlockReport], None] | None = None) -> list[BlockReport]:
+            on_done: Callable[[BlockReport], None] | None = None, *,
+            worker_timeout: float = 60.0,
+            on_workers: Callable[[int], None] | None = None) -> list[BlockReport]:
     """Run every block as one Dask task; return their reports in completion order.
 
-    Task keys are unique to this call, so two runs sharing a scheduler never
-    attach to each other's tasks.
+    Task keys are unique to this call, so two runs sharing a scheduler never attach to
+    each other's tasks. A task that raises is retried ``RETRIES`` times (a worker that
+    dies is covered by the scheduler's own ``allowed-failures``); a block that still
+    fails stops the run with :class:`RunError` naming the block and the cause, and the
+    other blocks are cancelled (a running block sees it and does not write). When no
+    worker is connected for ``worker_timeout`` seconds the run stops too.
+    ``on_workers`` hears the number of connected workers as it changes.
     """
     run_id = uuid.uuid4().hex[:12]
     futures = client.map(run_block, tasks,
                          key=[f"barsweep-block-{run_id}-{t.block_id}" for t in tasks],
-                         pure=False)
-    reports = []
-    for future in as_completed(futures):
-        report = future.result()
-        reports.append(report)
-        if on_done is not None:
-            on_done(report)
+                         pure=False, retries=RETRIES)
+    task_of = {future.key: task for future, task in zip(futures, tasks)}
+    pending = as_completed(futures)
+    reports: list[BlockReport] = []
+    watch = WorkerWatch(client, worker_timeout, on_workers)
+    try:
+        while not pending.is_empty():
+            batch = pending.next_batch(block=False) if pending.has_ready() else []
+            for future in batch:
+                if future.status != "finished":
+                    raise block_failure(task_of[future.key], future)
+                report = future.result()
+                reports.append(report)
+                if on_done is not None:
+                    on_done(report)
+            if not batch:
+                watch.check()
+                time.sleep(POLL_S)
+    except BaseException:
+        client.cancel(futures)
+        raise
     return reports
 
 
-def run_sweep(spec: Spec, client: Client, *, out: str | None = None,
-              progress: bool = True) -> RunSummary:
-    """Run a whole sweep on ``client`` and leave the results in a Zarr store."""
-    t0 = time.perf_counter()
-    out = str(Path(out or spec.run.out))
-    backend, backend_reason = resolve_backend(spec.run.backend, client)
+#: Retries of a task that raised (a corrupt file, a full disk) before the run fails.
+RETRIES = 2
+POLL_S = 0.05
+
+
+class WorkerWatch:
+    """Counts the workers a run has, and stops it when none is there for ``timeout`` s."""
+
+    def __init__(self, client: Client, timeout: float,
+                 on_change: Callable[[int], None] | None = None) -> None:
+        self.client, self.timeout, self.on_change = client, timeout, on_change
+        self.n_workers = -1
+        self.alone_since: float | None = None
+        self.next_look = 0.0
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now < self.next_look:
+            return
+        self.next_look = now + 1.0
+        n = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        if n != self.n_workers:
+            self.n_workers = n
+            if self.on_change is not None:
+                self.on_change(n)
+        if n:
+            self.alone_since = None
+        elif self.alone_since is None:
+            self.alone_since = now
+        elif now - self.alone_since > self.timeout:
+            raise RunError(no_workers_message(self.client, self.timeout))
+
+
+def no_workers_message(client: Client, timeout: float) -> str:
+    address = client.scheduler.address if client.scheduler else "the scheduler"
+    return (f"no Dask worker connected to {address} for {timeout:g} s "
+            f"(run.worker_timeout, --worker-timeout): start workers with "
+            f"`dask worker {address}`, or raise the timeout")
+
+
+def block_failure(task: BlockTask, future) -> RunError:
+    """The one-line error of a block that failed for good."""
+    try:
+        exc = future.exception()
+    except BaseException as err:  # cancelled, or the scheduler went away
+        exc = err
+    where = describe_block(task)
+    if type(exc).__name__ == "KilledWorker":
+        cause = (f"it was running on {task_allowed_failures()} workers that died "
+                 f"(out of memory, or killed); see the workers' logs")
+    elif isinstance(exc, BarsweepError):
+        cause = str(exc)
+    else:
+        cause = f"{type(exc).__name__}: {exc}"
+    return RunError(f"block {task.block_id} ({where}) failed after {RETRIES} retries: "
+                    f"{' '.join(cause.split())}")
+
+
+def task_allowed_failures() -> int:
+    import dask
+
+    return int(dask.config.get("distributed.scheduler.allowed-failures", 3)) + 1
+
+
+def describe_block(task: BlockTask) -> str:
+    """``BTCUSDT, fast 2..10, slow 10..120``: where a block lies in the grid."""
+    parts = [task.bars.symbol]
+    for name, values in task.axes:
+        lo, hi = values[0].item(), values[-1].item()
+        parts.append(f"{name} {lo}" if len(values) == 1 else f"{name} {lo}..{hi}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run checked on the driver before any cluster starts: where it writes, the
+    bars it reads (their fingerprint) and its grid; ``resume`` holds the store's
+    block shape and ``done`` flags when it continues an earlier run."""
+
+    spec: Spec
+    out: str
+    grid: Grid
+    n_bars: int
+    prints: dict
+    spec_path: str | None = None
+    resume_chunks: tuple[int, ...] | None = None
+    overwrite: bool = False
+
+
+def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
+                resume: bool = False, spec_path: str | None = None) -> Prepared:
+    """Check everything a run needs that the driver can check alone, writing nothing:
+    the output (:func:`~barsweep.pipeline.results.check_out`), every symbol's bars,
+    the grid, and, with ``resume``, that the store was made by this same spec, version
+    and bars. Raises a :class:`~barsweep.errors.BarsweepError` naming the problem."""
+    if overwrite and resume:
+        raise ResultsError("--overwrite and --resume exclude each other: choose one")
+    out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
+    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
     n_bars = 0
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                        spec.data.end)
         n_bars = max(n_bars, ds.sizes["time"])
-    grid = build_grid(spec)
-    block_size = spec.run.block_size
-    if block_size == "auto":
-        n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-        block_size = auto_block_size(grid.count_valid(), n_bars, n_workers)
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
-    the_plan = plan(spec, out, block_size, grid, backend, prints["blake2b"])
-    attrs = {
-        "spec": spec.to_yaml(),
-        "barsweep_version": barsweep.__version__,
-        "bars_fingerprint": json.dumps(prints),
-        "backend": backend,
-        "backend_requested": spec.run.backend,
-        "backend_reason": backend_reason,
-        "metrics": json.dumps(list(METRICS)),
-    }
-    create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
-                 the_plan.n_blocks, attrs)
-    mark_excluded(out, the_plan.excluded)
-    warm_up(client, the_plan.tasks)
+    grid = build_grid(spec)
+    chunks = resumable_chunks(out, spec, prints) if resume else None
+    return Prepared(spec, out, grid, n_bars, prints,
+                    spec_path=os.path.abspath(spec_path) if spec_path else None,
+                    resume_chunks=chunks, overwrite=overwrite)
+
+
+#: The spec's sections that decide a store's contents: a resume must not change them.
+RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution")
+
+
+def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
+    """The block shape of the store at ``out`` if ``spec`` may continue it, else
+    ResultsError naming every difference (spec keys, package version, bars)."""
+    attrs = store_attrs(out) or {}
+    problems = []
+    try:
+        stored = yaml.safe_load(attrs.get("spec", "")) or {}
+    except yaml.YAMLError:
+        stored = {}
+    now = spec.model_dump(mode="json")
+    for section in RESULT_SECTIONS:
+        for key, (was, new) in sorted(_differences(stored.get(section), now.get(section),
+                                                   section).items()):
+            problems.append(f"{key} was {was!r}, now {new!r}")
+    if attrs.get("barsweep_version") != barsweep.__version__:
+        problems.append(f"barsweep version was {attrs.get('barsweep_version')!r}, "
+                        f"now {barsweep.__version__!r}")
+    try:
+        was_hash = json.loads(attrs.get("bars_fingerprint", "{}")).get("blake2b")
+    except ValueError:
+        was_hash = None
+    if was_hash != prints["blake2b"]:
+        problems.append(f"the bars' fingerprint was {str(was_hash)[:12]}..., now "
+                        f"{prints['blake2b'][:12]}... (the bar files changed)")
+    if problems:
+        raise ResultsError(f"--resume: {out} was made by another run: "
+                           f"{'; '.join(problems)}; use --overwrite to start again")
+    import zarr
+
+    return tuple(zarr.open_group(out, mode="r")[METRICS[0]].chunks[1:])
+
+
+def _differences(was, now, key: str) -> dict[str, tuple]:
+    """Dotted keys whose values differ between two JSON-like trees."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        diff = {}
+        for k in sorted(set(was) | set(now), key=str):
+            diff.update(_differences(was.get(k), now.get(k), f"{key}.{k}"))
+        return diff
+    return {} if was == now else {key: (was, now)}
+
+
+def run_sweep(spec: Spec, client: Client, *, out: str | None = None, progress: bool = True,
+              overwrite: bool = False, resume: bool = False) -> RunSummary:
+    """Run a whole sweep on ``client`` and leave the results in a Zarr store.
+
+    ``out`` (default ``spec.run.out``) must be new, or an earlier results store with
+    ``overwrite`` (replaced) or ``resume`` (its missing blocks are computed).
+    """
+    prepared = prepare_run(spec, out=out, overwrite=overwrite, resume=resume)
+    return run_prepared(prepared, client, progress=progress)
+
+
+def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
+                 on_start: Callable[[str], None] | None = None) -> RunSummary:
+    """Run a :func:`prepare_run` checked sweep on ``client``: make (or reopen) the store,
+    compute every pending block, then mark the store complete."""
+    t0 = time.perf_counter()
+    spec, out, grid = prepared.spec, prepared.out, prepared.grid
+    wait_for_workers(client, spec.run.worker_timeout)
+    backend, backend_reason = resolve_backend(spec.run.backend, client)
+    if prepared.resume_chunks is not None:
+        block_size = math.prod(prepared.resume_chunks)
+        stored = (store_attrs(out) or {}).get("backend")
+        if stored and stored != backend:
+            raise ResultsError(f"--resume: {out} was computed on {stored}, this run would use "
+                               f"{backend} ({backend_reason}); pass --backend {stored}")
+    else:
+        block_size = spec.run.block_size
+        if block_size == "auto":
+            n_workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+            block_size = auto_block_size(grid.count_valid(), prepared.n_bars, n_workers)
+    the_plan = plan(spec, out, block_size, grid, backend, prepared.prints["blake2b"])
+    if prepared.resume_chunks is not None:
+        if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
+            raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
+                               f"this run plans {the_plan.chunks}")
+        done = done_flags(out)
+        todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)
+        skipped = len(the_plan.tasks) - len(todo)
+        if on_start is not None:
+            on_start(f"resuming {out}: {skipped} of {len(the_plan.tasks)} blocks already "
+                     f"done, {len(todo)} to compute")
+    else:
+        attrs = {
+            "spec": spec.to_yaml(),
+            "spec_path": prepared.spec_path or "",
+            "barsweep_version": barsweep.__version__,
+            "bars_fingerprint": json.dumps(prepared.prints),
+            "backend": backend,
+            "backend_requested": spec.run.backend,
+            "backend_reason": backend_reason,
+            "metrics": json.dumps(list(METRICS)),
+        }
+        create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
+                     the_plan.n_blocks, attrs, excluded=the_plan.excluded)
+        todo, skipped = the_plan.tasks, 0
+    warm_up(client, todo)
     t_plan = time.perf_counter()
-    bar = ProgressBar(len(the_plan.tasks), the_plan.n_combos) if progress else None
-    reports = execute(client, the_plan.tasks, bar.update if bar else None)
-    if bar:
-        bar.close()
+    n_combos = sum(task_combos(t) for t in todo) if skipped else the_plan.n_combos
+    bar = ProgressBar(len(todo), n_combos) if progress else None
+    try:
+        reports = execute(client, todo, bar.update if bar else None,
+                          worker_timeout=spec.run.worker_timeout,
+                          on_workers=bar.workers if bar else None)
+    finally:
+        if bar:
+            bar.close()
     t_done = time.perf_counter()
-    check_done(out)
-    update_attrs(out, {"timings_s": {
+    finish_store(out, {"timings_s": {
         "plan_and_create": round(t_plan - t0, 4),
         "compute_and_write": round(t_done - t_plan, 4),
         "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
         "total": round(t_done - t0, 4),
-    }})
+    }, "blocks_resumed": skipped})
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(out, the_plan.n_combos, len(the_plan.tasks), combo_bars,
-                      t_done - t_plan, backend)
+                      t_done - t_plan, backend, skipped)
+
+
+def task_combos(task: BlockTask) -> int:
+    """The combos a block computes (its box less what its constraints exclude)."""
+    return Grid(task.axes, task.constraints).count_valid()
+
+
+def done_flags(out: str):
+    import zarr
+
+    return zarr.open_group(out, mode="r")["done"][:]
+
+
+def wait_for_workers(client: Client, timeout: float) -> None:
+    """Return once the cluster has a worker; RunError after ``timeout`` seconds without."""
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except (TimeoutError, OSError):
+        raise RunError(no_workers_message(client, timeout)) from None
 
 
 def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
@@ -267,24 +498,29 @@ def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
     """
     if not tasks:
         return
-    workers = list(client.scheduler_info().get("workers", {}))
+    workers = list(client.scheduler_info(n_workers=-1).get("workers", {}))
     if workers and tasks[0].backend != "cuda":
         client.submit(warm_block, tasks[0], workers=workers[:1], pure=False).result()
     client.run(warm_block, tasks[0])
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr: blocks done, combos done, throughput."""
+    """A one-line progress bar on stderr: blocks done, combos done, throughput, workers."""
 
     def __init__(self, n_blocks: int, n_combos: int, width: int = 30) -> None:
         self.n_blocks, self.n_combos, self.width = n_blocks, n_combos, width
         self.blocks = self.combos = 0
+        self.n_workers: int | None = None
         self.t0 = time.perf_counter()
         self._draw()
 
     def update(self, report: BlockReport) -> None:
         self.blocks += 1
         self.combos += report.n_combos
+        self._draw()
+
+    def workers(self, n: int) -> None:
+        self.n_workers = n
         self._draw()
 
     def close(self) -> None:
@@ -295,8 +531,11 @@ class ProgressBar:
         frac = self.blocks / self.n_blocks if self.n_blocks else 1.0
         filled = int(frac * self.width)
         rate = self.combos / max(time.perf_counter() - self.t0, 1e-9)
+        workers = "" if self.n_workers is None else (
+            f", {self.n_workers} worker{'s' if self.n_workers != 1 else ''}")
         sys.stderr.write(
             f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.blocks}/{self.n_blocks} "
             f"blocks, {self.combos:,}/{self.n_combos:,} combos, {rate:,.0f} combos/s"
+            f"{workers}  "
         )
         sys.stderr.flush()
