@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import numbers
 import os
 from collections.abc import Iterable
@@ -11,17 +10,14 @@ from functools import reduce
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from barsweep.datasets.store import FUNDING_RATE_FIELD, read_table, time_ns
+from barsweep.datasets.store import FUNDING_RATE_FIELD, column_array, read_table
 from barsweep.datasets.timeframes import timeframe_seconds
 from barsweep.errors import DataError
 
 __all__ = ["PRICE_VARS", "TIME_UNITS", "bars_arrays", "open_bars", "to_ns"]
-
-logger = logging.getLogger(__name__)
 
 PRICE_VARS = ("open", "high", "low", "close", "volume")
 TIME_UNITS = "ns since 1970-01-01 UTC"
@@ -60,8 +56,9 @@ def open_bars(
     Raises
     ------
     DataError
-        If a file is missing, `start`/`end` cannot be read, the range holds no bars, or
-        the symbols share no bar time.
+        If a file is missing, does not match the store's index (see
+        `barsweep.datasets.index.check_file`) or cannot be read, `start`/`end` cannot be
+        read, the range holds no bars, or the symbols share no bar time.
 
     Examples
     --------
@@ -171,21 +168,6 @@ def _symbol_list(symbols: str | Iterable[str]) -> list[str]:
     return names
 
 
-def _column_array(table: pa.Table, name: str) -> np.ndarray:
-    """View one stored column as a read-only NumPy array; copy (and log) if it cannot."""
-    column = table.column(name)
-    if column.num_chunks == 1:
-        chunk = column.chunk(0)
-        try:
-            return time_ns(chunk) if name == "time" else chunk.to_numpy(zero_copy_only=True)
-        except pa.ArrowInvalid:
-            pass
-    logger.warning("column %r cannot be viewed without a copy: copying it", name)
-    if name == "time":
-        column = column.cast(pa.int64())
-    return column.to_numpy()
-
-
 def _sliced_columns(
     store: str | os.PathLike,
     symbol: str,
@@ -197,7 +179,7 @@ def _sliced_columns(
 ) -> dict[str, np.ndarray]:
     """One symbol's columns restricted to [start_ns, end_ns), as views of the memory map."""
     table = read_table(store, symbol, timeframe)
-    columns = {name: _column_array(table, name) for name in table.column_names}
+    columns = {name: column_array(table, name) for name in table.column_names}
     ts_ns = columns["time"]
     lo = 0 if start_ns is None else int(np.searchsorted(ts_ns, start_ns, side="left"))
     hi = ts_ns.size if end_ns is None else int(np.searchsorted(ts_ns, end_ns, side="left"))

@@ -7,9 +7,12 @@ whole file passes.
 
 from __future__ import annotations
 
+import csv
+import gzip
 import logging
 import os
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +28,10 @@ from barsweep.datasets.parse import (
     parse_numbers,
     parse_times,
 )
-from barsweep.datasets.store import TIME_TYPE, bar_path, write_bars
+from barsweep.datasets.rules import first_broken_price_rule
+from barsweep.datasets.store import TIME_TYPE, bar_path
 from barsweep.datasets.timeframes import timeframe_seconds
+from barsweep.datasets.writer import check_store_writable, write_bars
 from barsweep.errors import DataError
 
 __all__ = ["ImportReport", "import_file"]
@@ -110,9 +115,10 @@ def import_file(
     (26280, 'ms')
     """
     bar_path(store, symbol, timeframe)
+    check_store_writable(store)
     src = Path(path)
     messages: list[str] = []
-    raw = _read_source(src)
+    raw = _read_source(src, messages)
     if len(raw) == 0:
         raise DataError(f"{src}: empty input: the file has no data rows")
     columns = _match_columns(src, [str(c) for c in raw.columns], messages)
@@ -146,8 +152,13 @@ def _fail(src: Path, row: int, rule: str, detail: str) -> DataError:
     return DataError(f"{src}: row {row}: {rule}: {detail}")
 
 
-def _read_source(src: Path) -> pd.DataFrame:
-    """Read a CSV (every column as text) or a Parquet file into a DataFrame."""
+def _read_source(src: Path, messages: list[str]) -> pd.DataFrame:
+    """Read a CSV (every column as text) or a Parquet file into a DataFrame.
+
+    A Parquet file written from a DataFrame keeps its index (pandas metadata): the index
+    becomes a column, named ``time`` when it is an unnamed DatetimeIndex and the file has
+    no time column, so a frame indexed by time imports as it is.
+    """
     if not src.is_file():
         raise DataError(f"{src}: no such file")
     name = src.name.lower()
@@ -156,17 +167,85 @@ def _read_source(src: Path) -> pd.DataFrame:
             with warnings.catch_warnings():
                 # A row longer than the header would otherwise be read as an index.
                 warnings.simplefilter("error", pd.errors.ParserWarning)
-                return pd.read_csv(src, dtype=str, na_filter=False, index_col=False)
-        if name.endswith((".parquet", ".pq")):
+                frame = pd.read_csv(src, dtype=str, na_filter=False, index_col=False)
+        elif name.endswith((".parquet", ".pq")):
             # Integers with nulls stay exact ints (not float64, which would round ns times).
-            return pq.read_table(src).to_pandas(integer_object_nulls=True)
+            table = pq.read_table(src)
+            frame = _index_as_columns(src, table.to_pandas(integer_object_nulls=True), messages)
+        else:
+            raise DataError(f"{src}: unsupported file type; use .csv, .csv.gz or .parquet")
     except pd.errors.EmptyDataError as exc:
         raise DataError(f"{src}: empty input: the file has no header and no rows") from exc
-    except pd.errors.ParserWarning as exc:
-        raise DataError(f"{src}: row 1: more fields than the header has columns") from exc
-    except (pd.errors.ParserError, pa.ArrowException, UnicodeDecodeError, OSError) as exc:
-        raise DataError(f"{src}: cannot be read as {src.suffix[1:]}: {exc}") from exc
-    raise DataError(f"{src}: unsupported file type; use .csv, .csv.gz or .parquet")
+    except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
+        raise _csv_shape_error(src, exc) from exc
+    except (pa.ArrowException, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
+        # ValueError covers UnicodeDecodeError; EOFError and zlib.error a truncated .gz.
+        kind = "csv" if name.endswith((".csv", ".csv.gz")) else "parquet"
+        raise DataError(f"{src}: cannot be read as {kind}: {_one_line(exc)}") from exc
+    frame.columns = [str(c) for c in frame.columns]
+    if name.endswith((".csv", ".csv.gz")):
+        _refuse_repeated_header_names(src, frame.columns)
+    return frame
+
+
+def _refuse_repeated_header_names(src: Path, columns: list[str]) -> None:
+    """Refuse a CSV header naming a bar column twice (pandas would rename the second
+    ``close`` to ``close.1`` and the first would be taken silently)."""
+    wanted = (*TIME_NAMES, *PRICE_NAMES, *OPTIONAL_NAMES)
+    for column in columns:
+        base, dot, suffix = column.rpartition(".")
+        if dot and suffix.isdigit() and base in columns and base.strip().lower() in wanted:
+            raise DataError(
+                f"{src}: header: ambiguous columns: {base!r} appears more than once; "
+                "keep only one"
+            )
+
+
+def _csv_shape_error(src: Path, exc: Exception) -> DataError:
+    """The error for a CSV pandas cannot tokenize, naming the first row longer than the
+    header (pandas names file lines, which count the header and blank lines)."""
+    try:
+        opener = gzip.open if src.name.lower().endswith(".gz") else open
+        with opener(src, "rt", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, [])
+            rows = (r for r in reader if r)  # pandas skips blank lines
+            for row, fields in enumerate(rows, start=1):
+                if len(fields) > len(header):
+                    return _fail(src, row, "more fields than the header has columns",
+                                 f"{len(fields)} fields, the header has {len(header)}")
+    except (OSError, EOFError, ValueError, zlib.error, csv.Error):
+        pass
+    return DataError(f"{src}: cannot be read as csv: {_one_line(exc)}")
+
+
+def _index_as_columns(src: Path, frame: pd.DataFrame, messages: list[str]) -> pd.DataFrame:
+    """Turn the index pandas restored from a Parquet file into columns (see `_read_source`)."""
+    if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
+        return frame
+    lower = {str(c).strip().lower() for c in frame.columns}
+    has_time = any(n in lower for n in TIME_NAMES)
+    names = []
+    for i, name in enumerate(frame.index.names):
+        level = frame.index.get_level_values(i)
+        if name is None:
+            is_time = isinstance(level, pd.DatetimeIndex) and not has_time
+            name = "time" if is_time and "time" not in names else f"index_{i}"
+        name = str(name)
+        if name.strip().lower() in lower or name.strip().lower() in {n.lower() for n in names}:
+            raise DataError(
+                f"{src}: header: ambiguous columns: the DataFrame index {name!r} and a column "
+                "of the same name; keep only one"
+            )
+        names.append(name)
+        has_time = has_time or name.strip().lower() in TIME_NAMES
+        messages.append(f"the DataFrame index ({level.dtype}) is read as column {name!r}")
+    return frame.reset_index(names=names)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a CLI error is one line)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _match_columns(src: Path, found: list[str], messages: list[str]) -> dict[str, str]:
@@ -186,9 +265,13 @@ def _match_columns(src: Path, found: list[str], messages: list[str]) -> dict[str
     if not time_cols:
         missing.insert(0, "time (or timestamp, date, datetime)")
     if missing:
+        hint = ""
+        if not time_cols and any(n in ("", "unnamed: 0") for n in by_lower):
+            hint = ("; the unnamed first column looks like a pandas index written by to_csv: "
+                    "name it (df.index.name = 'time') and write the file again")
         raise DataError(
             f"{src}: header: missing required column(s): {', '.join(missing)}; "
-            f"columns found: {found}"
+            f"columns found: {found}{hint}"
         )
     columns = {"time": time_cols[0]}
     columns.update({n: by_lower[n][0] for n in (*PRICE_NAMES, *OPTIONAL_NAMES) if n in by_lower})
@@ -293,20 +376,12 @@ def _assemble(
 def _refuse_bad_prices(src: Path, values: dict[str, np.ndarray], rows: np.ndarray) -> None:
     """Refuse non-positive prices, negative volume and inconsistent high/low."""
     o, h, lo, c = (values[n] for n in PRICE_NAMES)
-    non_positive = np.logical_or.reduce([o <= 0, h <= 0, lo <= 0, c <= 0])
-    rules = [
-        ("non-positive price", non_positive),
-        ("negative volume", values["volume"] < 0),
-        ("high < max(open, close)", h < np.maximum(o, c)),
-        ("low > min(open, close)", lo > np.minimum(o, c)),
-    ]
-    for rule, mask in rules:
-        hits = np.flatnonzero(mask)
-        if hits.size:
-            i = int(hits[0])
-            cells = {"open": o, "high": h, "low": lo, "close": c, "volume": values["volume"]}
-            detail = ", ".join(f"{name}={float(v[i])!r}" for name, v in cells.items())
-            raise _fail(src, int(rows[i]), rule, f"{detail} ({hits.size} row(s) break it)")
+    broken = first_broken_price_rule(o, h, lo, c, values["volume"])
+    if broken is not None:
+        rule, i, count = broken
+        cells = {"open": o, "high": h, "low": lo, "close": c, "volume": values["volume"]}
+        detail = ", ".join(f"{name}={float(v[i])!r}" for name, v in cells.items())
+        raise _fail(src, int(rows[i]), rule, f"{detail} ({count} row(s) break it)")
 
 
 def _refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from barsweep.datasets.store import read_table, time_ns
+from barsweep.datasets.store import column_array, read_table
 from barsweep.errors import DataError
 
 COLUMNS = ("open", "high", "low", "close", "volume", "funding_rate")
@@ -33,9 +33,16 @@ def mapped_arrays(store: str | os.PathLike, symbol: str, timeframe: str,
     dict of str to ndarray, shape (n_bars,)
         Read-only views of the memory map: ``time`` (int64), ``open``, ``high``, ``low``,
         ``close``, ``volume`` (float64) and ``funding_rate`` when stored.
+
+    Raises
+    ------
+    DataError
+        If the file is missing, does not match the store's index (checked once per
+        process while its size and mtime stay the same, see
+        `barsweep.datasets.index.check_file`), cannot be read, or has no bars in range.
     """
     table = read_table(store, symbol, timeframe)
-    time = time_ns(table.column("time").chunk(0))
+    time = column_array(table, "time")
     lo = 0 if start_ns is None else int(np.searchsorted(time, start_ns, side="left"))
     hi = len(time) if end_ns is None else int(np.searchsorted(time, end_ns, side="left"))
     if hi <= lo:
@@ -44,5 +51,5 @@ def mapped_arrays(store: str | os.PathLike, symbol: str, timeframe: str,
     out = {"time": time[lo:hi]}
     for name in COLUMNS:
         if name in table.column_names:
-            out[name] = table.column(name).chunk(0).to_numpy(zero_copy_only=True)[lo:hi]
+            out[name] = column_array(table, name)[lo:hi]
     return out

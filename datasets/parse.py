@@ -87,7 +87,9 @@ def parse_numbers(series: pd.Series) -> ParsedColumn:
     ParsedColumn
         Values float64 (n,); non-finite numbers (``inf``) count as bad.
     """
-    if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+    numeric = pd.api.types.is_numeric_dtype(series)
+    if numeric and not (pd.api.types.is_bool_dtype(series)
+                        or pd.api.types.is_complex_dtype(series)):
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         missing = np.isnan(values)
         return ParsedColumn(values, missing, np.isinf(values))
@@ -138,8 +140,14 @@ def parse_times(series: pd.Series) -> ParsedTime:
     if pd.api.types.is_datetime64_any_dtype(series):
         return _typed_times(series)
     if pd.api.types.is_integer_dtype(series):
-        values = series.to_numpy(dtype=np.int64)
-        return _epoch_times(values, np.zeros(values.size, dtype=bool), np.zeros_like(values, bool))
+        # Nullable (Int64, from pandas metadata) or plain; uint64 past int64 is bad.
+        missing = series.isna().to_numpy(dtype=bool)
+        if pd.api.types.is_unsigned_integer_dtype(series):
+            raw = series.to_numpy(dtype=np.uint64, na_value=0)
+            bad = raw > _INT64_MAX
+            return _epoch_times(np.where(bad, 0, raw).astype(np.int64), missing, bad)
+        values = series.to_numpy(dtype=np.int64, na_value=0)
+        return _epoch_times(values, missing, np.zeros(values.size, dtype=bool))
     if pd.api.types.is_float_dtype(series):
         floats = series.to_numpy(dtype=np.float64, na_value=np.nan)
         missing = np.isnan(floats)
@@ -179,9 +187,14 @@ def _typed_times(series: pd.Series) -> ParsedTime:
     """Datetime columns: naive = UTC, aware converted to UTC."""
     index = pd.DatetimeIndex(series)
     index = index.tz_localize("UTC") if index.tz is None else index.tz_convert("UTC")
-    missing = index.isna()
-    ts_ns = np.where(missing, 0, index.as_unit("ns").asi8).astype(np.int64)
-    return ParsedTime(ts_ns, missing, np.zeros(ts_ns.size, dtype=bool), "datetime")
+    missing = np.asarray(index.isna(), dtype=bool)
+    # Times in s/ms/us (e.g. from Parquet) may lie outside the ns range (1677-2262).
+    factor = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[index.unit]
+    raw = index.asi8
+    bad = ~missing & (np.abs(raw.astype(np.float64)) > _INT64_MAX // factor)
+    ts_ns = np.where(missing | bad, 0, raw).astype(np.int64) * factor
+    reason = "outside the times nanoseconds can hold (1677-09-21 to 2262-04-11)"
+    return ParsedTime(ts_ns, missing, bad, "datetime", reason)
 
 
 def _epoch_times(

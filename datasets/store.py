@@ -1,17 +1,20 @@
-"""The bar store: one uncompressed Arrow IPC file per symbol and timeframe.
+"""The bar store: one uncompressed Arrow IPC file per symbol and timeframe (reading side;
+`barsweep.datasets.writer` writes).
 
 Layout: ``{store}/{timeframe}/{symbol}.arrow``. Each file holds one record batch with the
 columns of `BAR_SCHEMA` (plus, optionally, `FUNDING_RATE_FIELD`), time strictly
 increasing and no nulls, so that readers can memory-map it and view every column as a
-NumPy array without a copy.
+NumPy array without a copy. ``{store}/barsweep-index.json`` records each file's size,
+mtime and hash as written; every read checks the file against it (see
+`barsweep.datasets.index`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +22,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.feather as feather
 
+from barsweep.datasets.index import (
+    check_digest,
+    check_file,
+    file_blake2b,
+)
 from barsweep.datasets.timeframes import timeframe_seconds
 
 if TYPE_CHECKING:
@@ -32,11 +39,13 @@ __all__ = [
     "FUNDING_RATE_FIELD",
     "BarsInfo",
     "bar_path",
+    "check_store_dir",
+    "column_array",
     "fingerprint",
     "list_bars",
     "read_table",
+    "scan_store",
     "time_ns",
-    "write_bars",
 ]
 
 SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -53,7 +62,9 @@ BAR_SCHEMA = pa.schema(
 )
 FUNDING_RATE_FIELD = pa.field("funding_rate", pa.float64(), nullable=False)
 SUFFIX = ".arrow"
-_HASH_CHUNK_BYTES = 1 << 20
+ARROW_MAGIC = b"ARROW1"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -121,115 +132,12 @@ def bar_path(store: str | os.PathLike, symbol: str, timeframe: str) -> Path:
     return Path(store) / timeframe / f"{symbol}{SUFFIX}"
 
 
-def write_bars(store: str | os.PathLike, symbol: str, timeframe: str, table: pa.Table) -> Path:
-    """Write `table` as `symbol`'s bars of `timeframe`, replacing any previous file atomically.
-
-    Parameters
-    ----------
-    store : path-like
-        The store directory (created if missing).
-    symbol, timeframe : str
-        See `bar_path`.
-    table : pyarrow.Table
-        n_bars >= 1 rows with the columns of `BAR_SCHEMA` and optionally ``funding_rate``.
-        Numeric columns are cast to float64 and a timestamp ``time`` to ns UTC (a naive one
-        is taken as UTC). No nulls; time strictly increasing.
-
-    Returns
-    -------
-    Path
-        The file written, ``bar_path(store, symbol, timeframe)``.
-
-    Raises
-    ------
-    DataError
-        If the table is empty, has unknown or missing columns, types that cannot be cast,
-        nulls, or times that do not strictly increase. Nothing is written then.
-    """
-    path = bar_path(store, symbol, timeframe)
-    where = f"bars for {symbol} {timeframe}"
-    table = conform_table(table, where)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{symbol}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        feather.write_feather(table, tmp_name, compression="uncompressed", chunksize=len(table))
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return path
+def os_reason(exc: OSError) -> str:
+    """An OSError in words, without the file name (the caller names it)."""
+    return exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
 
 
-def conform_table(table: pa.Table, where: str) -> pa.Table:
-    """Check `table` against the store's schema and return it cast, in one chunk per column.
-
-    Parameters
-    ----------
-    table : pyarrow.Table
-        Bars, see `write_bars`.
-    where : str
-        What the table is, for error messages.
-
-    Returns
-    -------
-    pyarrow.Table
-        Columns in schema order, typed as `BAR_SCHEMA`, one chunk each, no metadata.
-
-    Raises
-    ------
-    DataError
-        See `write_bars`.
-    """
-    if not isinstance(table, pa.Table):
-        raise DataError(f"{where}: expected a pyarrow.Table, got {type(table).__name__}")
-    names = table.column_names
-    fields = list(BAR_SCHEMA) + ([FUNDING_RATE_FIELD] if "funding_rate" in names else [])
-    allowed = [f.name for f in fields]
-    missing = [name for name in BAR_SCHEMA.names if name not in names]
-    unknown = [name for name in names if name not in allowed]
-    if missing or unknown or len(set(names)) != len(names):
-        raise DataError(
-            f"{where}: columns must be {', '.join(allowed)} (funding_rate optional); "
-            f"missing: {missing or 'none'}; unexpected: {unknown or 'none'}; got {names}"
-        )
-    if table.num_rows == 0:
-        raise DataError(f"{where}: the table has no rows")
-    columns = [_cast_column(table.column(f.name), f, where) for f in fields]
-    out = pa.Table.from_arrays(columns, schema=pa.schema(fields))
-    _check_time_increasing(out.column("time").chunk(0), where)
-    return out
-
-
-def _cast_column(column: pa.ChunkedArray, field: pa.Field, where: str) -> pa.Array:
-    """Cast one column to `field`'s type as a single chunk; refuse nulls and odd types."""
-    source = column.type
-    castable = (
-        pa.types.is_timestamp(source)
-        if field.name == "time"
-        else pa.types.is_floating(source) or pa.types.is_integer(source)
-    )
-    if not castable:
-        wanted = "a timestamp" if field.name == "time" else "numbers"
-        raise DataError(f"{where}: column {field.name!r} must hold {wanted}, got {source}")
-    if column.null_count:
-        first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DataError(
-            f"{where}: column {field.name!r} has {column.null_count} null value(s), "
-            f"the first at row {first + 1}; the store allows no nulls"
-        )
-    if field.name == "time" and source.tz is None:
-        column = column.cast(pa.timestamp(source.unit, tz="UTC"))
-    try:
-        cast = column.cast(field.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise DataError(
-            f"{where}: column {field.name!r} cannot be cast to {field.type}: {exc}"
-        ) from exc
-    return cast.combine_chunks() if cast.num_chunks != 1 else cast.chunk(0)
-
-
-def _check_time_increasing(time: pa.Array, where: str) -> None:
+def check_time_increasing(time: pa.Array, where: str) -> None:
     """Refuse times that do not strictly increase, naming the first 1-based row."""
     ts_ns = time_ns(time)
     bad = np.flatnonzero(np.diff(ts_ns) <= 0)
@@ -261,7 +169,9 @@ def time_ns(time: pa.Array) -> np.ndarray:
     return time.view(pa.int64()).to_numpy(zero_copy_only=True)
 
 
-def read_table(store: str | os.PathLike, symbol: str, timeframe: str) -> pa.Table:
+def read_table(
+    store: str | os.PathLike, symbol: str, timeframe: str, *, verify: bool = True
+) -> pa.Table:
     """Memory-map `symbol`'s bars of `timeframe` as an Arrow table (no data is read yet).
 
     Parameters
@@ -270,6 +180,9 @@ def read_table(store: str | os.PathLike, symbol: str, timeframe: str) -> pa.Tabl
         The store directory.
     symbol, timeframe : str
         See `bar_path`.
+    verify : bool, default True
+        Check the file against the store's index first (`barsweep.datasets.index.check_file`:
+        size and mtime, and a hash when they changed).
 
     Returns
     -------
@@ -280,16 +193,74 @@ def read_table(store: str | os.PathLike, symbol: str, timeframe: str) -> pa.Tabl
     Raises
     ------
     DataError
-        If the file is missing (the message lists what the store holds) or is not a bar
-        file.
+        If the file is missing (the message lists what the store holds), does not match
+        the store's index, or is not a readable bar file; always one line naming the file.
     """
     path = _existing_path(store, symbol, timeframe)
     try:
-        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(f"{path} is not a readable Arrow IPC bar file: {exc}") from exc
+        if verify:
+            check_file(store, path)
+        return open_mapped(path, store)
+    except OSError as exc:
+        raise DataError(f"{path} cannot be read: {os_reason(exc)}") from exc
+
+
+def open_mapped(path: Path, store: str | os.PathLike) -> pa.Table:
+    """Memory-map the bar file `path` of `store`, refusing anything but a bar file.
+
+    Raises
+    ------
+    DataError
+        One line naming the file, whatever is wrong with its bytes.
+    """
+    try:
+        source = pa.memory_map(str(path))
+        if source.read_at(len(ARROW_MAGIC), 0) != ARROW_MAGIC:  # pyarrow checks only the end
+            raise pa.ArrowInvalid("the file does not start with the Arrow IPC magic bytes")
+        table = pa.ipc.open_file(source).read_all()
+        table.validate()
+    except (pa.ArrowException, OSError, ValueError, IndexError, OverflowError) as exc:
+        # A damaged header or footer surfaces as any of these (ValueError covers
+        # UnicodeDecodeError from mangled column names).
+        raise DataError(
+            f"{path} is not a readable Arrow IPC bar file ({_one_line(exc)}): it is damaged "
+            f"or not a bar file; re-import it, or run `barsweep data verify --store {store}`"
+        ) from exc
     _check_stored_schema(table.schema, path)
     return table
+
+
+def column_array(table: pa.Table, name: str) -> np.ndarray:
+    """View one stored column as a read-only NumPy array; copy (and log) if it cannot.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        As returned by `read_table`.
+    name : str
+        A column; ``time`` comes back as int64 ns since the epoch.
+
+    Returns
+    -------
+    numpy.ndarray
+        shape (n_bars,): a view of the memory map when the column is one chunk without
+        nulls (as `write_bars` writes it), else a copy.
+    """
+    column = table.column(name)
+    if column.num_chunks == 1:
+        chunk = column.chunk(0)
+        try:
+            return time_ns(chunk) if name == "time" else chunk.to_numpy(zero_copy_only=True)
+        except pa.ArrowInvalid:
+            pass
+    logger.warning("column %r cannot be viewed without a copy: copying it", name)
+    if name == "time":
+        column = column.cast(pa.int64())
+    return column.to_numpy()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _check_stored_schema(schema: pa.Schema, path: Path) -> None:
@@ -314,17 +285,34 @@ def _existing_path(store: str | os.PathLike, symbol: str, timeframe: str) -> Pat
     return path
 
 
+def check_store_dir(store: str | os.PathLike) -> None:
+    """Refuse a store that is not an existing directory, in one line naming it."""
+    problem = _store_dir_problem(store)
+    if problem:
+        raise DataError(problem)
+
+
+def _store_dir_problem(store: str | os.PathLike) -> str:
+    path = Path(store)
+    if path.is_dir():
+        return ""
+    if path.exists():
+        return f"the store {store} is a file, not a directory"
+    return f"the store directory {store} does not exist"
+
+
 def _available(store: str | os.PathLike) -> str:
     """Describe the store's contents for an error message."""
-    if not Path(store).is_dir():
-        return f"the store directory {store} does not exist"
-    found = [f"{symbol} {timeframe}" for symbol, timeframe, _ in _scan(store)]
+    problem = _store_dir_problem(store)
+    if problem:
+        return problem
+    found = [f"{symbol} {timeframe}" for symbol, timeframe, _ in scan_store(store)]
     if not found:
         return "the store holds no bars"
     return "available: " + ", ".join(found)
 
 
-def _scan(store: str | os.PathLike) -> list[tuple[str, str, Path]]:
+def scan_store(store: str | os.PathLike) -> list[tuple[str, str, Path]]:
     """(symbol, timeframe, path) of the store's files, by symbol then timeframe length."""
     found = []
     for tf_dir in Path(store).iterdir():
@@ -353,7 +341,8 @@ def list_bars(store: str | os.PathLike) -> list[BarsInfo]:
     Returns
     -------
     list of BarsInfo
-        One per file; the time column is read through the memory map, nothing else.
+        One per file; the time column is read through the memory map, nothing else (the
+        files are not checked against the index: see `barsweep.datasets.verify`).
 
     Raises
     ------
@@ -367,11 +356,10 @@ def list_bars(store: str | os.PathLike) -> list[BarsInfo]:
     """
     import pandas as pd  # only for the timestamps shown (keeps import of the store light)
 
-    if not Path(store).is_dir():
-        raise DataError(f"the store directory {store} does not exist")
+    check_store_dir(store)
     infos = []
-    for symbol, timeframe, path in _scan(store):
-        table = read_table(store, symbol, timeframe)
+    for symbol, timeframe, path in scan_store(store):
+        table = read_table(store, symbol, timeframe, verify=False)
         ts_ns = time_ns(table.column("time").combine_chunks())
         infos.append(
             BarsInfo(
@@ -411,7 +399,8 @@ def fingerprint(
     Raises
     ------
     DataError
-        If a file is missing.
+        If a file is missing, or its hash is not the one the store's index recorded (every
+        byte is hashed here, so this catches edits that kept the size and mtime).
     """
     names = [symbols] if isinstance(symbols, str) else list(symbols)
     if not names:
@@ -420,17 +409,12 @@ def fingerprint(
     combined = hashlib.blake2b()
     for symbol in names:
         path = _existing_path(store, symbol, timeframe)
-        digest = _file_blake2b(path)
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size
+            digest = file_blake2b(path)
+        except OSError as exc:
+            raise DataError(f"{path} cannot be read: {os_reason(exc)}") from exc
+        check_digest(store, path, size, digest)
         files.append({"symbol": symbol, "timeframe": timeframe, "bytes": size, "blake2b": digest})
         combined.update(f"{symbol}\0{timeframe}\0{size}\0{digest}\n".encode())
     return {"files": files, "blake2b": combined.hexdigest()}
-
-
-def _file_blake2b(path: Path) -> str:
-    """BLAKE2b hex digest of a file's bytes, read 1 MiB at a time."""
-    h = hashlib.blake2b()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK_BYTES):
-            h.update(chunk)
-    return h.hexdigest()

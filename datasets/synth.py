@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow as pa
 
 from barsweep.datasets.bars import to_ns
-from barsweep.datasets.store import BAR_SCHEMA, write_bars
+from barsweep.datasets.store import BAR_SCHEMA
 from barsweep.datasets.timeframes import periods_per_year, timeframe_seconds
+from barsweep.datasets.writer import write_bars
 from barsweep.errors import DataError
 
 __all__ = ["REGIME_VOLS", "synth_bars", "write_synth"]

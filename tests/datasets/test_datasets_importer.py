@@ -333,3 +333,16 @@ def test_parquet_epoch_ns_with_nulls_stays_exact(tmp_path):
     report = import_file(path, tmp_path / "store", "BTC", "1h", drop_nan=True)
     assert (report.n_rows, report.n_dropped, report.time_unit) == (1, 2, "ns")
     np.testing.assert_array_equal(stored_times(tmp_path / "store"), [T0_NS + 1])
+
+
+def test_refuses_a_later_row_longer_than_the_header_naming_its_data_row(tmp_path, store):
+    rows = replace_row(3, ROWS[2] + ",7")
+    rows.insert(1, "")  # a blank line: pandas skips it, and so does the row count
+    path = write_csv(tmp_path, rows)
+    assert_refused(path, store, 3, "more fields than the header", "7 fields, the header has 6")
+
+
+def test_refuses_a_bar_column_named_twice(tmp_path, store):
+    rows = [f"{row},1" for row in ROWS]
+    path = write_csv(tmp_path, rows, header=HEADER + ",close")
+    assert_refused(path, store, None, "ambiguous columns", "'close' appears more than once")

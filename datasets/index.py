@@ -1,0 +1,297 @@
+"""The store's index: what each bar file held when barsweep wrote it, and the cheap check.
+
+``{store}/barsweep-index.json`` records, per file (its path relative to the store, e.g.
+``1h/BTCUSDT.arrow``), the size, the mtime (ns) and the BLAKE2b hash of its bytes.
+`write_bars` updates it under a lock on the store directory, through a temporary file
+and ``os.replace``, so that it is never half-written::
+
+    {"format": "barsweep-bar-store-index", "version": 1,
+     "files": {"1h/BTCUSDT.arrow": {"bytes": 1050986, "mtime_ns": 1700000000000000000,
+                                    "blake2b": "9f2c..."}}}
+
+`check_file` is what every read does: a file whose size and mtime are as recorded is
+trusted without reading it; otherwise its bytes are hashed once per process (the result
+is remembered for that path, size and mtime) and must match the recorded hash. The
+recorded mtime is not refreshed by readers (many Dask workers may read a store they
+cannot write); ``barsweep data verify --update-index`` does it, e.g. after a copy. An
+edit that keeps both size and mtime (``os.utime``, or one made within the filesystem's
+timestamp granularity of the write) passes this check; ``data verify`` and
+`barsweep.datasets.store.fingerprint` (what ``barsweep run`` records) hash every byte.
+
+A file the index does not list (a store written before the index existed, or a file
+copied in by hand) is read unverified, with one warning per process naming the command
+that checks its bars and records it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from barsweep.errors import DataError
+
+try:  # POSIX; elsewhere writers are not serialized
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
+__all__ = [
+    "INDEX_NAME",
+    "FileRecord",
+    "check_digest",
+    "check_file",
+    "clear_caches",
+    "entry_name",
+    "file_blake2b",
+    "fsync_dir",
+    "mismatch_text",
+    "read_index",
+    "store_lock",
+    "write_index",
+]
+
+logger = logging.getLogger(__name__)
+
+INDEX_NAME = "barsweep-index.json"
+INDEX_FORMAT = "barsweep-bar-store-index"
+INDEX_VERSION = 1
+_HASH_CHUNK_BYTES = 1 << 20
+
+# Per-process caches (a Dask worker verifies each file once, not once per task):
+# index path -> ((size, mtime_ns, inode), records);
+# (file path, size, mtime_ns, inode) -> BLAKE2b of those bytes;
+# files already warned about as missing from the index.
+_INDEX_CACHE: dict[str, tuple[tuple[int, int, int], Mapping[str, FileRecord]]] = {}
+_HASH_CACHE: dict[tuple[str, int, int, int], str] = {}
+_WARNED: set[str] = set()
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One file as written: size in bytes, mtime in ns since the epoch, BLAKE2b hex digest."""
+
+    bytes: int
+    mtime_ns: int
+    blake2b: str
+
+
+def entry_name(store: str | os.PathLike, path: str | os.PathLike) -> str:
+    """The index key of `path`: its path relative to `store`, with ``/`` separators."""
+    return Path(path).relative_to(Path(store)).as_posix()
+
+
+def file_blake2b(path: str | os.PathLike) -> str:
+    """BLAKE2b hex digest of a file's bytes, read 1 MiB at a time."""
+    h = hashlib.blake2b()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK_BYTES):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_index(store: str | os.PathLike, *, cached: bool = True) -> Mapping[str, FileRecord]:
+    """The store's index: file name (relative to `store`) -> `FileRecord`.
+
+    Parameters
+    ----------
+    store : path-like
+        The store directory.
+    cached : bool, default True
+        Reuse this process's copy while the index file's size, mtime and inode are
+        unchanged (writers replace it, so a new index has a new inode).
+
+    Returns
+    -------
+    Mapping
+        Read-only when `cached` (shared by this process's readers), a new dict to edit
+        otherwise. Empty when the store has no index (written before barsweep kept one).
+
+    Raises
+    ------
+    DataError
+        If the index cannot be read or is not a barsweep index.
+    """
+    path = Path(store) / INDEX_NAME
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {} if not cached else MappingProxyType({})
+    except OSError as exc:
+        raise _broken(store, path, exc.strerror or str(exc)) from exc
+    key, stamp = os.path.abspath(path), (st.st_size, st.st_mtime_ns, st.st_ino)
+    hit = _INDEX_CACHE.get(key)
+    if cached and hit is not None and hit[0] == stamp:
+        return hit[1]
+    records = _parse_index(store, path)
+    _INDEX_CACHE[key] = (stamp, MappingProxyType(records))
+    return dict(records) if not cached else _INDEX_CACHE[key][1]
+
+
+def _parse_index(store: str | os.PathLike, path: Path) -> dict[str, FileRecord]:
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise _broken(store, path, f"not readable JSON ({_one_line(exc)})") from exc
+    if not isinstance(document, dict) or document.get("format") != INDEX_FORMAT:
+        raise _broken(store, path, "not a barsweep bar store index")
+    if document.get("version") != INDEX_VERSION:
+        raise _broken(store, path, f"index version {document.get('version')!r} is not "
+                                   f"{INDEX_VERSION} (written by another barsweep?)")
+    files = document.get("files")
+    try:
+        return {
+            str(name): FileRecord(int(e["bytes"]), int(e["mtime_ns"]), str(e["blake2b"]))
+            for name, e in files.items()
+        }
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise _broken(store, path, f"an entry is malformed ({_one_line(exc)})") from exc
+
+
+def _broken(store: str | os.PathLike, path: Path, why: str) -> DataError:
+    return DataError(
+        f"the store's index {path} is broken: {why}; run `barsweep data verify --store "
+        f"{store} --update-index` to rebuild it from the files whose bars pass the checks"
+    )
+
+
+def write_index(store: str | os.PathLike, records: Mapping[str, FileRecord]) -> None:
+    """Replace the store's index by `records`, atomically (temporary file, fsync, replace).
+
+    Call it holding `store_lock`, on records read inside that lock (``cached=False``).
+    """
+    document = {
+        "format": INDEX_FORMAT,
+        "version": INDEX_VERSION,
+        "files": {name: asdict(records[name]) for name in sorted(records)},
+    }
+    store = Path(store)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=store)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(document, fh, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, store / INDEX_NAME)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    fsync_dir(store)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a rename in directory `path` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def store_lock(store: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on the store directory (flock), so that writers that update
+    the index one after another never lose each other's entries."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(store, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def check_file(store: str | os.PathLike, path: Path) -> None:
+    """Refuse `path` if it no longer holds what the store's index recorded.
+
+    Size and mtime as recorded: accepted without reading. Otherwise the file is hashed
+    (once per process for a given path, size, mtime and inode) and the hash must be the
+    recorded one. A file the index does not list is accepted with a one-time warning.
+
+    Raises
+    ------
+    DataError
+        Naming the file, if its hash differs from the recorded one, or if the index is
+        broken.
+    """
+    record = read_index(store).get(entry_name(store, path))
+    if record is None:
+        _warn_unindexed(store, path)
+        return
+    st = os.stat(path)
+    if (st.st_size, st.st_mtime_ns) == (record.bytes, record.mtime_ns):
+        return
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    digest = _HASH_CACHE.get(key)
+    if digest is None:
+        digest = file_blake2b(path)
+        _HASH_CACHE[key] = digest
+    _compare(store, path, record, st.st_size, digest)
+
+
+def check_digest(store: str | os.PathLike, path: Path, size: int, digest: str) -> None:
+    """Refuse `path` if its freshly computed `digest` is not the one the index recorded.
+
+    The caller hashed every byte (e.g. `fingerprint`), so this catches edits that keep
+    size and mtime too.
+    """
+    record = read_index(store).get(entry_name(store, path))
+    if record is None:
+        _warn_unindexed(store, path)
+        return
+    _compare(store, path, record, size, digest)
+
+
+def mismatch_text(record: FileRecord, size: int, digest: str) -> str:
+    """Why a file does not match its record, e.g. for ``data verify``'s line."""
+    sizes = (f"{size:,} bytes, recorded {record.bytes:,}" if size != record.bytes
+             else f"{size:,} bytes as recorded")
+    return (f"does not match the store's index (blake2b {digest[:16]}..., recorded "
+            f"{record.blake2b[:16]}...; {sizes}): the file was changed or corrupted")
+
+
+def _compare(store: str | os.PathLike, path: Path, record: FileRecord, size: int,
+             digest: str) -> None:
+    if digest != record.blake2b:
+        raise DataError(
+            f"{path} {mismatch_text(record, size, digest)}; re-import it or run "
+            f"`barsweep data verify --store {store}`"
+        )
+
+
+def _warn_unindexed(store: str | os.PathLike, path: Path) -> None:
+    key = os.path.abspath(path)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    logger.warning(
+        "%s is not in the store's index (written before barsweep kept one, or copied in by "
+        "hand): read unverified; `barsweep data verify --store %s --update-index` checks "
+        "its bars and records it", path, store,
+    )
+
+
+def clear_caches() -> None:
+    """Forget what this process verified and warned about (for tests)."""
+    _INDEX_CACHE.clear()
+    _HASH_CACHE.clear()
+    _WARNED.clear()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,54 @@
+"""The rules every stored bar obeys, written once for import and for ``data verify``.
+
+Pure functions over NumPy arrays: they say which rule the first bad row breaks and leave
+the wording of errors (file, row numbering) to the caller.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["first_broken_price_rule"]
+
+
+def first_broken_price_rule(
+    open_: np.ndarray, high: np.ndarray, low: np.ndarray, close: np.ndarray, volume: np.ndarray
+) -> tuple[str, int, int] | None:
+    """The first price rule the bars break: ``(rule, position, n_rows_breaking_it)``.
+
+    Rules, checked in this order: prices are finite, prices are positive, volume is not
+    infinite, volume is not negative (NaN volume means "not recorded" and is allowed),
+    ``high >= max(open, close)``, ``low <= min(open, close)``.
+
+    Parameters
+    ----------
+    open_, high, low, close, volume : numpy.ndarray
+        float64, shape (n_bars,).
+
+    Returns
+    -------
+    tuple of (str, int, int) or None
+        None when every bar obeys every rule; otherwise the rule's name, the 0-based
+        position of the first row that breaks it and how many rows do.
+
+    Examples
+    --------
+    >>> one = np.array([1.0])
+    >>> first_broken_price_rule(one, np.array([0.9]), one * 0.5, one, one)
+    ('high < max(open, close)', 0, 1)
+    """
+    prices = (open_, high, low, close)
+    with np.errstate(invalid="ignore"):
+        rules = (
+            ("non-finite price", np.logical_or.reduce([~np.isfinite(p) for p in prices])),
+            ("non-positive price", np.logical_or.reduce([p <= 0 for p in prices])),
+            ("infinite volume", np.isinf(volume)),
+            ("negative volume", volume < 0),
+            ("high < max(open, close)", high < np.maximum(open_, close)),
+            ("low > min(open, close)", low > np.minimum(open_, close)),
+        )
+    for rule, mask in rules:
+        hits = np.flatnonzero(mask)
+        if hits.size:
+            return rule, int(hits[0]), int(hits.size)
+    return None
