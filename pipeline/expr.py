@@ -16,10 +16,16 @@ Arithmetic takes numbers and gives numbers, comparisons take numbers and give bo
 and/or/not take booleans; an expression whose mix of these makes no sense (``fast + 1``
 as a whole, ``(a < b) + 1``, ``fast and slow``) is refused when it is parsed. Any
 comparison with NaN on either side is False, ``!=`` included.
+
+:meth:`Expr.truth` decides an expression over whole boxes of values at once by interval
+arithmetic: given each name's least and greatest value in a box, it tells whether the
+expression holds for every point of the box, for none, or cannot tell. It never claims
+more than :meth:`Expr.evaluate` would find point by point (see :meth:`Expr.truth`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +84,9 @@ class _Num:
     def evaluate(self, env: Mapping) -> np.ndarray:
         return np.asarray(self.value)
 
+    def interval(self, bounds: Mapping) -> _Interval:
+        return _exact_interval(np.float64(self.value), np.float64(self.value))
+
 
 @dataclass(frozen=True)
 class _Name:
@@ -95,6 +104,16 @@ class _Name:
             known = ", ".join(sorted(env)) or "(none)"
             raise SpecError(f"no values for name {self.name!r}; given: {known}") from None
 
+    def interval(self, bounds: Mapping) -> _Interval:
+        try:
+            lo, hi = bounds[self.name]
+        except KeyError:
+            known = ", ".join(sorted(bounds)) or "(none)"
+            raise SpecError(f"no bounds for name {self.name!r}; given: {known}") from None
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _exact_interval(np.asarray(lo, dtype=np.float64),
+                                   np.asarray(hi, dtype=np.float64))
+
 
 @dataclass(frozen=True)
 class _Negate:
@@ -107,6 +126,10 @@ class _Negate:
 
     def evaluate(self, env: Mapping) -> np.ndarray:
         return np.negative(self.operand.evaluate(env))
+
+    def interval(self, bounds: Mapping) -> _Interval:
+        lo, hi, ok = self.operand.interval(bounds)
+        return -hi, -lo, ok
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,23 @@ class _Arithmetic:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return _ARITHMETIC[self.op](self.left.evaluate(env), self.right.evaluate(env))
 
+    def interval(self, bounds: Mapping) -> _Interval:
+        a_lo, a_hi, a_ok = self.left.interval(bounds)
+        b_lo, b_hi, b_ok = self.right.interval(bounds)
+        ok = a_ok & b_ok
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if self.op == "+":
+                lo, hi = a_lo + b_lo, a_hi + b_hi
+            elif self.op == "-":
+                lo, hi = a_lo - b_hi, a_hi - b_lo
+            else:
+                if self.op == "/":  # a divisor that may be 0 gives inf or NaN: unknown
+                    ok = ok & ((b_lo > 0) | (b_hi < 0))
+                corners = [_ARITHMETIC[self.op](a, b) for a in (a_lo, a_hi) for b in (b_lo, b_hi)]
+                lo = functools.reduce(np.minimum, corners)
+                hi = functools.reduce(np.maximum, corners)
+            return _checked(lo, hi, ok)
+
 
 @dataclass(frozen=True)
 class _Compare:
@@ -140,7 +180,13 @@ class _Compare:
     def evaluate(self, env: Mapping) -> np.ndarray:
         values = [o.evaluate(env) for o in self.operands]
         links = [_compare(op, a, b) for op, a, b in zip(self.ops, values, values[1:], strict=False)]
-        return np.logical_and.reduce(links) if len(links) > 1 else links[0]
+        return functools.reduce(np.logical_and, links)
+
+    def truth(self, bounds: Mapping) -> _Truth:
+        intervals = [o.interval(bounds) for o in self.operands]
+        links = [_compare_intervals(op, a, b)
+                 for op, a, b in zip(self.ops, intervals, intervals[1:], strict=False)]
+        return _all_of(links)
 
 
 @dataclass(frozen=True)
@@ -155,6 +201,10 @@ class _Not:
     def evaluate(self, env: Mapping) -> np.ndarray:
         return np.logical_not(self.operand.evaluate(env))
 
+    def truth(self, bounds: Mapping) -> _Truth:
+        always, never = self.operand.truth(bounds)
+        return never, always
+
 
 @dataclass(frozen=True)
 class _Logical:
@@ -168,7 +218,14 @@ class _Logical:
 
     def evaluate(self, env: Mapping) -> np.ndarray:
         combine = np.logical_and if self.op == "and" else np.logical_or
-        return combine.reduce([o.evaluate(env) for o in self.operands])
+        return functools.reduce(combine, [o.evaluate(env) for o in self.operands])
+
+    def truth(self, bounds: Mapping) -> _Truth:
+        truths = [o.truth(bounds) for o in self.operands]
+        if self.op == "and":
+            return _all_of(truths)
+        never, always = _all_of([(n, a) for a, n in truths])  # or: De Morgan's dual of and
+        return always, never
 
 
 def _compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -181,6 +238,60 @@ def _compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _isnan(a: np.ndarray) -> np.ndarray:
     return np.isnan(a) if np.issubdtype(a.dtype, np.inexact) else np.zeros(a.shape, dtype=bool)
+
+
+# --------------------------------------------------------------------------- over boxes
+#
+# An interval is ``(lo, hi, ok)``: float64 arrays (one entry per box) bounding a number
+# expression over the box, trusted only where ``ok``. Elsewhere (a divisor interval that
+# holds 0, or a magnitude of 2**53 or more) the value may be anything, NaN included.
+# Below 2**53 float64 holds every int64 exactly, so int64 and mixed int/float arithmetic,
+# as :meth:`Expr.evaluate` does it, gives the same numbers as float64 here; and
+# round-to-nearest is monotonic, so each rounded result over a box lies between the
+# rounded results at the box's corners. A truth is ``(always, never)``: bool arrays,
+# True where the condition holds at every point of the box, or at none.
+
+_Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
+_Truth = tuple[np.ndarray, np.ndarray]
+_EXACT = 2.0**53
+
+
+def _exact_interval(lo: np.ndarray, hi: np.ndarray) -> _Interval:
+    return _checked(lo, hi, np.True_)
+
+
+def _checked(lo: np.ndarray, hi: np.ndarray, ok: np.ndarray) -> _Interval:
+    """`ok` narrowed to where both ends are below 2**53 in magnitude (NaN is not)."""
+    ok = ok & (np.abs(lo) < _EXACT) & (np.abs(hi) < _EXACT)
+    return lo, hi, ok
+
+
+def _compare_intervals(op: str, a: _Interval, b: _Interval) -> _Truth:
+    """Where ``a op b`` holds for every pair of values of the two intervals, or for none."""
+    a_lo, a_hi, a_ok = a
+    b_lo, b_hi, b_ok = b
+    if op == "<":
+        always, never = a_hi < b_lo, a_lo >= b_hi
+    elif op == "<=":
+        always, never = a_hi <= b_lo, a_lo > b_hi
+    elif op == ">":
+        always, never = a_lo > b_hi, a_hi <= b_lo
+    elif op == ">=":
+        always, never = a_lo >= b_hi, a_hi < b_lo
+    else:
+        same = (a_lo == a_hi) & (b_lo == b_hi) & (a_lo == b_lo)
+        apart = (a_hi < b_lo) | (b_hi < a_lo)
+        always, never = (same, apart) if op == "==" else (apart, same)
+    ok = a_ok & b_ok
+    return always & ok, never & ok
+
+
+def _all_of(truths: list[_Truth]) -> _Truth:
+    """The truth of a conjunction: always where every part always holds, never where any
+    part never does."""
+    always = functools.reduce(np.logical_and, [a for a, _ in truths])
+    never = functools.reduce(np.logical_or, [n for _, n in truths])
+    return always, never
 
 
 # --------------------------------------------------------------------------- the value
@@ -231,6 +342,40 @@ class Expr:
         array([False,  True, False])
         """
         return np.asarray(self.node.evaluate(env), dtype=bool)
+
+    def truth(self, bounds: Mapping[str, tuple]) -> tuple[np.ndarray, np.ndarray]:
+        """Decide the expression over boxes, by interval arithmetic.
+
+        Parameters
+        ----------
+        bounds : mapping of str to (lo, hi)
+            For each name, its least and greatest value in each of ``k`` boxes: array_like
+            of shape ``(k,)`` (or scalars, broadcast as numpy does).
+
+        Returns
+        -------
+        always, never : numpy.ndarray of bool, shape (k,)
+            ``always[i]``: :meth:`evaluate` gives True at every point of box ``i`` (every
+            combination of values within the bounds); ``never[i]``: False at every
+            point. Both False means the bounds cannot tell (the box may be mixed). The
+            answer is conservative: a comparison of quantities that may reach 2**53 in
+            magnitude or divide by a range holding 0 is never decided.
+
+        Raises
+        ------
+        SpecError
+            If a name of the expression has no bounds.
+
+        Examples
+        --------
+        >>> expr = parse_expr("fast < slow")
+        >>> always, never = expr.truth({"fast": ([2, 2, 10], [5, 12, 20]),
+        ...                             "slow": ([10, 10, 5], [20, 20, 8])})
+        >>> always.tolist(), never.tolist()
+        ([True, False, False], [False, False, True])
+        """
+        always, never = self.node.truth(bounds)
+        return np.atleast_1d(always), np.atleast_1d(never)
 
     def __str__(self) -> str:
         return self.text

@@ -4,6 +4,10 @@ A :class:`Grid` is the box of every combination of its axes' values (C order, th
 axis fastest), less the combos its constraints exclude. The box is never built whole:
 blocks of it are selected with one slice per axis, and only a block's combos are
 materialized (:meth:`Grid.combos`) and masked (:meth:`Grid.mask`).
+
+Counting the combos the constraints keep never enumerates the box either: sub-boxes are
+decided by interval bounds, kept or excluded whole, and only small mixed pieces are
+masked (:mod:`barsweep.pipeline.count`).
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ import numpy as np
 
 from barsweep.errors import SpecError
 
+from .count import COUNT_BUDGET, MAX_COUNTABLE, Counter
 from .expr import Expr, check_names
 
-__all__ = ["MAX_AXIS_LEN", "Grid", "axis_values"]
+__all__ = ["COUNT_BUDGET", "MAX_AXIS_LEN", "MAX_COUNTABLE", "Grid", "axis_values"]
 
 MAX_AXIS_LEN = 1_000_000
 """The most values one axis may hold; more is surely a mistake in a range."""
 
-_PIECE = 1 << 20  # combos per piece when counting valid combos
+_INT_LIMIT = 2**62  # the largest integer an int axis may hold, in magnitude
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,8 +51,8 @@ class Grid:
     >>> from barsweep.pipeline.expr import parse_expr
     >>> grid = Grid((("fast", np.arange(2, 5)), ("slow", np.arange(3, 6))),
     ...             (parse_expr("fast < slow"),))
-    >>> grid.shape, grid.size, grid.count_valid()
-    ((3, 3), 9, 6)
+    >>> grid.shape, grid.size, grid.count_valid(), grid.classify((slice(0, 1), slice(1, 3)))
+    ((3, 3), 9, 6, True)
     """
 
     axes: tuple[tuple[str, np.ndarray], ...]
@@ -210,28 +215,100 @@ class Grid:
                 ),
             )
 
-    def count_valid(self, *, piece_size: int = _PIECE) -> int:
-        """The number of combos that meet every constraint.
+    def classify(self, index: tuple[slice, ...]) -> bool | None:
+        """Decide a sub-box from its axes' bounds alone, without enumerating it.
 
-        Counted over pieces of at most `piece_size` combos of the axes the constraints
-        read, times the size of the axes they do not read, so the box is never built.
+        Parameters
+        ----------
+        index : tuple of slice
+            One slice (step 1) per axis, as :meth:`blocks` gives.
+
+        Returns
+        -------
+        bool or None
+            True if every combo of the sub-box meets every constraint, False if none
+            does, None if the bounds cannot tell (the box is mixed, or the constraints
+            are too involved to decide it this way).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from barsweep.pipeline.expr import parse_expr
+        >>> grid = Grid((("fast", np.arange(2, 50)), ("slow", np.arange(10, 200))),
+        ...             (parse_expr("fast < slow"),))
+        >>> grid.classify((slice(0, 8), slice(0, 190))), grid.classify((slice(40, 48), slice(0, 5)))
+        (True, False)
         """
-        return sum(self._valid_counts(piece_size))
-
-    def has_valid(self, *, piece_size: int = _PIECE) -> bool:
-        """Whether any combo meets every constraint (stops at the first piece that has one)."""
-        return any(count > 0 for count in self._valid_counts(piece_size))
-
-    def _valid_counts(self, piece_size: int) -> Iterator[int]:
-        """Counts of valid combos, piece by piece (see :meth:`count_valid`)."""
+        if len(index) != len(self.axes):
+            raise ValueError(f"need {len(self.axes)} slices, one per axis; got {len(index)}")
         if not self.constraints:
-            yield self.size
-            return
-        read = frozenset().union(*(e.names for e in self.constraints))
-        free = math.prod(len(v) for name, v in self.axes if name not in read)
-        sub = Grid(tuple(a for a in self.axes if a[0] in read), self.constraints)
-        for _, index in sub.blocks(sub.chunks(piece_size)):
-            yield int(np.count_nonzero(sub.mask(sub.combos(index)))) * free
+            return True
+        spans = [s.indices(len(v)) for (_, v), s in zip(self.axes, index, strict=True)]
+        if any(step != 1 or stop <= start for start, stop, step in spans):
+            raise ValueError(f"need non-empty slices of step 1, got {index}")
+        counter = Counter(self, budget=0)
+        starts = np.array([[start for start, _, _ in spans]], dtype=np.int64)
+        stops = np.array([[stop for _, stop, _ in spans]], dtype=np.int64)
+        read = counter.read
+        always, never = counter.decide(starts[:, read], stops[:, read])
+        return True if always[0] else False if never[0] else None
+
+    def block_counts(self, chunks: Sequence[int], *,
+                     budget: int | None = COUNT_BUDGET) -> tuple[np.ndarray, np.ndarray]:
+        """The combos each block of shape `chunks` keeps, exactly or as an upper bound.
+
+        Every block is decided by its bounds (:meth:`classify`); mixed ones are refined
+        (halved, then small pieces enumerated) while the work stays within `budget`.
+
+        Parameters
+        ----------
+        chunks : sequence of int
+            The block shape, as :meth:`chunks` gives.
+        budget : int or None, default COUNT_BUDGET
+            Combos to enumerate (plus a little per box decided) before the remaining
+            mixed boxes count as their size; None counts exactly whatever it takes.
+
+        Returns
+        -------
+        counts : numpy.ndarray of int64, shape (n_blocks,)
+            In block-id order (:meth:`blocks`). 0 only when the block is proven to hold
+            no valid combo.
+        exact : numpy.ndarray of bool, shape (n_blocks,)
+            Where ``counts`` is exact; elsewhere it is an upper bound.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from barsweep.pipeline.expr import parse_expr
+        >>> grid = Grid((("a", np.arange(4)), ("b", np.arange(4))), (parse_expr("a < b"),))
+        >>> grid.block_counts((2, 2))[0].tolist()
+        [1, 4, 0, 1]
+        """
+        return Counter(self, budget).count_blocks(tuple(chunks))
+
+    def estimate_valid(self, *, budget: int | None = COUNT_BUDGET) -> tuple[int, bool]:
+        """The number of valid combos and whether it is exact (else an upper bound),
+        counted as :meth:`block_counts` counts one block: the whole box."""
+        counts, exact = self.block_counts(self.shape, budget=budget)
+        return int(counts[0]), bool(exact[0])
+
+    def count_valid(self) -> int:
+        """The exact number of combos that meet every constraint.
+
+        The box is never built: see the module's description. Grids whose constraints
+        interval bounds cannot decide (``a * a != 2 * b``, say) are enumerated in full,
+        a piece at a time; :meth:`estimate_valid` stops early instead.
+        """
+        return self.estimate_valid(budget=None)[0]
+
+    def has_valid(self, *, budget: int | None = COUNT_BUDGET) -> bool:
+        """Whether any combo meets every constraint.
+
+        False only when proven: every box excluded by its bounds or enumerated. When
+        `budget` runs out first this answers True: a grid we cannot cheaply prove empty
+        is let through (its blocks then find out, and are stored as NaN).
+        """
+        return Counter(self, budget).any_valid()
 
     def _block_counts(self, chunks: Sequence[int]) -> tuple[int, ...]:
         chunks = tuple(chunks)
@@ -274,11 +351,14 @@ def axis_values(spec_value, kind: str | None = None) -> np.ndarray:
     if kind not in ("int", "float", None):
         raise ValueError(f"kind must be 'int', 'float' or None, got {kind!r}")
     bounds = _range_bounds(spec_value)
-    if bounds is not None:
-        values = _range_values(*bounds, kind)
-    else:
-        values = _list_values(spec_value)
-    return _as_kind(values, kind)
+    try:
+        if bounds is not None:
+            values = _range_values(*bounds, kind)
+        else:
+            values = _list_values(spec_value)
+        return _as_kind(values, kind)
+    except OverflowError:  # what the checks above missed: a number float64 cannot hold
+        raise SpecError("a value is too large for float64 (at most about 1.8e308)") from None
 
 
 def _range_bounds(spec_value) -> tuple | None:
@@ -302,19 +382,41 @@ def _range_values(start, stop, step, kind: str | None) -> np.ndarray:
     if step <= 0:
         raise SpecError(f"step must be > 0, got {step!r}")
     if start > stop:
-        raise SpecError(f"start must be <= stop, got start={start!r} > stop={stop!r}")
-    n = math.floor((stop - start) / step + 1e-9) + 1
-    if n > MAX_AXIS_LEN:
+        raise SpecError(f"start must be <= stop, got start={_shown(start)} > "
+                        f"stop={_shown(stop)}")
+    shown = f"start={_shown(start)}, stop={_shown(stop)}, step={_shown(step)}"
+    try:
+        width = stop - start
+        span = 0 if step > width else width / step
+    except OverflowError:  # an int too large for a float
+        width = span = math.inf
+    else:
+        if isinstance(width, float) and not math.isfinite(width):
+            raise SpecError(f"the range {shown} is wider than float64 can hold")
+    if not span + 1 <= MAX_AXIS_LEN:  # inf included
+        count = f"{math.floor(span + 1e-9) + 1:,}" if span < 1e15 else (
+            f"about {span:.3g}" if math.isfinite(span) else "too many")
         raise SpecError(
-            f"the range start={start!r}, stop={stop!r}, step={step!r} has {n} values; "
-            f"at most {MAX_AXIS_LEN} are allowed (use a larger step)"
+            f"the range {shown} has {count} values; "
+            f"at most {MAX_AXIS_LEN:,} are allowed (use a larger step)"
         )
     if all(isinstance(x, numbers.Integral) for x in (start, stop, step)) and kind != "float":
-        return np.arange(start, stop + 1, step, dtype=np.int64)
-    values = np.round(np.arange(start, stop + step * 1e-9, step, dtype=np.float64), 12)
+        _check_int64(start, stop)
+        return np.arange(start, start + 1 if span < 1 else stop + 1, min(step, 2**62),
+                         dtype=np.int64)
+    if span < 1:  # a step longer than the range: start alone
+        return _rounded(np.array([start], dtype=np.float64))
+    values = _rounded(np.arange(start, stop + step * 1e-9, step, dtype=np.float64))
     if np.any(np.diff(values) <= 0):
         raise SpecError(f"step {step!r} is too small: values collide at 12 decimals")
     return values
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    """`values` rounded to 12 decimals (``0.1 * 3`` gives ``0.3``); from 1e15 up, where
+    float64 has no decimals left (and rounding would overflow), as they are."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(np.abs(values) < 1e15, np.round(values, 12), values)
 
 
 def _list_values(spec_value) -> np.ndarray:
@@ -334,8 +436,25 @@ def _list_values(spec_value) -> np.ndarray:
             raise SpecError(f"value {v!r} is given more than once")
         seen.add(v)
     if all(isinstance(v, int) for v in numbers_):
+        _check_int64(*numbers_)
         return np.array(numbers_, dtype=np.int64)
     return np.array(numbers_, dtype=np.float64)
+
+
+def _check_int64(*values: int) -> None:
+    """Refuse integers beyond +-2**62, which int64 arithmetic could overflow."""
+    largest = max(values, key=abs)
+    if abs(largest) > _INT_LIMIT:
+        raise SpecError(f"values are too large for int64 (at most 2**62 in magnitude), "
+                        f"got {_shown(largest)}")
+
+
+def _shown(value: int | float) -> str:
+    """`value` for a message: integers of more than 24 digits abbreviated."""
+    text = repr(value)
+    if isinstance(value, numbers.Integral) and len(text) > 24:
+        return f"{text[:6]}...({len(text.lstrip('-'))} digits)"
+    return text
 
 
 def _number(value, what: str) -> int | float:
@@ -357,8 +476,9 @@ def _as_kind(values: np.ndarray, kind: str | None) -> np.ndarray:
         fractional = values[values != np.round(values)]
         if fractional.size:
             raise SpecError(f"values must be integers, got {fractional[0].item()!r}")
-        if np.abs(values).max() > 2**62:
-            raise SpecError(f"values are too large for int64, got {np.abs(values).max()!r}")
+        if np.abs(values).max() > _INT_LIMIT:
+            raise SpecError(f"values are too large for int64 (at most 2**62 in magnitude), "
+                            f"got {np.abs(values).max()!r}")
         return values.astype(np.int64)
     return values
 

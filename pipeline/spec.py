@@ -3,7 +3,8 @@
 :func:`load_spec` and :func:`parse_spec` read a spec into a frozen :class:`Spec`, refusing
 unknown keys, wrong types and impossible values with ONE :class:`SpecError` that names
 the file and every failing key as a dotted path (``execution.fees``, ``grid.fast``,
-``constraints[0]``). The grid is checked against the strategy's declared parameters.
+``constraints[0]``). The grid is checked against the strategy's declared parameters,
+and its size against ``run.max_combos`` (counted from the axes, never enumerated).
 :func:`build_grid` turns a spec into the :class:`~barsweep.pipeline.grid.Grid` to sweep.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numbers
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -36,9 +37,10 @@ from barsweep.engine.strategies import Strategy, get_strategy, import_strategy_m
 from barsweep.errors import SpecError
 
 from .expr import check_names, parse_expr
-from .grid import Grid, axis_values
+from .grid import MAX_COUNTABLE, Grid, axis_values
 
 __all__ = [
+    "MAX_COMBOS",
     "DataSpec",
     "ExecutionSpec",
     "RangeSpec",
@@ -196,11 +198,17 @@ class ExecutionSpec(BaseModel):
         return value
 
 
+#: The default of ``run.max_combos``: larger grids are refused unless it is raised.
+MAX_COMBOS = 10**9
+
+
 class RunSpec(BaseModel):
     """Where and how the sweep runs: backend, combos per block, output store.
 
     ``block_size: auto`` (default) sizes blocks from the grid, the bars and the workers
-    (see :func:`barsweep.pipeline.run.auto_block_size`).
+    (see :func:`barsweep.pipeline.run.auto_block_size`). ``max_combos`` bounds the
+    combos of a run (the grid's box, before constraints, times the symbols): a larger
+    spec is refused before anything runs, a guard against a mistyped range.
     """
 
     model_config = _CONFIG
@@ -208,6 +216,8 @@ class RunSpec(BaseModel):
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     block_size: int | str = "auto"
     out: str = Field("results.zarr", min_length=1)
+    max_combos: int = Field(MAX_COMBOS, gt=0, le=MAX_COUNTABLE, strict=True)
+    worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
 
     @field_validator("block_size", mode="before")
     @classmethod
@@ -251,7 +261,7 @@ class Spec(BaseModel):
     data: DataSpec
     modules: list[str] = Field(default_factory=list)
     strategy: str
-    grid: dict[str, Axis] = Field(default_factory=dict)
+    grid: dict[str, Axis] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     run: RunSpec = Field(default_factory=RunSpec)
@@ -302,7 +312,7 @@ class Spec(BaseModel):
             if problems:
                 raise _Problems(problems)
             return value
-        problems += _strategy_problems(strategy, expanded)
+        problems += _strategy_problems(strategy, expanded, given=value.keys())
         if problems:
             raise _Problems(problems)
         normalized = {p.name: _normalized(value[p.name], p.kind) for p in strategy.params}
@@ -355,9 +365,14 @@ class Spec(BaseModel):
                     if problem:
                         problems.append((f"grid.{key}", problem))
                         break
-        reason = _all_excluded(_grid(self))
-        if reason:
-            problems.append(("constraints", reason))
+        grid = _grid(self)
+        too_big = _too_big(grid, len(self.data.symbols), self.run.max_combos)
+        if too_big:
+            problems.append(("grid", too_big))
+        else:
+            reason = _all_excluded(grid)
+            if reason:
+                problems.append(("constraints", reason))
         if problems:
             raise _Problems(problems)
         return self
@@ -369,8 +384,11 @@ class Spec(BaseModel):
         )
 
 
-def load_spec(path: str | os.PathLike) -> Spec:
+def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec:
     """Read and validate the sweep spec in the YAML file at `path`.
+
+    `overrides` (e.g. command-line flags, ``{"run": {"out": "r.zarr"}}``) are merged
+    into it before validation, as :func:`parse_spec` describes.
 
     Raises
     ------
@@ -382,18 +400,24 @@ def load_spec(path: str | os.PathLike) -> Spec:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(f"cannot read sweep spec {os.fspath(path)}: {err}") from None
-    return parse_spec(text, source=os.fspath(path))
+    return parse_spec(text, source=os.fspath(path), overrides=overrides)
 
 
-def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>") -> Spec:
+def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
+               overrides: Mapping | None = None) -> Spec:
     """Validate a sweep spec given as YAML text or as a mapping.
 
     Parameters
     ----------
     text_or_dict : str, mapping or Spec
-        YAML text, or the mapping it would load to (a Spec is returned as it is).
+        YAML text, or the mapping it would load to (a Spec is returned as it is, or
+        validated again with `overrides`).
     source : str, default "<string>"
         Where the spec came from, for messages (the file name).
+    overrides : mapping, optional
+        Keys that replace the spec's before it is validated, merged section by section
+        (``{"run": {"max_combos": 10**10}}`` changes only ``run.max_combos``). None
+        values are skipped, so unset command-line flags can be passed as they are.
 
     Returns
     -------
@@ -403,10 +427,13 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>") -> 
     ------
     SpecError
         One error listing every failing key as a dotted path, e.g.
-        ``execution.fees: Input should be greater than or equal to 0 (got -0.1)``.
+        ``execution.fees: Input should be greater than or equal to 0 (got -0.1)``; one
+        line when there is one problem, else one indented line per problem.
     """
     if isinstance(text_or_dict, Spec):
-        return text_or_dict
+        if not overrides:
+            return text_or_dict
+        text_or_dict = text_or_dict.model_dump(mode="json")
     if isinstance(text_or_dict, str):
         data = _load_yaml(text_or_dict, source)
     else:
@@ -419,10 +446,13 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>") -> 
             f"invalid sweep spec {source}: expected a mapping of keys (data, strategy, grid, "
             f"...), got {type(data).__name__}{hint}"
         )
+    data = _merged(data, overrides or {})
     try:
-        return Spec.model_validate(dict(data))
+        return Spec.model_validate(data)
     except ValidationError as err:
         lines = _error_lines(err)
+        if len(lines) == 1 and "\n" not in lines[0]:
+            raise SpecError(f"invalid sweep spec {source}: {lines[0]}") from None
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)
         raise SpecError(f"invalid sweep spec {source}:\n{body}") from None
 
@@ -458,6 +488,16 @@ def _grid(spec: Spec) -> Grid:
     return Grid(axes, tuple(parse_expr(text) for text in texts))
 
 
+def _too_big(grid: Grid, n_symbols: int, max_combos: int) -> str | None:
+    """Why a run of `grid` over `n_symbols` symbols is too large, or None."""
+    total = grid.size * n_symbols
+    if total <= max_combos:
+        return None
+    split = f" ({grid.size:,} per symbol x {n_symbols} symbols)" if n_symbols > 1 else ""
+    return (f"{total:,} combos{split} exceed run.max_combos ({max_combos:,}); raise it with "
+            "--max-combos or run.max_combos, or shrink the grid")
+
+
 def _all_excluded(grid: Grid) -> str | None:
     """Why `grid` has no valid combo, or None when it has one."""
     if grid.has_valid():
@@ -467,6 +507,26 @@ def _all_excluded(grid: Grid) -> str | None:
         f"{texts} exclude every one of the {grid.size} combos of the grid; "
         "loosen the constraints or widen the grid"
     )
+
+
+def _merged(base: Mapping, overrides: Mapping) -> dict:
+    """`base` with `overrides` merged in, mapping into mapping; None overrides skipped.
+
+    A section that `base` leaves empty (None) takes the override's mapping; one that is
+    not a mapping is kept, for validation to refuse it with its key."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            current = merged.get(key)
+            if current is None:
+                merged[key] = _merged({}, value)
+            elif isinstance(current, Mapping):
+                merged[key] = _merged(current, value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _kind(kind: str) -> str:
@@ -479,8 +539,13 @@ def _strategy_or_none(info: ValidationInfo) -> Strategy | None:
     return None if name is None else get_strategy(name)
 
 
-def _strategy_problems(strategy: Strategy, expanded: dict) -> list[tuple[str, str]]:
-    """Grid keys the strategy lacks, parameters the grid lacks, values out of range."""
+def _strategy_problems(strategy: Strategy, expanded: dict,
+                       given: Iterable[str]) -> list[tuple[str, str]]:
+    """Grid keys the strategy lacks, parameters the grid lacks, values out of range.
+
+    `expanded` holds the axes that could be read; `given` names every key of the grid,
+    so that an axis present but unreadable is not also reported missing."""
+    given = frozenset(given)
     names = strategy.param_names
     listed = ", ".join(names) if names else "none"
     problems = []
@@ -508,7 +573,7 @@ def _strategy_problems(strategy: Strategy, expanded: dict) -> list[tuple[str, st
                 problems.append((f"grid.{key}", reason))
                 break
     for name in names:
-        if name not in expanded:
+        if name not in given:
             problems.append(
                 (
                     f"grid.{name}",
@@ -524,9 +589,13 @@ def _normalized(entry: list | RangeSpec, kind: str) -> list | RangeSpec:
     cast = int if kind == "int" else float
     if isinstance(entry, RangeSpec):
         bounds = (entry.start, entry.stop, entry.step)
-        if kind == "int" and any(float(b) != int(b) for b in bounds):
+        if kind == "int" and any(isinstance(b, float) and not b.is_integer() for b in bounds):
             return entry  # a fractional bound whose values are still whole (2, 7.5, 1)
-        return RangeSpec(start=cast(entry.start), stop=cast(entry.stop), step=cast(entry.step))
+        try:
+            return RangeSpec(start=cast(entry.start), stop=cast(entry.stop),
+                             step=cast(entry.step))
+        except OverflowError:  # a step beyond float64 (one value): kept as given
+            return entry
     return [cast(v) for v in entry]
 
 

@@ -4,6 +4,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.expr import Expr, check_names, parse_expr
@@ -191,3 +193,77 @@ def test_check_names():
     assert "'fats'" in message and "constraint" in message and "fast, slow" in message
     with pytest.raises(SpecError, match="filter"):
         check_names(expr, ["fast"], what="filter")
+
+
+# --------------------------------------------------------------------------- over boxes
+
+_LEAVES = st.one_of(
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(-4, 9).map(str),
+    st.sampled_from(["0.5", "2.25", "1e17", "9007199254740993", "0"]),
+)
+_NUMBERS = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from("+-*/"), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        inner.map(lambda t: f"-{t}"),
+    ),
+    max_leaves=5,
+)
+_COMPARISON = st.tuples(
+    _NUMBERS, st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _NUMBERS
+).map(" ".join)
+_CHAIN = st.tuples(_NUMBERS, _NUMBERS, _NUMBERS).map(lambda t: f"{t[0]} < {t[1]} <= {t[2]}")
+_CONDITIONS = st.recursive(
+    _COMPARISON | _CHAIN,
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from(["and", "or", "&", "|"]), inner).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        inner.map(lambda t: f"not {t}"),
+    ),
+    max_leaves=3,
+)
+_VALUES = st.one_of(
+    st.lists(st.integers(-5, 8), min_size=1, max_size=4, unique=True).map(
+        lambda v: np.array(v, dtype=np.int64)),
+    st.lists(st.sampled_from([-2.5, -1.0, 0.0, 0.1, 0.5, 1.0, 3.75]), min_size=1, max_size=4,
+             unique=True).map(lambda v: np.array(v, dtype=np.float64)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_CONDITIONS, a=_VALUES, b=_VALUES, c=_VALUES)
+def test_truth_over_a_box_never_contradicts_evaluate(text, a, b, c):
+    expr = parse_expr(text)
+    grids = np.meshgrid(a, b, c, indexing="ij")
+    points = expr.evaluate({"a": grids[0].ravel(), "b": grids[1].ravel(), "c": grids[2].ravel()})
+    points = np.broadcast_to(points, (grids[0].size,))
+    always, never = expr.truth({n: (v.min(), v.max()) for n, v in zip("abc", (a, b, c))})
+    assert always.shape == never.shape == (1,)
+    assert not (always[0] and never[0])
+    if always[0]:
+        assert points.all(), text
+    if never[0]:
+        assert not points.any(), text
+
+
+def test_truth_decides_boxes_at_once():
+    expr = parse_expr("fast < slow and not stop > 0.1")
+    always, never = expr.truth({"fast": ([2, 2, 30], [10, 40, 50]),
+                                "slow": ([20, 20, 5], [90, 90, 25]), "stop": (0.05, 0.1)})
+    assert always.tolist() == [True, False, False]
+    assert never.tolist() == [False, False, True]
+    undecided = parse_expr("a / b > 1").truth({"a": (2, 3), "b": (-1, 1)})
+    assert undecided[0].tolist() == [False] and undecided[1].tolist() == [False]
+    big = parse_expr("a + 1 > a").truth({"a": (2**60, 2**60)})   # beyond 2**53: undecided
+    assert big[0].tolist() == [False] and big[1].tolist() == [False]
+    with pytest.raises(SpecError, match="'slow'"):
+        parse_expr("fast < slow").truth({"fast": (1, 2)})
+
+
+def test_constant_parts_broadcast_against_arrays():
+    # was a numpy "inhomogeneous shape" ValueError from reducing a list of mixed shapes
+    a = np.arange(4)
+    assert parse_expr("a < 2 and 1 < 2").evaluate({"a": a}).tolist() == [True, True, False, False]
+    assert parse_expr("1 < a < 3 < 4").evaluate({"a": a}).tolist() == [False, False, True, False]
+    assert parse_expr("a > 2 or 2 < 1").evaluate({"a": a}).tolist() == [False, False, False, True]

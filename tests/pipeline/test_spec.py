@@ -370,3 +370,84 @@ def test_stops_as_grid_axes_and_strategy_requirements():
     combos = build_grid(rsi).combos((slice(None),) * 3)
     keep = build_grid(rsi).mask(combos)
     assert (combos["lower"][keep] < combos["upper"][keep]).all() and keep.sum() == 3
+
+
+# --------------------------------------------------------------------------- issue 9 faults
+
+
+def test_spec_without_grid_names_each_parameter():
+    # was a KeyError: 'fast' traceback from the model validator
+    message = refused(spec_with(grid=None), source="s.yaml")
+    assert "grid.fast: missing" in message and "grid.slow: missing" in message
+    assert parse_spec(spec_with(grid=None, strategy="buy_and_hold", constraints=[])).grid == {}
+
+
+@pytest.mark.parametrize(
+    ("axis", "problem"),
+    [
+        ([], "the list of values is empty; give at least one value"),
+        ({"start": 2, "stop": 9, "step": 0}, "step must be > 0, got 0"),
+        ([2, 3, 2], "value 2 is given more than once"),
+    ],
+)
+def test_invalid_axis_reports_only_its_problem(axis, problem):
+    # was the real problem plus a bogus "grid.fast: missing" line
+    message = refused(spec_with(grid__fast=axis), source="s.yaml")
+    assert message == f"invalid sweep spec s.yaml: grid.fast: {problem}"
+
+
+def test_one_problem_reads_as_one_line():
+    message = refused(spec_with(execution__fees=-0.1), source="s.yaml")
+    assert message == ("invalid sweep spec s.yaml: execution.fees: Input should be greater "
+                       "than or equal to 0 (got -0.1)")
+
+
+def test_huge_grid_is_refused_up_front():
+    import time
+
+    huge = {"strategy": "macd", "constraints": [],
+            "grid": {"fast": {"start": 2, "stop": 10_001, "step": 1},
+                     "slow": {"start": 2, "stop": 10_001, "step": 1},
+                     "signal": {"start": 1, "stop": 10_000, "step": 1}}}
+    t0 = time.perf_counter()
+    message = refused(spec_with(**huge), source="s.yaml")
+    assert time.perf_counter() - t0 < 10
+    assert message == (
+        "invalid sweep spec s.yaml: grid: 1,000,000,000,000 combos exceed run.max_combos "
+        "(1,000,000,000); raise it with --max-combos or run.max_combos, or shrink the grid")
+    two = refused(spec_with(**huge, data__symbols=["A", "B"], run={"max_combos": 10**12}))
+    assert "grid: 2,000,000,000,000 combos (1,000,000,000,000 per symbol x 2 symbols)" in two
+    t0 = time.perf_counter()
+    spec = parse_spec(spec_with(**huge, run={"max_combos": 10**12}))
+    assert time.perf_counter() - t0 < 10
+    assert spec.run.max_combos == 10**12
+    assert build_grid(spec).size == 10**12
+
+
+def test_max_combos_is_validated():
+    assert parse_spec(BASE).run.max_combos == 10**9
+    for bad in (0, -5, "many", 1.5, True):
+        assert "run.max_combos" in refused(spec_with(run={"max_combos": bad}))
+
+
+def test_overrides_merge_before_validation(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("data: {store: b, symbols: X, timeframe: 1h}\nstrategy: ema_cross\n"
+                    "grid: {fast: {start: 2, stop: 100000, step: 1}, slow: [3, 4, 5]}\n"
+                    "run: {block_size: 100}\n")
+    assert load_spec(path).run.max_combos == 10**9
+    with pytest.raises(SpecError, match=r"grid: 299,997 combos exceed run.max_combos \(1,000\)"):
+        load_spec(path, overrides={"run": {"max_combos": 1000}})
+    spec = load_spec(path, overrides={"run": {"out": "o.zarr", "backend": "cpu",
+                                              "max_combos": None}})
+    assert spec.run.out == "o.zarr" and spec.run.backend == "cpu"
+    assert spec.run.block_size == 100 and spec.run.max_combos == 10**9
+    assert parse_spec(spec_with(run=None), overrides={"run": {"out": "x"}}).run.out == "x"
+    message = refused_with(spec_with(), {"run": {"backend": "gpu"}})
+    assert "run.backend" in message
+
+
+def refused_with(spec, overrides):
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, overrides=overrides)
+    return str(info.value)
