@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     run.add_argument("--workers", type=int, help="workers of the local cluster")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--max-combos", type=int, metavar="N",
+                     help="refuse grids of more than N combos (default: the spec's "
+                          "run.max_combos, 1,000,000,000)")
     again = run.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",
                        help="continue the results store at --out: compute only missing blocks")
@@ -171,14 +174,8 @@ def cmd_verify(args) -> int:
 def cmd_run(args) -> int:
     from .spec import load_spec
 
-    spec = load_spec(args.spec)
-    updates = {}
-    if args.backend:
-        updates["backend"] = args.backend
-    if args.out:
-        updates["out"] = args.out
-    if updates:
-        spec = spec.model_copy(update={"run": spec.run.model_copy(update=updates)})
+    spec = load_spec(args.spec, overrides={"run": {
+        "backend": args.backend, "out": args.out, "max_combos": args.max_combos}})
     if args.worker_timeout is not None:
         if not args.worker_timeout > 0:
             raise BarsweepError(f"--worker-timeout: expected seconds > 0, "

@@ -32,7 +32,13 @@ from .spec import Spec, build_grid
 
 @dataclass(frozen=True)
 class Plan:
-    """The blocks of a run: those to compute and those the constraints exclude."""
+    """The blocks of a run: those to compute and those the constraints exclude.
+
+    ``n_combos`` is the number of combos the tasks compute when ``n_combos_exact``,
+    else an upper bound (counting stopped at :data:`barsweep.pipeline.count.COUNT_BUDGET`;
+    each task reports its exact count as it finishes). ``task_combos`` holds the same
+    per task, in ``tasks`` order. ``excluded`` lists the blocks proven empty.
+    """
 
     grid: Grid
     chunks: tuple[int, ...]
@@ -40,6 +46,8 @@ class Plan:
     tasks: tuple[BlockTask, ...]
     excluded: tuple[int, ...]
     n_combos: int
+    n_combos_exact: bool = True
+    task_combos: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,9 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     """Combos per block: ~BLOCKS_PER_WORKER blocks per worker, but no block shorter than
     MIN_BLOCK_COMBO_BARS combo-bars (about 0.25 s of kernel) nor larger than MAX_BLOCK_COMBOS.
 
+    ``n_combos`` is the grid's valid combos, or an upper bound of them such as
+    :meth:`~barsweep.pipeline.grid.Grid.estimate_valid` gives without enumerating.
+
     Examples
     --------
     >>> auto_block_size(1_000_000, 26_280, 2)
@@ -162,6 +173,11 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
     is ``build_grid(spec)`` when the caller has it already; ``backend`` is the resolved
     one (``cpu`` or ``cuda``) and ``bars_hash`` the store's fingerprint hash (GPU
     workers key their device copy of the bars on it).
+
+    The grid is never enumerated: each block is decided by interval bounds and counted
+    by :meth:`~barsweep.pipeline.grid.Grid.block_counts` within a fixed budget, so
+    planning a 10^9-combo grid takes about a second and memory in proportion to the
+    number of blocks (``benchmarks/plan_size.py``).
     """
     grid = grid if grid is not None else build_grid(spec)
     size = block_size if block_size is not None else spec.run.block_size
@@ -171,26 +187,37 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
     per_symbol = grid.n_blocks(chunks)
     execution = Execution(**spec.execution.model_dump())
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
-    boxes = []  # (block id within a symbol, region slices, axes slices, combos kept)
-    for b, slices in grid.blocks(chunks):
-        axes = tuple((name, values[sl]) for (name, values), sl in zip(grid.axes, slices))
-        boxes.append((b, slices, axes, Grid(axes, grid.constraints).count_valid()))
-    tasks, excluded, n_combos = [], [], 0
+    counts, exact = grid.block_counts(chunks)
+    per_axis = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]
+    pieces = [[((name, values[i * c:(i + 1) * c]), slice(i * c, min((i + 1) * c, len(values))))
+               for i in range(k)]  # each axis's chunks once, shared by every block
+              for (name, values), c, k in zip(grid.axes, chunks, per_axis, strict=True)]
+    boxes = []  # (block id within a symbol, axes slices, region slices, combos kept)
+    block_combos = counts.tolist()
+    for b in counts.nonzero()[0].tolist():
+        position, rest = [], b
+        for k in reversed(per_axis):
+            rest, i = divmod(rest, k)
+            position.append(i)
+        chosen = [axis[i] for axis, i in zip(pieces, reversed(position), strict=True)]
+        boxes.append((b, tuple(a for a, _ in chosen), tuple(sl for _, sl in chosen),
+                      block_combos[b]))
+    empty = (counts == 0).nonzero()[0].tolist()
+    tasks, task_combos, excluded = [], [], []
+    modules = tuple(spec.modules)
     for s, symbol in enumerate(spec.data.symbols):
         bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
                        to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
                        bars_hash)
-        for b, slices, axes, n_valid in boxes:
-            block_id = s * per_symbol + b
-            if n_valid == 0:
-                excluded.append(block_id)
-                continue
-            n_combos += n_valid
-            tasks.append(BlockTask(block_id, out, bars, spec.strategy, axes,
-                                   (slice(s, s + 1), *slices), grid.constraints, execution, ppy,
-                                   tuple(spec.modules), backend=backend))
+        row = slice(s, s + 1)
+        for b, axes, slices, n_valid in boxes:
+            tasks.append(BlockTask(s * per_symbol + b, out, bars, spec.strategy, axes,
+                                   (row, *slices), grid.constraints, execution, ppy, modules,
+                                   backend=backend))
+            task_combos.append(n_valid)
+        excluded.extend(s * per_symbol + b for b in empty)
     return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
-                tuple(excluded), n_combos)
+                tuple(excluded), sum(task_combos), bool(exact.all()), tuple(task_combos))
 
 
 def execute(client: Client, tasks: tuple[BlockTask, ...],
@@ -212,24 +239,28 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
                          key=[f"barsweep-block-{run_id}-{t.block_id}" for t in tasks],
                          pure=False, retries=RETRIES)
     task_of = {future.key: task for future, task in zip(futures, tasks)}
-    pending = as_completed(futures)
+    # results are fetched as each task ends and its future released at once: a worker
+    # that dies later then holds no result that Dask would recompute (rewriting a block)
+    pending = as_completed(futures, with_results=True)
+    running = {future.key: future for future in futures}
+    del futures
     reports: list[BlockReport] = []
     watch = WorkerWatch(client, worker_timeout, on_workers)
     try:
         while not pending.is_empty():
             batch = pending.next_batch(block=False) if pending.has_ready() else []
-            for future in batch:
+            for future, report in batch:
+                running.pop(future.key, None)
                 if future.status != "finished":
-                    raise block_failure(task_of[future.key], future)
-                report = future.result()
+                    raise block_failure(task_of[future.key], report)
                 reports.append(report)
                 if on_done is not None:
                     on_done(report)
-            if not batch:
-                watch.check()
-                time.sleep(POLL_S)
+            del batch
+            watch.check()
+            time.sleep(POLL_S)
     except BaseException:
-        client.cancel(futures)
+        client.cancel(list(running.values()))
         raise
     return reports
 
@@ -274,12 +305,8 @@ def no_workers_message(client: Client, timeout: float) -> str:
             f"`dask worker {address}`, or raise the timeout")
 
 
-def block_failure(task: BlockTask, future) -> RunError:
-    """The one-line error of a block that failed for good."""
-    try:
-        exc = future.exception()
-    except BaseException as err:  # cancelled, or the scheduler went away
-        exc = err
+def block_failure(task: BlockTask, exc: BaseException) -> RunError:
+    """The one-line error of a block that failed for good with ``exc``."""
     where = describe_block(task)
     if type(exc).__name__ == "KilledWorker":
         cause = (f"it was running on {task_allowed_failures()} workers that died "
@@ -421,7 +448,7 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
         block_size = spec.run.block_size
         if block_size == "auto":
             n_workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-            block_size = auto_block_size(grid.count_valid(), prepared.n_bars, n_workers)
+            block_size = auto_block_size(grid.estimate_valid()[0], prepared.n_bars, n_workers)
     the_plan = plan(spec, out, block_size, grid, backend, prepared.prints["blake2b"])
     if prepared.resume_chunks is not None:
         if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
@@ -449,8 +476,9 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
         todo, skipped = the_plan.tasks, 0
     warm_up(client, todo)
     t_plan = time.perf_counter()
-    n_combos = sum(task_combos(t) for t in todo) if skipped else the_plan.n_combos
-    bar = ProgressBar(len(todo), n_combos) if progress else None
+    combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
+    todo_ids = {t.block_id for t in todo}
+    bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids)) if progress else None
     try:
         reports = execute(client, todo, bar.update if bar else None,
                           worker_timeout=spec.run.worker_timeout,
@@ -466,13 +494,10 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
         "total": round(t_done - t0, 4),
     }, "blocks_resumed": skipped})
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
-    return RunSummary(out, the_plan.n_combos, len(the_plan.tasks), combo_bars,
+    n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
+        c for b, c in combos_of.items() if b not in todo_ids)
+    return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend, skipped)
-
-
-def task_combos(task: BlockTask) -> int:
-    """The combos a block computes (its box less what its constraints exclude)."""
-    return Grid(task.axes, task.constraints).count_valid()
 
 
 def done_flags(out: str):

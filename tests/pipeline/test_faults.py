@@ -1,0 +1,328 @@
+"""Faults inflicted on real processes: a driver SIGKILLed then resumed, Ctrl-C, workers
+SIGKILLed (LocalCluster and external `dask worker`s), a block that fails for good, a
+cluster without workers. Each run's store must equal an undisturbed run's, bit for bit,
+or the run must stop in one line, leaving a store that says it is incomplete."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+from barsweep.engine import METRICS
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.cluster import connect
+from barsweep.pipeline.results import store_attrs
+from barsweep.pipeline.run import run_sweep
+from barsweep.pipeline.spec import parse_spec
+
+pytestmark = pytest.mark.slow
+
+N_BARS = 150_000
+N_BLOCKS = 25  # 4,263 combos in blocks of 200 (fast, slow) pairs, ~0.1-0.3 s each
+CLI = [sys.executable, "-m", "barsweep.pipeline.cli"]
+
+
+@pytest.fixture(scope="module")
+def bars(tmp_path_factory):
+    store = tmp_path_factory.mktemp("bars")
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars",
+                 str(N_BARS), "--seed", "11", "--store", str(store)]) == 0
+    return store
+
+
+def write_spec(directory: Path, store: Path, name: str = "spec.yaml") -> Path:
+    path = directory / name
+    path.write_text(yaml.safe_dump({
+        "data": {"store": str(store), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "strategy": "ema_cross",
+        "grid": {"fast": {"start": 2, "stop": 50, "step": 1},
+                 "slow": {"start": 10, "stop": 200, "step": 2}},
+        "constraints": ["fast < slow"],
+        "execution": {"fill": "next_open", "fees": 0.001},
+        "run": {"block_size": 200, "out": str(directory / "results.zarr")},
+    }))
+    return path
+
+
+@pytest.fixture(scope="module")
+def undisturbed(bars, tmp_path_factory):
+    """The store of a run nothing happened to."""
+    directory = tmp_path_factory.mktemp("undisturbed")
+    assert main(["run", str(write_spec(directory, bars)), "--workers", "2",
+                 "--no-progress"]) == 0
+    return directory / "results.zarr"
+
+
+def assert_same_store(a: Path, b: Path) -> None:
+    ga, gb = zarr.open_group(str(a), mode="r"), zarr.open_group(str(b), mode="r")
+    for name in (*METRICS, "done", "fast", "slow"):
+        np.testing.assert_array_equal(ga[name][:], gb[name][:], err_msg=name)
+    assert store_attrs(a)["complete"] is True and store_attrs(b)["complete"] is True
+
+
+def n_done(out: Path) -> int:
+    flags = out / "done" / "c"
+    return len(os.listdir(flags)) if flags.is_dir() else 0
+
+
+def wait_for_blocks(out: Path, at_least: int, proc=None, timeout: float = 240.0) -> int:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if (count := n_done(out)) >= at_least:
+            return count
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run ended first: {proc.communicate()}")
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {at_least} blocks done after {timeout} s")
+
+
+def start_run(spec: Path, *args: str) -> subprocess.Popen:
+    """`barsweep run` in its own process group, as a terminal would start it."""
+    return subprocess.Popen([*CLI, "run", str(spec), "--no-progress", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def block_files(out: Path) -> dict[str, tuple[int, int, int]]:
+    """(inode, mtime, size) of every chunk file of every block marked done."""
+    group = zarr.open_group(str(out), mode="r")
+    chunks = group[METRICS[0]].chunks
+    counts = [-(-n // c) for n, c in zip(group[METRICS[0]].shape, chunks)]
+    files = {}
+    for block in np.flatnonzero(group["done"][:] == 1):
+        s, rest = divmod(int(block), int(np.prod(counts[1:])))
+        index = (s, *np.unravel_index(rest, counts[1:]))
+        paths = [out / "done" / "c" / str(block)]
+        paths += [out / name / "c" / "/".join(map(str, index)) for name in METRICS]
+        for p in paths:
+            if p.exists():
+                st = p.stat()
+                files[str(p)] = (st.st_ino, st.st_mtime_ns, st.st_size)
+    return files
+
+
+def test_driver_sigkilled_then_resumed_equals_an_undisturbed_run(bars, undisturbed, tmp_path,
+                                                                 capsys):
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--workers", "1")
+    wait_for_blocks(out, 3, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the workers it started
+    proc.wait()
+    done_before = block_files(out)
+    n_before = sum("/done/c/" in p for p in done_before)
+    assert 3 <= n_before < N_BLOCKS
+    assert store_attrs(out)["complete"] is False
+    assert main(["rank", str(out)]) == 2
+    assert f"{N_BLOCKS - n_before} of {N_BLOCKS} blocks missing" in capsys.readouterr().err
+    assert main(["run", str(spec), "--out", str(out)]) == 2  # neither flag: refused
+    assert "pass --overwrite to replace it or --resume" in capsys.readouterr().err
+
+    assert main(["run", str(spec), "--resume", "--workers", "2", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert (f"{n_before} of {N_BLOCKS} blocks already done, {N_BLOCKS - n_before} to "
+            f"compute") in printed
+    after = block_files(out)
+    assert {p: after.get(p) for p in done_before} == done_before  # no done block rewritten
+    assert_same_store(out, undisturbed)
+    assert json.loads(store_attrs(out)["blocks_resumed"]) == n_before
+
+
+def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, capsys):
+    out = tmp_path / "results.zarr"
+    shutil.copytree(undisturbed, out)
+    spec = yaml.safe_load(write_spec(tmp_path, bars).read_text())
+    spec["execution"]["fees"] = 0.002
+    spec["grid"]["slow"]["stop"] = 150
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "other.yaml"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "execution.fees was 0.001, now 0.002" in err
+    assert "grid.slow.stop was 200, now 150" in err
+    assert "dask dashboard" not in capsys.readouterr().out
+
+    other_bars = tmp_path / "bars"
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars",
+                 str(N_BARS), "--seed", "12", "--store", str(other_bars)]) == 0
+    stored = yaml.safe_load(store_attrs(out)["spec"])
+    stored["run"]["out"] = str(out)
+    stored["data"]["store"] = str(other_bars)
+    (tmp_path / "moved.yaml").write_text(yaml.safe_dump(stored))
+    assert main(["run", str(tmp_path / "moved.yaml"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "the bars' fingerprint was" in err and "data.store was" in err
+
+
+def test_ctrl_c_stops_in_one_line_and_workers_stop_writing(bars, undisturbed, tmp_path):
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--workers", "2")
+    wait_for_blocks(out, 2, proc)
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("barsweep: interrupted: ")
+    assert f"blocks are done in {out}" in lines[0]
+    assert f"barsweep run {spec} --out {out} --resume" in lines[0]
+    files = block_files(out)
+    count = n_done(out)
+    time.sleep(2.0)
+    assert n_done(out) == count and block_files(out) == files  # nobody writes any more
+    assert store_attrs(out)["complete"] is False
+    assert count < N_BLOCKS
+    assert main(["run", str(spec), "--resume", "--workers", "2", "--no-progress"]) == 0
+    assert_same_store(out, undisturbed)
+
+
+def kill_a_worker_when_blocks_are_done(client, out: Path, errors: list) -> None:
+    try:
+        wait_for_blocks(out, 2)
+        pids = client.run(os.getpid)
+        os.kill(sorted(pids.values())[0], signal.SIGKILL)
+    except BaseException as exc:  # reported by the test
+        errors.append(exc)
+
+
+def test_a_worker_sigkilled_mid_run_local_cluster(bars, undisturbed, tmp_path):
+    spec = parse_spec(yaml.safe_load(write_spec(tmp_path, bars).read_text()))
+    out = tmp_path / "results.zarr"
+    errors: list = []
+    with connect("local", n_workers=2) as client:
+        killer = threading.Thread(target=kill_a_worker_when_blocks_are_done,
+                                  args=(client, out, errors))
+        killer.start()
+        run_sweep(spec, client, progress=False)
+        killer.join()
+        assert not errors
+    assert_same_store(out, undisturbed)
+
+
+@pytest.fixture
+def external_cluster(tmp_path):
+    """A `dask scheduler` and two `dask worker`s started by hand, as on other machines."""
+    dask = str(Path(sys.executable).parent / "dask")
+    info = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([dask, "scheduler", "--scheduler-file", str(info), "--port", "0",
+                               "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+
+    def add_worker(*flags):
+        procs.append(subprocess.Popen(
+            [dask, "worker", "--scheduler-file", str(info), "--nthreads", "1",
+             "--host", "127.0.0.1", *flags], cwd=tmp_path,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return procs[-1]
+
+    t0 = time.monotonic()
+    while not info.exists() and time.monotonic() - t0 < 60:
+        time.sleep(0.1)
+    address = json.loads(info.read_text())["address"]
+    try:
+        yield address, add_worker
+    finally:
+        for proc in reversed(procs):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_worker_sigkilled_mid_run_external_workers(bars, undisturbed, tmp_path,
+                                                     external_cluster):
+    from distributed import Client
+
+    address, add_worker = external_cluster
+    add_worker()
+    add_worker()
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    errors: list = []
+    with Client(address) as client:
+        client.wait_for_workers(2, timeout=60)
+        killer = threading.Thread(target=kill_a_worker_when_blocks_are_done,
+                                  args=(client, out, errors))
+        killer.start()
+        assert main(["run", str(spec), "--scheduler", address, "--no-progress"]) == 0
+        killer.join()
+    assert not errors
+    assert_same_store(out, undisturbed)
+
+
+def test_no_workers_at_all_stops_after_the_timeout(bars, tmp_path, external_cluster, capsys):
+    address, _ = external_cluster
+    spec = write_spec(tmp_path, bars)
+    t0 = time.monotonic()
+    assert main(["run", str(spec), "--scheduler", address, "--worker-timeout", "2",
+                 "--no-progress"]) == 1
+    assert time.monotonic() - t0 < 30
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert f"no Dask worker connected to {address} for 2 s" in err
+    assert not (tmp_path / "results.zarr").exists()
+
+
+def test_all_workers_lost_mid_run_stops_after_the_timeout(bars, tmp_path, external_cluster):
+    address, add_worker = external_cluster
+    worker = add_worker("--no-nanny")
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--scheduler", address, "--worker-timeout", "3")
+    wait_for_blocks(out, 1, proc)
+    worker.kill()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"no Dask worker connected to {address} for 3 s" in lines[0]
+    assert store_attrs(out)["complete"] is False
+
+
+def test_a_block_that_fails_for_good_stops_the_run_in_one_line(bars, tmp_path):
+    store = tmp_path / "bars"
+    shutil.copytree(bars, store)
+    spec = write_spec(tmp_path, store)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--workers", "1")
+    wait_for_blocks(out, 1, proc)
+    path = store / "1h" / "BTCUSDT.arrow"
+    data = path.read_bytes()
+    broken = path.with_suffix(".tmp")
+    broken.write_bytes(data[: len(data) // 2])  # a truncated copy replaces the file
+    os.replace(broken, path)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("barsweep: error: block ")
+    assert "(BTCUSDT, fast " in lines[0] and "failed after 2 retries" in lines[0]
+    assert "BTCUSDT" in lines[0] and ".arrow" in lines[0]
+    assert store_attrs(out)["complete"] is False
+
+
+def test_an_unreachable_scheduler_is_one_line(bars, tmp_path, capsys):
+    spec = yaml.safe_load(write_spec(tmp_path, bars).read_text())
+    spec["cluster"] = "tcp://127.0.0.1:9"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    t0 = time.monotonic()
+    assert main(["run", str(tmp_path / "s.yaml"), "--no-progress"]) == 2
+    assert time.monotonic() - t0 < 30
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err
+    assert main(["run", str(tmp_path / "s.yaml"), "--scheduler", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "'bogus' is not a scheduler address" in err
+    assert not (tmp_path / "results.zarr").exists()
