@@ -197,6 +197,9 @@ def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=Fals
     from .cluster import check_address, connect
     from .run import prepare_run, run_prepared
 
+    # (after distributed's import, which sets its loggers' levels from its config) a
+    # block's report lost with its worker is fetched again: the run says what matters
+    logging.getLogger("distributed.client").setLevel(logging.ERROR)
     if scheduler is not None:
         check_address(scheduler, "--scheduler")
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)

@@ -251,7 +251,7 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
             batch = pending.next_batch(block=False) if pending.has_ready() else []
             for future, report in batch:
                 running.pop(future.key, None)
-                if future.status != "finished":
+                if not isinstance(report, BlockReport):  # the exception it failed with
                     raise block_failure(task_of[future.key], report)
                 reports.append(report)
                 if on_done is not None:

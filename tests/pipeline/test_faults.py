@@ -286,7 +286,8 @@ def test_all_workers_lost_mid_run_stops_after_the_timeout(bars, tmp_path, extern
     assert proc.returncode == 1, stderr
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and f"no Dask worker connected to {address} for 3 s" in lines[0]
+    assert len(lines) == 1, stderr
+    assert f"no Dask worker connected to {address} for 3 s" in lines[0]
     assert store_attrs(out)["complete"] is False
 
 
