@@ -90,7 +90,7 @@ def connect(cluster: str = "local", n_workers: int | None = None,
 
 class LeaveCtrlCToTheDriver(WorkerPlugin):
     """On the workers of a cluster barsweep starts: ignore SIGINT, and stay quiet about
-    tasks cancelled as the run stops.
+    tasks cancelled as the run stops and about failed tasks (the driver reports them).
 
     Ctrl-C in a terminal reaches every process of its group, the worker processes too,
     which would each print a traceback; the driver alone handles it (it cancels the run
@@ -107,3 +107,9 @@ class LeaveCtrlCToTheDriver(WorkerPlugin):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         # a task cancelled by Ctrl-C or a failed block logs a warning as the worker closes
         logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+        # a failing block is reported by the driver, in one line naming block and cause
+        logging.getLogger("distributed.worker").addFilter(_not_compute_failed)
+
+
+def _not_compute_failed(record) -> bool:
+    return not str(record.msg).startswith("Compute Failed")
