@@ -238,9 +238,12 @@ def cmd_rank(args) -> int:
     frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending)
     pending, total = store_status(args.results)
     if pending:
-        n_combos = int(ds["n_trades"].notnull().sum())
+        n_done = int(ds["n_trades"].notnull().sum())
+        n_all = ds.attrs.get("n_combos")
+        bound = "" if ds.attrs.get("n_combos_exact", True) else "at most "
+        of = f" of {bound}{n_all:,}" if isinstance(n_all, int) else ""
         print(f"barsweep: --partial: {pending} of {total} blocks missing; ranking the "
-              f"{n_combos:,} combos computed so far", file=sys.stderr)
+              f"{n_done:,}{of} combos computed so far", file=sys.stderr)
     if not len(frame):
         reason = (f"passes --where {args.where!r}" if args.where
                   else f"has a defined {args.by}")

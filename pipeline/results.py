@@ -151,7 +151,7 @@ def finish_store(path: str, attrs: Mapping[str, object]) -> None:
 def update_attrs(path: str, attrs: Mapping[str, object]) -> None:
     """Add attributes (e.g. timings) to the store's group after the run."""
     zarr.open_group(path, mode="r+").attrs.update(
-        {k: v if isinstance(v, str | bool) else json.dumps(v) for k, v in attrs.items()}
+        {k: v if isinstance(v, str | bool | int) else json.dumps(v) for k, v in attrs.items()}
     )
 
 

@@ -470,6 +470,8 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
             "backend_requested": spec.run.backend,
             "backend_reason": backend_reason,
             "metrics": json.dumps(list(METRICS)),
+            "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
+            "n_combos_exact": the_plan.n_combos_exact,
         }
         create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                      the_plan.n_blocks, attrs, excluded=the_plan.excluded)
@@ -487,15 +489,15 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
         if bar:
             bar.close()
     t_done = time.perf_counter()
+    n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
+        c for b, c in combos_of.items() if b not in todo_ids)
     finish_store(out, {"timings_s": {
         "plan_and_create": round(t_plan - t0, 4),
         "compute_and_write": round(t_done - t_plan, 4),
         "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
         "total": round(t_done - t0, 4),
-    }, "blocks_resumed": skipped})
+    }, "blocks_resumed": skipped, "n_combos": n_combos, "n_combos_exact": True})
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
-    n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
-        c for b, c in combos_of.items() if b not in todo_ids)
     return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend, skipped)
 

@@ -135,7 +135,8 @@ def test_driver_sigkilled_then_resumed_equals_an_undisturbed_run(bars, undisturb
     after = block_files(out)
     assert {p: after.get(p) for p in done_before} == done_before  # no done block rewritten
     assert_same_store(out, undisturbed)
-    assert json.loads(store_attrs(out)["blocks_resumed"]) == n_before
+    assert store_attrs(out)["blocks_resumed"] == n_before
+    assert store_attrs(out)["n_combos"] == 4263
 
 
 def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, capsys):

@@ -125,7 +125,7 @@ def small_store(path: Path, n_blocks_written: int, total: int = 3) -> None:
     axes = [("p", np.arange(total * 2))]
     create_store(str(path), ["A"], axes, (2,), total,
                  {"spec": "strategy: x\n", "barsweep_version": "test",
-                  "spec_path": "/some/spec.yaml"})
+                  "spec_path": "/some/spec.yaml", "n_combos": 2 * total})
     rng = np.random.default_rng(0)
     for b in range(n_blocks_written):
         metrics = rng.normal(size=(len(METRICS), 1, 2))
@@ -146,7 +146,7 @@ def test_an_incomplete_store_is_refused_by_readers_unless_partial(tmp_path, caps
     assert line.startswith("barsweep: error:")
     assert main(["rank", str(path), "--partial", "--json"]) == 0
     captured = capsys.readouterr()
-    assert "2 of 3 blocks missing; ranking the 2 combos computed so far" in captured.err
+    assert "2 of 3 blocks missing; ranking the 2 of 6 combos computed so far" in captured.err
     assert len(yaml.safe_load(captured.out)) == 2
 
 
@@ -181,3 +181,18 @@ def test_a_store_is_never_half_made_under_its_final_name(tmp_path):
     small_store(path, 0)  # replaced (as --overwrite does)
     assert store_attrs(path)["complete"] is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
+
+
+@pytest.mark.slow
+def test_demo_runs_again_replacing_only_its_own_results(tmp_path, capsys):
+    demo = tmp_path / "demo"
+    for _ in range(2):
+        assert main(["demo", "--dir", str(demo), "--workers", "2"]) == 0
+        assert "top 10 of" in capsys.readouterr().out
+    assert store_attrs(demo / "results.zarr")["complete"] is True
+    (demo / "results.zarr").rename(demo / "mine")
+    (demo / "results.zarr").mkdir()
+    (demo / "results.zarr" / "notes.txt").write_text("not a results store")
+    assert main(["demo", "--dir", str(demo), "--workers", "2"]) == 2
+    assert "is not a barsweep results store" in capsys.readouterr().err
+    assert (demo / "results.zarr" / "notes.txt").read_text() == "not a results store"
