@@ -4,11 +4,12 @@ metrics; numba kernels that take arrays and scalars only."""
 from .backtest import BacktestResult, backtest
 from .execution import Execution, benchmark_returns
 from .indicators import INDICATORS, ema, sma
-from .metrics import LOWER_IS_BETTER, METRICS, N_METRICS
+from .metrics import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, N_METRICS
 from .strategies import Indicator, Param, Strategy, get_strategy, register, strategy_names
 from .sweep import sweep
 
 __all__ = [
+    "BEST_WHEN_IDLE",
     "INDICATORS",
     "LOWER_IS_BETTER",
     "METRICS",

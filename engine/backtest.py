@@ -34,11 +34,12 @@ class BacktestResult:
     metrics : dict[str, float]
         Every metric of ``METRICS``; equal to the sweep kernel's for the same combo.
     equity : pandas.Series
-        Equity marked at each close, indexed by time (UTC) when the bars have times.
+        Equity marked at each close, indexed by time (UTC) when the bars have times;
+        never below zero (0 from a ruin on).
     trades : pandas.DataFrame
         One row per round trip: entry/exit time, bar and price, side (+1 long, -1
         short), size, pnl, return, bars held and exit reason (signal, stop, target,
-        trail or end).
+        trail, end or ruin: equity reached zero, see docs/EXECUTION.md).
     close : pandas.Series
         The close prices, for plotting.
     """

@@ -15,7 +15,8 @@ EXIT_STOP = 1
 EXIT_TARGET = 2
 EXIT_TRAIL = 3
 EXIT_END = 4
-EXIT_REASONS = ("signal", "stop", "target", "trail", "end")
+EXIT_RUIN = 5
+EXIT_REASONS = ("signal", "stop", "target", "trail", "end", "ruin")
 
 
 @njit(cache=True)
@@ -46,6 +47,29 @@ def close_position(cash, position, price, fee_rate, fixed_fee, slippage):
     fill = price * (1.0 - side * slippage)
     notional = abs(position) * fill
     return cash + side * notional - notional * fee_rate - fixed_fee, fill
+
+
+@njit(cache=True)
+def ruin_reached(cash, position, high, low):
+    """Whether a bar takes a position's equity, ``cash + position * price``, to zero.
+
+    A long's equity is lowest at the bar's low, a short's at its high; the bar ruins the
+    position when the equity there is <= 0 (a long bought with all the cash, ``cash ==
+    0``, never is: prices are positive). False when flat. Branch-light: the sweep calls
+    it on every bar a position is held.
+    """
+    worst = low if position > 0.0 else high
+    return cash + position * worst <= 0.0 and position != 0.0
+
+
+@njit(cache=True)
+def ruin_fill(cash, position, open_):
+    """Where a position that a bar ruins (:func:`ruin_reached`) is liquidated: the price
+    where its equity is zero, ``-cash / position``, or the open when the equity is
+    already <= 0 there (a gap; the equity is then clamped to zero)."""
+    if cash + position * open_ <= 0.0:
+        return open_
+    return -cash / position
 
 
 @njit(cache=True)

@@ -28,13 +28,18 @@ METRICS: tuple[str, ...] = (
     "exposure",
     "alpha",
     "beta",
+    "ruined",
 )
 N_METRICS = len(METRICS)
 METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
 
 #: Metrics where a smaller value ranks first. Every other metric ranks descending
 #: (max_drawdown is <= 0, so descending puts the shallowest drawdown first).
-LOWER_IS_BETTER = frozenset({"volatility", "ulcer_index"})
+LOWER_IS_BETTER = frozenset({"volatility", "ulcer_index", "ruined"})
+
+#: Metrics whose best value a combo that never trades gets for nothing (a flat equity
+#: curve has no volatility, no drawdown, no ruin): rankings by them put such combos last.
+BEST_WHEN_IDLE = frozenset({"volatility", "ulcer_index", "max_drawdown", "ruined"})
 
 RET_ACC0 = (0.0, 0.0, 0.0, 0.0)
 DD_ACC0 = (-math.inf, 0.0, 0.0, 0.0, 0.0)
@@ -118,11 +123,15 @@ def acc_trade(acc, pnl, ret):
 
 @njit(cache=True)
 def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_acc,
-             n_exposed, bench):
+             n_exposed, bench, ruined):
     """Write the metrics of one backtest into ``out`` (shape (N_METRICS,), in METRICS order).
 
-    ``bench`` is ``(sum b, sum b²)`` of the benchmark returns. Undefined values
-    (no trades, zero variance, one bar) are NaN.
+    ``bench`` is ``(sum b, sum b²)`` of the benchmark returns; ``ruined`` whether equity
+    reached zero. Undefined values (no trades, zero variance, one bar) are NaN.
+
+    A ruined combo needs no case of its own: its equity is 0 from the ruin bar on, so
+    its returns are -1 on that bar and 0 after (``acc_returns`` sees no more), and the
+    formulas give total_return = cagr = max_drawdown = calmar = -1 and finite ratios.
     """
     nan = math.nan
     s_r, s_r2, s_neg2, s_rb = ret_acc
@@ -165,3 +174,4 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
     else:
         out[13] = nan
         out[14] = nan
+    out[15] = 1.0 if ruined else 0.0

@@ -19,6 +19,7 @@ EXIT_COLORS = {
     "target": "tab:green",
     "trail": "tab:orange",
     "end": "tab:gray",
+    "ruin": "tab:purple",
 }
 
 

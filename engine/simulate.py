@@ -7,16 +7,30 @@ functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"
 
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``:
    the exit first, then the entry;
-2. the open position's stops are checked on the bar's range (``fills.stop_exit``);
-   with ``next_open`` this includes a position entered at this very open. Stop and
-   trailing exits are market orders (slippage applies); a target is a limit order
-   and fills at its level, or at a better open, without slippage;
+2. the open position's stops and its ruin are checked on the bar's range
+   (``fills.stop_exit``, ``fills.ruin_reached``); with ``next_open`` this includes a
+   position entered at this very open. Stop and trailing exits are market orders
+   (slippage applies); a target is a limit order and fills at its level, or at a
+   better open, without slippage. The adverse levels come first: the ruin price
+   liquidates unless a stop (fixed or trailing) lies strictly before it on the
+   bar's way from the open; a target never beats it;
 3. funding: ``position * close[t] * funding_rate[t]`` is paid by the position
-   held through the bar (longs pay a positive rate, shorts receive it);
+   held through the bar (longs pay a positive rate, shorts receive it); funding that
+   leaves the equity <= 0 liquidates the position at ``close[t]``;
 4. the strategy's signal at the close (``fills.resolve_signals``) exits and/or
    enters: at ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal
    on the last bar is never filled);
 5. equity is marked at ``close[t]`` and the metric accumulators advance.
+
+Ruin (docs/EXECUTION.md): equity never goes below zero. A position is liquidated,
+without fee, where its equity reaches zero: inside the bar (step 2, at the open on a
+gap), at the close when funding took it there (step 3), or at the close when an entry
+there is already under water (step 5); an exit whose costs exceed what is left (step 1,
+2 or 4) leaves cash 0, not less. Either way the trade's exit reason is ``ruin``,
+equity stays 0 to the end (returns 0, drawdown -100%) and the combo trades no more; its
+metric ``ruined`` is 1. The cost where no ruin happens: one multiply-add and compare per
+bar held outside the fast stretches (the held-long stretch, ``cash == 0``, cannot be
+ruined: prices are positive).
 
 A position still open after the last bar is marked at the last close with no
 exit fee and counts as a trade (exit reason ``end``).
@@ -29,11 +43,16 @@ from numba import njit
 
 from .fills import (
     EXIT_END,
+    EXIT_RUIN,
     EXIT_SIGNAL,
+    EXIT_STOP,
     EXIT_TARGET,
+    EXIT_TRAIL,
     close_position,
     open_position,
     resolve_signals,
+    ruin_fill,
+    ruin_reached,
     stop_exit,
 )
 from .metrics import (
@@ -145,9 +164,15 @@ def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill,
                entry_bar, t, reason, trade_acc, rec):
     """Close ``position`` at ``price`` on bar ``t`` and book the trade.
 
+    An exit whose costs exceed what is left (a fixed fee, or a short bought back above
+    its ruin price) leaves cash 0, not less: the trade's reason becomes ``EXIT_RUIN``.
+
     Returns ``(cash after, trade accumulator)``.
     """
     cash, fill = close_position(cash, position, price, fee_rate, fixed_fee, slippage)
+    if cash <= 0.0:
+        cash = 0.0
+        reason = EXIT_RUIN
     return cash, book_trade(trade_acc, rec, entry_bar, t, position, entry_fill, entry_equity,
                             fill, cash, reason)
 
@@ -206,6 +231,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
     entry_equity = 0.0
     entry_bar = 0
     extreme = 0.0
+    ruined = False
     pending_exit = False
     pending_side = 0
     prev_equity = init_cash
@@ -217,7 +243,8 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
 
     simple = not use_stops and not use_funding
     t = 0
-    while t < n:
+    end = n
+    while t < end:
         # Fast stretches, where only the signal can change anything: flat with nothing
         # queued (equity constant: no return, a constant drawdown), and held all-in long
         # without stops or funding (the return is the benchmark's). They end at the first
@@ -274,12 +301,26 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                 filled = True
             pending_exit = False
             pending_side = 0
-        # 2. stops inside the bar
-        if use_stops and position != 0.0:
+        # 2. stops and ruin inside the bar
+        ruin = ruin_reached(cash, position, high[t], low[t])
+        if ruin or (use_stops and position != 0.0):
             side = 1.0 if position > 0.0 else -1.0
-            reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
-                                      stop_loss, take_profit, trailing_stop)
-            if reason >= 0:
+            reason = -1
+            price = 0.0
+            if use_stops:
+                reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
+                                          stop_loss, take_profit, trailing_stop)
+            ruin_px = ruin_fill(cash, position, open_[t]) if ruin else 0.0
+            # the adverse price first: a stop strictly before the ruin price fills instead
+            if ruin and not ((reason == EXIT_STOP or reason == EXIT_TRAIL)
+                             and side * (price - ruin_px) > 0.0):
+                # liquidated where equity reaches zero; nothing is left to pay a fee
+                trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
+                                       entry_fill, entry_equity, ruin_px, 0.0, EXIT_RUIN)
+                cash = 0.0
+                position = 0.0
+                filled = True
+            elif reason >= 0:
                 # a target is a limit order: it fills at its price (or a better open)
                 slip = 0.0 if reason == EXIT_TARGET else slippage
                 cash, trade_acc = exit_trade(cash, position, price, slip, fee_rate, fixed_fee,
@@ -291,9 +332,16 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                 extreme = max(extreme, high[t])
             else:
                 extreme = min(extreme, low[t])
-        # 3. funding on the position held through the bar
+        # 3. funding on the position held through the bar; funding that takes the
+        # equity to zero liquidates the position at this close (ruin)
         if use_funding and position != 0.0:
             cash -= position * close[t] * funding[t]
+            if cash + position * close[t] <= 0.0:
+                trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
+                                       entry_fill, entry_equity, close[t], 0.0, EXIT_RUIN)
+                cash = 0.0
+                position = 0.0
+                filled = True
         # 4. the close's signal: filled at this close, or queued for the next open
         long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t)
         exit_now, enter_side = resolve_signals(position, allow_long, allow_short, long_entry,
@@ -318,26 +366,45 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                 filled = True
 
         # 5. mark to the close; returns are 0 while flat (nothing to add) and the
-        # benchmark's own return while held all-in long (no division)
+        # benchmark's own return while held all-in long (no division). Ruin comes only
+        # with an order filled or a position closed on this bar (``filled``): a
+        # liquidation or an exit that left nothing, or an entry at this close already
+        # under water (a short slipped by 50% or more), which is liquidated here.
         equity = cash + position * close[t]
-        if position != 0.0:
-            n_exposed += 1
-        if filled or (position != 0.0 and (position < 0.0 or cash != 0.0)):
+        if filled:
+            if equity <= 0.0:
+                if position != 0.0:
+                    trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
+                                           entry_fill, entry_equity, close[t], 0.0, EXIT_RUIN)
+                    position = 0.0
+                cash = 0.0
+                equity = 0.0
+                ruined = True
+                end = t + 1  # the last bar simulated: equity stays 0, nothing is traded
+            ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
+        elif position != 0.0 and (position < 0.0 or cash != 0.0):
             ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
         elif position != 0.0:
             ret_acc = acc_returns_held(ret_acc, bench[t])
+        if position != 0.0:
+            n_exposed += 1
         dd_acc = acc_drawdown(dd_acc, equity)
         prev_equity = equity
         if record:
             rec_equity[t] = equity
         t += 1
 
+    if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%, no more trades
+        dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
+        if record:
+            for k in range(t, n):
+                rec_equity[k] = 0.0
     if position != 0.0:  # marked at the last close, no exit fee
         trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
                                entry_equity, close[n - 1], equity, EXIT_END)
 
     finalize(out, n, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
-             (xp[XP_SUM_B], xp[XP_SUM_B2]))
+             (xp[XP_SUM_B], xp[XP_SUM_B2]), ruined)
 
 
 def no_record() -> tuple[np.ndarray, np.ndarray]:

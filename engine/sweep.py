@@ -69,7 +69,7 @@ def sweep(
     >>> out = sweep(get_strategy("ema_cross"), bars,
     ...             dict(fast=np.array([5, 10]), slow=np.array([20, 40])), Execution(), 8760)
     >>> out.shape
-    (2, 15)
+    (2, 16)
     """
     block = prepare_block(strategy, bars, params, execution, ppy)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)

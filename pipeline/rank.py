@@ -1,4 +1,9 @@
-"""Ranking: the best combos of a results store by one metric, NaN never first."""
+"""Ranking: the best combos of a results store by one metric.
+
+Never first: NaN (never ranked at all), an infinite value, a ruined combo, and, by a
+metric that doing nothing wins (volatility, ulcer_index, max_drawdown, ruined, or any
+ranked ascending), a combo that never traded.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from barsweep.engine import LOWER_IS_BETTER, METRICS
+from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from barsweep.errors import SpecError
 
 from .expr import check_names, parse_expr
@@ -44,7 +49,10 @@ def rank(
     -------
     pandas.DataFrame
         One row per combo, best first: ``symbol``, the parameters, every metric.
-        Combos whose ``by`` is NaN (excluded, undefined) are never ranked.
+        Combos whose ``by`` is NaN (excluded, undefined) are never ranked. The order
+        (:func:`rank_order`): ruined combos after every other; then, by a metric that
+        doing nothing wins, combos that never traded after those that did; then
+        infinite values after finite ones; then by ``by``; ties by position.
     """
     ds = open_results(results) if isinstance(results, str) else results
     if by not in METRICS:
@@ -60,8 +68,10 @@ def rank(
     candidates = np.flatnonzero(keep)
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
-    signed = score[candidates] if ascending else -score[candidates]
-    order = np.lexsort((candidates, signed))[:top]  # ties: lower flat index first
+    order = rank_order(score[candidates], ascending,
+                       idle_wins=ascending or by in BEST_WHEN_IDLE,
+                       ruined=_flat(ds, "ruined", candidates) == 1.0,
+                       traded=_flat(ds, "n_trades", candidates) > 0.0)[:top]
     chosen = candidates[order]
     index = np.unravel_index(chosen, shape)
     points = {d: xr.DataArray(ix, dims="rank") for d, ix in zip(dims, index)}
@@ -71,6 +81,37 @@ def rank(
         frame[name] = picked[name].values
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
+
+
+def rank_order(score: np.ndarray, ascending: bool, idle_wins: bool, ruined: np.ndarray,
+               traded: np.ndarray) -> np.ndarray:
+    """The order of candidates, best first (a permutation of their positions).
+
+    Parameters
+    ----------
+    score : ndarray, shape (n,), float64, no NaN
+        The ranked metric of each candidate.
+    ascending : bool
+        Whether a smaller score ranks first.
+    idle_wins : bool
+        Whether a combo that never traded would win by doing nothing (volatility 0, ...):
+        such combos then rank after every combo that traded.
+    ruined, traded : ndarray, shape (n,), bool
+
+    Ruined combos rank after every other, infinite scores after every finite one
+    (within those groups); ties keep the candidates' order.
+    """
+    signed = score if ascending else -score
+    idle = ~traded if idle_wins else np.zeros(len(score), dtype=bool)
+    # np.lexsort: the last key is the primary one
+    return np.lexsort((np.arange(len(score)), signed, np.isinf(score), idle, ruined))
+
+
+def _flat(ds: xr.Dataset, name: str, index: np.ndarray) -> np.ndarray:
+    """Metric ``name`` at the flat ``index`` positions (zeros for a store without it)."""
+    if name not in ds.data_vars:
+        return np.zeros(len(index))
+    return np.asarray(ds[name].values, dtype=np.float64).ravel()[index]
 
 
 def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],

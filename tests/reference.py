@@ -59,6 +59,13 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
 
     Written from DESIGN.md's execution semantics: queued orders fill at the open,
     then stops inside the bar, then funding, then the close's signals.
+
+    Ruin (docs/EXECUTION.md): equity never goes below zero. The price at which the
+    position's equity ``cash + pos * price`` is zero is checked inside each bar like a
+    stop (a stop strictly before it on the bar's way wins, a target never does); funding
+    that leaves equity <= 0 at the close liquidates there, before the close's signals;
+    an exit that cannot pay its costs leaves cash 0. Then equity stays 0 and nothing
+    more is traded.
     """
     n = len(close)
     high = high if high is not None else close
@@ -67,7 +74,7 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
     short_exits = short_exits if short_exits is not None else [False] * n
     can_long = direction in ("long", "both")
     can_short = direction in ("short", "both")
-    state = dict(cash=init_cash, pos=0.0, entry=None)
+    state = dict(cash=init_cash, pos=0.0, entry=None, ruined=False)
     trades, equity = [], []
     queued_exit, queued_side = False, 0
     exposed = 0
@@ -95,11 +102,34 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
         else:
             fill_px = price * (1 + slip)
             state["cash"] -= e["size"] * fill_px + e["size"] * fill_px * fees + fixed_fee
+        if state["cash"] <= 0:  # the exit's costs exceed what is left: ruin
+            state["cash"], state["ruined"], reason = 0.0, True, "ruin"
         pnl = state["cash"] - e["equity"]
         trades.append(dict(entry_bar=e["bar"], exit_bar=t, side=e["side"], pnl=pnl,
                            ret=pnl / (e["size"] * e["price"]), reason=reason,
                            entry_price=e["price"], exit_price=fill_px))
         state["pos"], state["entry"] = 0.0, None
+
+    def liquidate(t, price):
+        """Ruin: the position is closed where its equity is zero, no fee; cash is 0."""
+        e = state["entry"]
+        pnl = 0.0 - e["equity"]
+        trades.append(dict(entry_bar=e["bar"], exit_bar=t, side=e["side"], pnl=pnl,
+                           ret=pnl / (e["size"] * e["price"]), reason="ruin",
+                           entry_price=e["price"], exit_price=price))
+        state["cash"], state["pos"], state["entry"], state["ruined"] = 0.0, 0.0, None, True
+
+    def ruin_hit(t):
+        """The price where the equity ``cash + pos * price`` reaches zero inside bar t, or
+        None: a long's equity at the low, a short's at the high, is <= 0; the price is the
+        open if the equity is <= 0 there already, else where it is zero."""
+        cash, pos = state["cash"], state["pos"]
+        worst = low[t] if pos > 0 else high[t]
+        if cash + pos * worst > 0:
+            return None
+        if cash + pos * open_[t] <= 0:
+            return open_[t]
+        return -cash / pos
 
     def stop_hit(t):
         """(reason, price) of a stop inside bar t, or None."""
@@ -144,24 +174,38 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
         return None
 
     for t in range(n):
+        if state["ruined"]:  # equity stays 0, nothing more is traded
+            equity.append(0.0)
+            continue
         # 1. orders queued at the previous close fill at this open
         if queued_exit and state["pos"] != 0:
             leave(t, open_[t], "signal")
-        if queued_side and state["pos"] == 0:
+        if queued_side and state["pos"] == 0 and not state["ruined"]:
             enter(t, queued_side, open_[t])
         queued_exit, queued_side = False, 0
-        # 2. stops inside the bar
-        if state["pos"] != 0 and (stop_loss or take_profit or trailing_stop):
-            hit = stop_hit(t)
-            if hit:
+        # 2. stops and ruin inside the bar: the adverse price first
+        if state["pos"] != 0:
+            use_stops = stop_loss or take_profit or trailing_stop
+            hit = stop_hit(t) if use_stops else None
+            ruin = ruin_hit(t)
+            side = state["entry"]["side"]
+            if ruin is not None and hit is not None and hit[0] in ("stop", "trail"):
+                # a stop the bar reaches strictly before the ruin price fills instead
+                if (hit[1] > ruin) if side > 0 else (hit[1] < ruin):
+                    ruin = None
+            if ruin is not None:
+                liquidate(t, ruin)
+            elif hit:
                 leave(t, hit[1], hit[0])
-            elif state["entry"]["side"] > 0:
+            elif use_stops and side > 0:
                 state["entry"]["best"] = max(state["entry"]["best"], high[t])
-            else:
+            elif use_stops:
                 state["entry"]["best"] = min(state["entry"]["best"], low[t])
         # 3. funding on the position held through the bar
         if funding and state["pos"] != 0:
             state["cash"] -= state["pos"] * close[t] * funding_rate[t]
+            if state["cash"] + state["pos"] * close[t] <= 0:  # nothing left: ruin
+                liquidate(t, close[t])
         # 4. the close's signals
         le, lx = long_entries[t], long_exits[t]
         se, sx = short_entries[t], short_exits[t]
@@ -178,11 +222,16 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
         if fill == "close":
             if do_exit:
                 leave(t, close[t], "signal")
-            if side:
+            if side and not state["ruined"]:
                 enter(t, side, close[t])
         elif t + 1 < n:
             queued_exit, queued_side = do_exit, side
-        equity.append(state["cash"] + state["pos"] * close[t])
+        value = state["cash"] + state["pos"] * close[t]
+        if state["pos"] != 0 and value <= 0:  # entered under water (slippage >= 50%)
+            liquidate(t, close[t])
+        if state["ruined"]:
+            value = 0.0
+        equity.append(value)
         exposed += state["pos"] != 0
     if state["pos"] != 0:
         e = state["entry"]
@@ -190,13 +239,15 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
         trades.append(dict(entry_bar=e["bar"], exit_bar=n - 1, side=e["side"], pnl=pnl,
                            ret=pnl / (e["size"] * e["price"]), reason="end",
                            entry_price=e["price"], exit_price=close[-1]))
-    return ref_metrics(equity, close, trades, exposed, init_cash, ppy), equity, trades
+    metrics = ref_metrics(equity, close, trades, exposed, init_cash, ppy, state["ruined"])
+    return metrics, equity, trades
 
 
-def ref_metrics(equity, close, trades, exposed, init_cash, ppy):
+def ref_metrics(equity, close, trades, exposed, init_cash, ppy, ruined=False):
     n = len(equity)
     prev = [init_cash] + equity[:-1]
-    r = [e / p - 1 for e, p in zip(equity, prev)]
+    # after ruin equity stays 0: "no change" is a return of 0
+    r = [e / p - 1 if p > 0 else 0.0 for e, p in zip(equity, prev)]
     b = [0.0] + [close[t] / close[t - 1] - 1 for t in range(1, n)]
     nan = math.nan
     m = {}
@@ -231,6 +282,7 @@ def ref_metrics(equity, close, trades, exposed, init_cash, ppy):
         m["beta"] = beta
     else:
         m["alpha"] = m["beta"] = nan
+    m["ruined"] = 1.0 if ruined else 0.0
     return m
 
 

@@ -14,6 +14,10 @@ signal at the bar's close (the stop happened before the close). Combos where a
 stop and an acted-on entry share a bar are therefore compared separately, and
 the difference itself is tested on a constructed case. Such combos are compared
 up to that bar (equity curve and the trades closed before it).
+
+Ruin is the other: vectorbt lets a squeezed short's value go below zero and trades on,
+barsweep liquidates it where its equity reaches zero. Ruined combos (real AAPL bars) are
+compared up to the ruin bar, where vectorbt's own position is shown to be worth <= 0.
 """
 
 import numpy as np
@@ -171,3 +175,40 @@ def test_next_open_matches_vectorbt_with_shifted_signals(direction):
         assert mine.metrics["n_trades"] == pf.trades.count() > 0, name
         np.testing.assert_allclose(mine.equity.to_numpy(), pf.value().to_numpy(), rtol=1e-12)
         assert mine.metrics["sharpe"] == pytest.approx(pf.sharpe_ratio(), rel=1e-9)
+
+
+def test_ruin_is_where_vectorbt_lets_equity_go_below_zero():
+    """Ruin (docs/EXECUTION.md): on real daily AAPL, rsi shorts squeezed by the rise.
+
+    vectorbt does not liquidate: its short's value goes below zero and it keeps trading.
+    Up to the bar where barsweep's combo is ruined the two are identical (equity and
+    every trade closed before); on that bar vectorbt's own position, marked at the bar's
+    high (low for a long), is worth <= 0, which is where barsweep liquidates. After it
+    they differ by design, and only the prefix is compared."""
+    pytest.importorskip("bokeh_sampledata")
+    from golden.cases import load_bars
+
+    bars = load_bars("AAPL")
+    execution = dict(fill="close", direction="both", fees=0.001)
+    checked = 0
+    for period, upper in [(5, 70.0), (10, 60.0), (14, 60.0), (20, 80.0), (30, 70.0)]:
+        params = dict(period=period, lower=30.0, upper=upper)
+        ours = backtest(bars, "rsi", params, ppy=252.0, **execution)
+        assert ours.metrics["ruined"] == 1.0, params
+        trades = ours.trades
+        ruin = int(trades["exit_bar"].iloc[-1])
+        assert trades["exit_reason"].iloc[-1] == "ruin"
+        pf = vectorbt_run(bars, ref_signals("rsi", bars, params), "both", execution)
+        theirs = pf.value().to_numpy()
+        np.testing.assert_allclose(ours.equity.to_numpy()[:ruin], theirs[:ruin], rtol=1e-12,
+                                   err_msg=str(params))
+        before = trades[trades["exit_bar"] < ruin]
+        np.testing.assert_allclose(before["pnl"].to_numpy(),
+                                   pf.trades.records_readable["PnL"].to_numpy()[:len(before)],
+                                   rtol=1e-9, err_msg=str(params))
+        cash, assets = pf.cash().to_numpy()[ruin - 1], pf.assets().to_numpy()[ruin - 1]
+        worst = bars["high"][ruin] if assets < 0 else bars["low"][ruin]
+        assert np.sign(assets) == trades["side"].iloc[-1] and cash + assets * worst <= 0.0
+        assert theirs.min() < 0.0 and (ours.equity.to_numpy() >= 0.0).all()
+        checked += 1
+    assert checked == 5

@@ -5,6 +5,9 @@ case is small; together they cover every strategy (the README's custom one inclu
 one on host-hoisted indicators) and every execution setting: both fills, the three
 directions, fees, fixed fees, slippage, stop loss, take profit, trailing stop, funding
 and stops swept as grid axes; ``test_cuda_sim.py`` checks that each setting matters.
+``ruin_cases`` run on wild bars of their own, where many combos are ruined (equity
+reaches zero: liquidation inside a bar or at a gap, exits that cannot pay their fixed
+fee, funding beyond the equity).
 """
 
 from __future__ import annotations
@@ -72,3 +75,36 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
     out.append(("ema_cross-shared_rows", "ema_cross", "close_long_fees",
                 {k: v[keep] for k, v in shared.items()}, EXECUTIONS["close_long_fees"]))
     return out
+
+
+#: Wild bars for the ruin cases: 12% a bar, so shorts get squeezed; funding up to ~10%.
+RUIN_BARS = dict(n_bars=300, seed=23, vol=0.12)
+
+
+def ruin_bars(n_bars: int, seed: int, vol: float) -> dict[str, np.ndarray]:
+    """Valid, positive OHLC bars volatile enough that many combos are ruined."""
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.002, vol, n_bars)))
+    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0.0, vol, n_bars))
+    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0.0, vol, n_bars)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0.0, vol, n_bars)))
+    funding = np.where(np.arange(n_bars) % 8 == 0, rng.normal(0.02, 0.04, n_bars), 0.0)
+    return dict(open=open_, high=high, low=low, close=close, funding_rate=funding)
+
+
+def ruin_cases() -> list[tuple[str, str, str, dict, dict]]:
+    """Cases on :func:`ruin_bars` (``RUIN_BARS``), as :func:`cases` gives them."""
+    return [
+        ("ruin-ema_cross-close_short", "ema_cross", "close_short",
+         PARAMS["ema_cross"], dict(fill="close", direction="short", fees=0.001)),
+        ("ruin-rsi-open_both_stops_funding_fixed", "rsi", "open_both_stops_funding_fixed",
+         PARAMS["rsi"], dict(fill="next_open", direction="both", fees=0.001, slippage=0.002,
+                             fixed_fee=2_000.0, stop_loss=0.5, trailing_stop=0.6,
+                             funding=True)),
+        # slipped by 60%, every short is worth < 0 at its fill: liquidated at that close,
+        # or at the open it was entered at (the gap branch)
+        ("ruin-donchian-close_short_slipped", "donchian", "close_short_slipped",
+         PARAMS["donchian"], dict(fill="close", direction="short", slippage=0.6)),
+        ("ruin-bollinger-open_short_slipped", "bollinger", "open_short_slipped",
+         PARAMS["bollinger"], dict(fill="next_open", direction="short", slippage=0.6)),
+    ]

@@ -19,7 +19,15 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "engine")]  # tes
 
 import numpy as np  # noqa: E402
 from bars import random_bars  # noqa: E402
-from gpu_cases import BARS_SEED, MODULES, N_BARS, cases  # noqa: E402
+from gpu_cases import (  # noqa: E402
+    BARS_SEED,
+    MODULES,
+    N_BARS,
+    RUIN_BARS,
+    cases,
+    ruin_bars,
+    ruin_cases,
+)
 
 from barsweep.engine import Execution, get_strategy, gpu, gpu_hoist  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
@@ -39,6 +47,10 @@ def main(out: str) -> None:
     results = {}
     for case_id, strategy, _, params, execution in cases():
         results[case_id] = gpu.sweep_cuda(get_strategy(strategy), bars, params,
+                                          Execution(**execution), 8760.0)
+    wild = ruin_bars(**RUIN_BARS)
+    for case_id, strategy, _, params, execution in ruin_cases():
+        results[case_id] = gpu.sweep_cuda(get_strategy(strategy), wild, params,
                                           Execution(**execution), 8760.0)
     np.savez(out, **results)
     # the bars stay on the device under their key, and a later call reuses them

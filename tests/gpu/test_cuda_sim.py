@@ -17,7 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bars import random_bars
-from gpu_cases import BARS_SEED, EXECUTIONS, MODULES, N_BARS, cases
+from gpu_cases import (
+    BARS_SEED,
+    EXECUTIONS,
+    MODULES,
+    N_BARS,
+    RUIN_BARS,
+    cases,
+    ruin_bars,
+    ruin_cases,
+)
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep
 from barsweep.engine.strategies import import_strategy_module
@@ -26,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 RTOL = 1e-12
 SIM_ENV = {"NUMBA_ENABLE_CUDASIM": "1", "NUMBA_DISABLE_JIT": "1"}
 CASES = cases()
+RUIN_CASES = ruin_cases()
 
 
 def run_simulated(*args: str, timeout: float = 900) -> str:
@@ -76,11 +86,25 @@ def test_cuda_kernel_equals_cpu_kernel(simulated, bars, case_id, strategy, execu
     assert_same_metrics(results[case_id], cpu, RTOL, case_id)
 
 
+@pytest.mark.parametrize(("case_id", "strategy", "execution", "params", "kwargs"), RUIN_CASES,
+                         ids=[c[0] for c in RUIN_CASES])
+def test_cuda_kernel_equals_cpu_kernel_where_combos_are_ruined(simulated, case_id, strategy,
+                                                               execution, params, kwargs):
+    """Ruin (liquidation inside a bar, at a gap or a close; exits that cannot pay their
+    fee; funding beyond the equity) on the GPU as on the CPU; some combos ruined."""
+    results, _ = simulated
+    cpu = sweep(get_strategy(strategy), ruin_bars(**RUIN_BARS), params, Execution(**kwargs),
+                8760.0)
+    assert_same_metrics(results[case_id], cpu, RTOL, case_id)
+    ruined = results[case_id][:, METRICS.index("ruined")]
+    assert ruined.sum() > 0 and not np.isinf(results[case_id]).any()
+
+
 def test_cases_cover_every_strategy_and_trade(simulated):
     results, _ = simulated
     trades = METRICS.index("n_trades")
     assert all(np.nanmax(r[:, trades]) > 0 for r in results.values())
-    assert len(results) == len(CASES) >= 20
+    assert len(results) == len(CASES) + len(RUIN_CASES) and len(CASES) >= 20
     assert {c[1] for c in CASES} == {"buy_and_hold", "sma_cross", "ema_cross", "rsi", "trix",
                                      "macd", "bollinger", "donchian", "sma_trend", "wma_band"}
 
@@ -152,7 +176,7 @@ def test_pipeline_on_the_gpu_matches_the_cpu(tmp_path):
     assert "2 workers would share GPU" in xr.open_zarr(shared, consolidated=False).attrs[
         "backend_reason"]
     assert "blocks on cuda" in run_simulated(*cmd, "--workers", "2", "--backend", "cuda",
-                                             "--out", str(out))
+                                             "--out", str(out), "--overwrite")
     ds = xr.open_zarr(out, consolidated=False)
     assert ds.attrs["backend"] == "cuda" and ds.attrs["backend_requested"] == "cuda"
     for m in METRICS:
