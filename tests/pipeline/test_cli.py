@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import yaml
 
+from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.rank import rank
 from barsweep.pipeline.results import create_store, write_block
@@ -44,7 +45,9 @@ def small_store(tmp_path):
     axes = [("fast", np.array([2, 3, 4])), ("slow", np.array([10, 20]))]
     create_store(path, ["A", "B"], axes, (3, 2), 2, {"spec": "test"})
     rng = np.random.default_rng(0)
-    metrics = rng.normal(size=(15, 2, 3, 2))
+    metrics = rng.normal(size=(len(METRICS), 2, 3, 2))
+    metrics[METRICS.index("ruined")] = 0.0  # none went bankrupt
+    metrics[METRICS.index("n_trades")] = 5.0  # all traded
     metrics[:, 0, 0, 0] = np.nan            # an excluded combo
     metrics[3, 1, 2, 1] = 99.0              # the best sharpe
     metrics[2, 1, 1, 1] = -99.0             # the lowest volatility
@@ -83,7 +86,8 @@ def test_rank_ties_prefer_the_lower_index_and_json_has_no_infinity(tmp_path, cap
 
     path = str(tmp_path / "t.zarr")
     create_store(path, ["A"], [("p", np.arange(6))], (6,), 1, {"spec": "t"})
-    metrics = np.zeros((15, 1, 6))
+    metrics = np.zeros((len(METRICS), 1, 6))
+    metrics[METRICS.index("n_trades")] = 3.0
     metrics[3, 0] = [1.0, 5.0, 5.0, 5.0, 2.0, 5.0]   # sharpe: four-way tie at the top
     metrics[1, 0, 1] = np.inf                         # cagr overflow on a tiny run
     write_block(path, (slice(0, 1), slice(0, 6)), metrics, 0)
