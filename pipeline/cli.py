@@ -195,7 +195,8 @@ def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=Fals
     cluster and run it. Ctrl-C stops it with one line saying what is done and how to
     resume (:class:`~barsweep.errors.Interrupted`)."""
     from .cluster import check_address, connect
-    from .run import prepare_run, run_prepared
+    from .prepare import prepare_run
+    from .run import run_prepared
 
     # (after distributed's import, which sets its loggers' levels from its config) a
     # block's report lost with its worker is fetched again: the run says what matters

@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from distributed import Client, as_completed
 
 import barsweep
-from barsweep.datasets import fingerprint, open_bars, periods_per_year, to_ns
+from barsweep.datasets import periods_per_year, to_ns
 from barsweep.engine import METRICS, Execution
 from barsweep.errors import BackendError, BarsweepError, ResultsError, RunError
 
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
-from .results import PENDING, check_out, create_store, finish_store, store_attrs
+from .prepare import Prepared, prepare_run
+from .results import PENDING, create_store, finish_store, store_attrs
 from .spec import Spec, build_grid
 
 
@@ -110,7 +110,6 @@ def worker_gpu() -> dict:
     """On a worker: ``{"problem": why CUDA kernels cannot run here or None, "gpu": the
     GPU it would use, as "host:device"}`` (the first of ``CUDA_VISIBLE_DEVICES``, which
     dask-cuda sets per worker)."""
-    import os
     import socket
 
     try:
@@ -128,7 +127,6 @@ def worker_cuda_problem() -> str | None:
     ``/proc/driver/nvidia/version`` or ``/dev/nvidiactl``, WSL2's ``/dev/dxg``) this
     answers without importing numba.cuda (which costs a CPU worker ~0.2-0.4 s).
     """
-    import os
 
     traces = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
@@ -332,91 +330,6 @@ def describe_block(task: BlockTask) -> str:
         lo, hi = values[0].item(), values[-1].item()
         parts.append(f"{name} {lo}" if len(values) == 1 else f"{name} {lo}..{hi}")
     return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A run checked on the driver before any cluster starts: where it writes, the
-    bars it reads (their fingerprint) and its grid; ``resume`` holds the store's
-    block shape and ``done`` flags when it continues an earlier run."""
-
-    spec: Spec
-    out: str
-    grid: Grid
-    n_bars: int
-    prints: dict
-    spec_path: str | None = None
-    resume_chunks: tuple[int, ...] | None = None
-    overwrite: bool = False
-
-
-def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
-                resume: bool = False, spec_path: str | None = None) -> Prepared:
-    """Check everything a run needs that the driver can check alone, writing nothing:
-    the output (:func:`~barsweep.pipeline.results.check_out`), every symbol's bars,
-    the grid, and, with ``resume``, that the store was made by this same spec, version
-    and bars. Raises a :class:`~barsweep.errors.BarsweepError` naming the problem."""
-    if overwrite and resume:
-        raise ResultsError("--overwrite and --resume exclude each other: choose one")
-    out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
-    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
-    n_bars = 0
-    for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
-        ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
-                       spec.data.end)
-        n_bars = max(n_bars, ds.sizes["time"])
-    prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
-    grid = build_grid(spec)
-    chunks = resumable_chunks(out, spec, prints) if resume else None
-    return Prepared(spec, out, grid, n_bars, prints,
-                    spec_path=os.path.abspath(spec_path) if spec_path else None,
-                    resume_chunks=chunks, overwrite=overwrite)
-
-
-#: The spec's sections that decide a store's contents: a resume must not change them.
-RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution")
-
-
-def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
-    """The block shape of the store at ``out`` if ``spec`` may continue it, else
-    ResultsError naming every difference (spec keys, package version, bars)."""
-    attrs = store_attrs(out) or {}
-    problems = []
-    try:
-        stored = yaml.safe_load(attrs.get("spec", "")) or {}
-    except yaml.YAMLError:
-        stored = {}
-    now = spec.model_dump(mode="json")
-    for section in RESULT_SECTIONS:
-        for key, (was, new) in sorted(_differences(stored.get(section), now.get(section),
-                                                   section).items()):
-            problems.append(f"{key} was {was!r}, now {new!r}")
-    if attrs.get("barsweep_version") != barsweep.__version__:
-        problems.append(f"barsweep version was {attrs.get('barsweep_version')!r}, "
-                        f"now {barsweep.__version__!r}")
-    try:
-        was_hash = json.loads(attrs.get("bars_fingerprint", "{}")).get("blake2b")
-    except ValueError:
-        was_hash = None
-    if was_hash != prints["blake2b"]:
-        problems.append(f"the bars' fingerprint was {str(was_hash)[:12]}..., now "
-                        f"{prints['blake2b'][:12]}... (the bar files changed)")
-    if problems:
-        raise ResultsError(f"--resume: {out} was made by another run: "
-                           f"{'; '.join(problems)}; use --overwrite to start again")
-    import zarr
-
-    return tuple(zarr.open_group(out, mode="r")[METRICS[0]].chunks[1:])
-
-
-def _differences(was, now, key: str) -> dict[str, tuple]:
-    """Dotted keys whose values differ between two JSON-like trees."""
-    if isinstance(was, dict) and isinstance(now, dict):
-        diff = {}
-        for k in sorted(set(was) | set(now), key=str):
-            diff.update(_differences(was.get(k), now.get(k), f"{key}.{k}"))
-        return diff
-    return {} if was == now else {key: (was, now)}
 
 
 def run_sweep(spec: Spec, client: Client, *, out: str | None = None, progress: bool = True,
