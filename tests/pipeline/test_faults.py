@@ -21,7 +21,7 @@ import zarr
 from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.cluster import connect
-from barsweep.pipeline.results import store_attrs
+from barsweep.pipeline.results import store_attrs, update_attrs
 from barsweep.pipeline.run import run_sweep
 from barsweep.pipeline.spec import parse_spec
 
@@ -162,6 +162,14 @@ def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, 
     assert main(["run", str(tmp_path / "moved.yaml"), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "the bars' fingerprint was" in err and "data.store was" in err
+
+    update_attrs(str(out), {"barsweep_version": "0.0.1"})  # made by another release
+    stored["data"]["store"] = str(bars)
+    (tmp_path / "same.yaml").write_text(yaml.safe_dump(stored))
+    assert main(["run", str(tmp_path / "same.yaml"), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "barsweep version was '0.0.1'" in err
+    assert "fingerprint" not in err and "data." not in err
 
 
 def test_ctrl_c_stops_in_one_line_and_workers_stop_writing(bars, undisturbed, tmp_path):
