@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from barsweep.errors import BarsweepError, Interrupted
+from barsweep.errors import BarsweepError, Interrupted, RunError
 
 DEMO_BARS = 26_280  # three years of hourly bars
 
@@ -177,7 +177,7 @@ def cmd_run(args) -> int:
     spec = load_spec(args.spec, overrides={"run": {
         "backend": args.backend, "out": args.out, "max_combos": args.max_combos}})
     if args.worker_timeout is not None:
-        if not args.worker_timeout > 0:
+        if not 0 < args.worker_timeout < float("inf"):
             raise BarsweepError(f"--worker-timeout: expected seconds > 0, "
                                 f"got {args.worker_timeout:g}")
         spec = spec.model_copy(update={"run": spec.run.model_copy(
@@ -196,21 +196,29 @@ def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=Fals
     resume (:class:`~barsweep.errors.Interrupted`)."""
     from .cluster import check_address, connect
     from .prepare import prepare_run
+    from .results import resume_hint, store_attrs
     from .run import run_prepared
 
     # (after distributed's import, which sets its loggers' levels from its config) a
     # block's report lost with its worker is fetched again: the run says what matters
-    logging.getLogger("distributed.client").setLevel(logging.ERROR)
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     if scheduler is not None:
         check_address(scheduler, "--scheduler")
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
+    earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
     try:
         with connect(spec.cluster, n_workers or spec.n_workers, scheduler) as client:
             print(f"dask dashboard: {client.dashboard_link}", flush=True)
             summary = run_prepared(prepared, client, progress=progress,
                                    on_start=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
-        raise Interrupted(interrupted_message(prepared.out)) from None
+        raise Interrupted(interrupted_message(prepared.out, earlier, resume)) from None
+    except RunError as err:
+        attrs = store_attrs(prepared.out)
+        if attrs is None or (attrs == earlier and not resume):
+            raise
+        raise RunError(f"{err}; the store is incomplete: resume with "
+                       f"`{resume_hint(prepared.out, attrs)}`") from None
     print(f"{summary.n_combos:,} combos in {summary.n_blocks} blocks on {summary.backend}: "
           f"{summary.seconds:.2f} s, "
           f"{summary.combo_bars_per_second / 1e6:,.0f} M combo-bars/s"
@@ -219,13 +227,16 @@ def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=Fals
     return summary
 
 
-def interrupted_message(out: str) -> str:
-    """What an interrupted run leaves: blocks done, and the command that resumes it."""
+def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:
+    """What an interrupted run leaves: blocks done, and the command that resumes it
+    (``earlier``: the attributes of the store at ``out`` before the run, if any)."""
     from .results import resume_hint, store_attrs, store_status
 
     attrs = store_attrs(out)
     if attrs is None:
         return f"stopped before the run began; nothing was written to {out}"
+    if attrs == earlier and not resume:
+        return f"stopped before the run began; the earlier results in {out} are unchanged"
     pending, total = store_status(out)
     return (f"{total - pending} of {total} blocks are done in {out}; "
             f"resume with `{resume_hint(out, attrs)}`")

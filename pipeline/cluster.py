@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -68,6 +69,9 @@ def connect(cluster: str = "local", n_workers: int | None = None,
         with client:
             yield client
         return
+    # a busy dashboard port: distributed picks another (the printed link shows it) and
+    # warns in four lines; the run need not
+    warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
     if cluster == "cuda":
         try:
             from dask_cuda import LocalCUDACluster

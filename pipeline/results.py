@@ -11,9 +11,11 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -95,9 +97,20 @@ def create_store(
                    encoding=encoding)
         mark_excluded(str(tmp), excluded)
         old = final.parent / f".{final.name}.old-{tag}"
-        if final.exists():
-            os.rename(final, old)  # a results store (check_out) or an empty directory
-        os.rename(tmp, final)
+        if final.exists() or final.is_symlink():
+            # checked again here, not only by check_out before the cluster started
+            if final.is_symlink() or not final.is_dir() or (
+                    store_attrs(final) is None and any(final.iterdir())):
+                raise ResultsError(f"--out {final} changed since the run was checked and is "
+                                   f"not a barsweep results store now; nothing was replaced")
+            os.rename(final, old)
+            try:
+                os.rename(tmp, final)
+            except BaseException:
+                os.rename(old, final)  # put the earlier store back
+                raise
+        else:
+            os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -132,8 +145,28 @@ def mark_excluded(path: str, block_ids: Sequence[int]) -> None:
 
 def store_status(path: str) -> tuple[int, int]:
     """``(pending blocks, all blocks)`` of a results store, from its ``done`` flags."""
-    flags = zarr.open_group(path, mode="r")["done"][:]
+    flags = done_flags(path)
     return int(np.count_nonzero(flags == PENDING)), len(flags)
+
+
+def done_flags(path: str) -> np.ndarray:
+    """The ``done`` flag of every block (ResultsError when the store has none)."""
+    try:
+        return zarr.open_group(str(path), mode="r")["done"][:]
+    except (KeyError, OSError, ValueError, zarr.errors.BaseZarrError) as err:
+        raise ResultsError(f"{path} is a damaged results store: its block flags cannot be "
+                           f"read ({type(err).__name__}: {err})") from None
+
+
+def done_mask(path: str) -> np.ndarray:
+    """Which combos lie in a computed block: bool, shape ``(symbol, *params)``."""
+    group = zarr.open_group(str(path), mode="r")
+    shape, chunks = group[METRICS[0]].shape, group[METRICS[0]].chunks
+    counts = [-(-n // c) for n, c in zip(shape, chunks)]
+    blocks = (done_flags(path) == COMPUTED).reshape(counts)
+    for axis, c in enumerate(chunks):
+        blocks = np.repeat(blocks, c, axis=axis)
+    return blocks[tuple(slice(0, n) for n in shape)]
 
 
 def finish_store(path: str, attrs: Mapping[str, object]) -> None:
@@ -163,8 +196,10 @@ def store_attrs(path: str | os.PathLike) -> dict | None:
         doc = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    attrs = doc.get("attributes") if isinstance(doc, dict) else None
-    if doc.get("node_type") != "group" or not isinstance(attrs, dict):
+    if not isinstance(doc, dict) or doc.get("node_type") != "group":
+        return None
+    attrs = doc.get("attributes")
+    if not isinstance(attrs, dict):
         return None
     if STORE_MARK in attrs or ("spec" in attrs and "barsweep_version" in attrs):
         return attrs
@@ -193,8 +228,9 @@ def check_out(path: str | os.PathLike, *, overwrite: bool = False,
         if real == Path(root) or real.is_relative_to(root):
             raise ResultsError(f"--out {out}: {root} is a virtual filesystem, not a place for "
                                f"results; choose a directory on disk")
-    if out.is_symlink() and not out.exists():
-        raise ResultsError(f"--out {out} is a dangling symbolic link; choose another path")
+    if out.is_symlink():
+        raise ResultsError(f"--out {out} is a symbolic link; give the path it stands for "
+                           f"({real}) or another one")
     if out.exists():
         if not out.is_dir():
             raise ResultsError(f"--out {out} is a file, not a results store; barsweep never "
@@ -212,7 +248,12 @@ def check_out(path: str | os.PathLike, *, overwrite: bool = False,
                      else f"incomplete: {pending} of {total} blocks missing")
             raise ResultsError(f"--out {out} holds the results of an earlier run ({state}); "
                                f"pass --overwrite to replace it or --resume to continue it")
-        _check_writable(out, str(out))
+        if os.path.ismount(out):
+            raise ResultsError(f"--out {out} is a mount point; a results store is replaced "
+                               f"by renaming, so give a path inside it")
+        _check_writable(out.parent, str(out))  # the store is made beside it, then renamed
+        if resume:
+            _check_writable(out, str(out))
         return str(out)
     if resume:
         raise ResultsError(f"--resume: no results store at {out} to resume")
@@ -224,6 +265,54 @@ def check_out(path: str | os.PathLike, *, overwrite: bool = False,
                            f"inside it; choose another path")
     _check_writable(ancestor, str(out))
     return str(out)
+
+
+@contextmanager
+def out_lock(out: str) -> Iterator[None]:
+    """Hold ``.NAME.lock`` beside the results store ``out`` while a run writes it, so two
+    runs never write one store (the second is refused, naming the first's pid and host).
+
+    A lock left by a process that no longer runs on this host is taken over.
+    """
+    path = Path(out)
+    lock = path.parent / f".{path.name}.lock"
+    me = f"{socket.gethostname()} {os.getpid()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = _lock_holder(lock)
+            if holder is not None:
+                raise ResultsError(f"--out {out} is being written by another barsweep run "
+                                   f"({holder}); wait for it, or remove {lock} if it is gone"
+                                   ) from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(me)
+        break
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _lock_holder(lock: Path) -> str | None:
+    """``"host H, pid P"`` of a live lock, None for a stale one (its pid gone here)."""
+    try:
+        host, pid = lock.read_text().split()
+    except (OSError, ValueError):
+        return "unknown process"
+    if host != socket.gethostname():
+        return f"host {host}, pid {pid}"
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return None
+    except (PermissionError, ValueError):
+        pass
+    return f"host {host}, pid {pid}"
 
 
 def _check_writable(directory: Path, out: str) -> None:
@@ -257,4 +346,8 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
         raise ResultsError(f"{path} is incomplete: {pending} of {total} blocks missing; "
                            f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
                            f"to read what is there")
-    return xr.open_zarr(path, consolidated=False)
+    ds = xr.open_zarr(path, consolidated=False)
+    if pending:  # a block cut short may have written some metrics before its flag: hide them
+        mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)
+        ds = ds.assign({name: ds[name].where(mask) for name in METRICS})
+    return ds

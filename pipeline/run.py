@@ -6,6 +6,7 @@ Dask client and reports progress; :func:`run_sweep` does both around the store.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -13,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from barsweep.errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
 from .prepare import Prepared, prepare_run
-from .results import PENDING, create_store, finish_store, store_attrs
+from .results import PENDING, create_store, done_flags, finish_store, out_lock, store_attrs
 from .spec import Spec, build_grid
 
 
@@ -249,8 +251,8 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
             batch = pending.next_batch(block=False) if pending.has_ready() else []
             for future, report in batch:
                 running.pop(future.key, None)
-                if not isinstance(report, BlockReport):  # the exception it failed with
-                    raise block_failure(task_of[future.key], report)
+                if not isinstance(report, BlockReport):  # how it failed
+                    raise block_failure(task_of[future.key], report, client)
                 reports.append(report)
                 if on_done is not None:
                     on_done(report)
@@ -303,9 +305,16 @@ def no_workers_message(client: Client, timeout: float) -> str:
             f"`dask worker {address}`, or raise the timeout")
 
 
-def block_failure(task: BlockTask, exc: BaseException) -> RunError:
-    """The one-line error of a block that failed for good with ``exc``."""
+def block_failure(task: BlockTask, failure, client: Client) -> RunError:
+    """The one-line error of a block that failed for good: ``failure`` is what
+    ``as_completed(with_results=True)`` gives for it (an ``(type, exception, traceback)``
+    tuple when it raised, a CancelledError when the scheduler went away)."""
+    exc = failure[1] if isinstance(failure, tuple) and len(failure) == 3 else failure
     where = describe_block(task)
+    if isinstance(exc, CancelledError | asyncio.CancelledError):
+        address = client.scheduler.address if client.scheduler else "the scheduler"
+        return RunError(f"lost the Dask scheduler at {address} while block {task.block_id} "
+                        f"({where}) was pending")
     if type(exc).__name__ == "KilledWorker":
         cause = (f"it was running on {task_allowed_failures()} workers that died "
                  f"(out of memory, or killed); see the workers' logs")
@@ -346,7 +355,14 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None, progress: b
 def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
                  on_start: Callable[[str], None] | None = None) -> RunSummary:
     """Run a :func:`prepare_run` checked sweep on ``client``: make (or reopen) the store,
-    compute every pending block, then mark the store complete."""
+    compute every pending block, then mark the store complete. The store is locked for
+    the run (:func:`~barsweep.pipeline.results.out_lock`): a second run is refused."""
+    with out_lock(prepared.out):
+        return _run_locked(prepared, client, progress, on_start)
+
+
+def _run_locked(prepared: Prepared, client: Client, progress: bool,
+                on_start: Callable[[str], None] | None) -> RunSummary:
     t0 = time.perf_counter()
     spec, out, grid = prepared.spec, prepared.out, prepared.grid
     wait_for_workers(client, spec.run.worker_timeout)
@@ -367,7 +383,7 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
         if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
             raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
                                f"this run plans {the_plan.chunks}")
-        done = done_flags(out)
+        done = done_flags(out)  # read under the lock: no other run writes them now
         todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)
         skipped = len(the_plan.tasks) - len(todo)
         if on_start is not None:
@@ -409,16 +425,11 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
         "compute_and_write": round(t_done - t_plan, 4),
         "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
         "total": round(t_done - t0, 4),
-    }, "blocks_resumed": skipped, "n_combos": n_combos, "n_combos_exact": True})
+    }, "blocks_resumed": skipped, "n_combos": n_combos,
+        "n_combos_exact": the_plan.n_combos_exact or not skipped})
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend, skipped)
-
-
-def done_flags(out: str):
-    import zarr
-
-    return zarr.open_group(out, mode="r")["done"][:]
 
 
 def wait_for_workers(client: Client, timeout: float) -> None:
@@ -440,8 +451,16 @@ def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
         return
     workers = list(client.scheduler_info(n_workers=-1).get("workers", {}))
     if workers and tasks[0].backend != "cuda":
-        client.submit(warm_block, tasks[0], workers=workers[:1], pure=False).result()
-    client.run(warm_block, tasks[0])
+        first = client.submit(warm_block, tasks[0], workers=workers[:1],
+                              allow_other_workers=True, pure=False, retries=RETRIES)
+        try:
+            first.result()
+        except Exception as exc:  # a worker lost mid-compile is retried by Dask itself
+            raise RunError(f"preparing the kernel on a worker failed: "
+                           f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    # every worker loads it now rather than in its first block; one that fails (or dies
+    # meanwhile) simply loads it then, and reports any real problem through its block
+    client.run(warm_block, tasks[0], on_error="ignore")
 
 
 class ProgressBar:

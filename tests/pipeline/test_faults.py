@@ -318,8 +318,10 @@ def test_a_block_that_fails_for_good_stops_the_run_in_one_line(bars, tmp_path):
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
     assert lines[0].startswith("barsweep: error: block ")
-    assert "(BTCUSDT, fast " in lines[0] and "failed after 2 retries" in lines[0]
-    assert "BTCUSDT" in lines[0] and ".arrow" in lines[0]
+    assert "(BTCUSDT, fast " in lines[0] and "failed after 2 retries: " in lines[0]
+    assert f"{path}" in lines[0]  # the cause names the file
+    assert "tuple" not in lines[0] and "traceback object" not in lines[0]
+    assert lines[0].endswith(f"resume with `barsweep run {spec} --out {out} --resume`")
     assert store_attrs(out)["complete"] is False
 
 
@@ -336,3 +338,43 @@ def test_an_unreachable_scheduler_is_one_line(bars, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "'bogus' is not a scheduler address" in err
     assert not (tmp_path / "results.zarr").exists()
+
+
+def test_ctrl_c_on_the_driver_alone_stops_external_workers_writing(bars, tmp_path,
+                                                                   external_cluster):
+    """Workers started by hand outlive the driver: the blocks they are computing when it
+    is stopped see their task cancelled and do not write."""
+    address, add_worker = external_cluster
+    add_worker()
+    add_worker()
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--scheduler", address)
+    wait_for_blocks(out, 2, proc)
+    proc.send_signal(signal.SIGINT)  # the driver only: the workers keep running
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    files, count = block_files(out), n_done(out)
+    time.sleep(3.0)  # longer than a block: a block still running would have written by now
+    assert n_done(out) == count and block_files(out) == files
+    assert count < N_BLOCKS
+
+
+def test_the_scheduler_lost_mid_run_is_one_line(bars, tmp_path, external_cluster):
+    address, add_worker = external_cluster
+    add_worker()
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--scheduler", address, "--worker-timeout", "5")
+    wait_for_blocks(out, 1, proc)
+    from distributed import Client
+
+    with Client(address) as client:  # the scheduler's own process
+        pid = client.run_on_scheduler(os.getpid)
+    os.kill(pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "--resume" in lines[0] and store_attrs(out)["complete"] is False
