@@ -6,20 +6,25 @@ before any cluster starts, with the directory it names left exactly as it was.
 
 import hashlib
 import os
+import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+import zarr
 
 from barsweep.engine import METRICS
+from barsweep.errors import ResultsError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.results import (
     check_out,
     create_store,
     finish_store,
     open_results,
+    out_lock,
     store_attrs,
     write_block,
 )
@@ -196,3 +201,54 @@ def test_demo_runs_again_replacing_only_its_own_results(tmp_path, capsys):
     assert main(["demo", "--dir", str(demo), "--workers", "2"]) == 2
     assert "is not a barsweep results store" in capsys.readouterr().err
     assert (demo / "results.zarr" / "notes.txt").read_text() == "not a results store"
+
+
+def test_a_second_run_on_the_same_store_is_refused(tmp_path):
+    out = str(tmp_path / "r.zarr")
+    with out_lock(out):
+        with pytest.raises(ResultsError, match=rf"being written by another barsweep run "
+                                               rf"\(host .*, pid {os.getpid()}\)"):
+            with out_lock(out):
+                pass
+    (tmp_path / ".r.zarr.lock").write_text(f"{socket.gethostname()} 999999999")
+    with out_lock(out):  # a lock whose process is gone is taken over
+        assert (tmp_path / ".r.zarr.lock").read_text().endswith(f" {os.getpid()}")
+    assert not (tmp_path / ".r.zarr.lock").exists()
+
+
+def test_what_appears_at_out_after_the_check_is_not_replaced(tmp_path):
+    out = tmp_path / "r.zarr"
+    assert check_out(out) == str(out)
+    out.mkdir()  # someone puts their work there while the cluster starts
+    (out / "thesis.tex").write_text("months of work")
+    with pytest.raises(ResultsError, match="changed since the run was checked"):
+        small_store(out, 0)
+    assert (out / "thesis.tex").read_text() == "months of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
+
+
+def test_partial_hides_metrics_of_blocks_not_marked_done(tmp_path):
+    path = tmp_path / "r.zarr"
+    small_store(path, 1)
+    group = zarr.open_group(str(path), mode="r+")
+    group["sharpe"][0, 2:4] = [7.0, 8.0]  # a block cut short after one metric
+    ds = open_results(path, partial=True)
+    assert np.isnan(ds["sharpe"].values[0, 2:]).all()
+    assert not np.isnan(ds["sharpe"].values[0, :2]).any()
+
+
+def test_damaged_stores_and_symlinks_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.zarr"
+    bad.mkdir()
+    (bad / "zarr.json").write_text("[]")
+    assert main(["rank", str(bad)]) == 2
+    assert_one_line_refusal(capsys, "is not a barsweep results store")
+    store = tmp_path / "r.zarr"
+    small_store(store, 3)
+    shutil.rmtree(store / "done")
+    assert main(["rank", str(store)]) == 2
+    assert_one_line_refusal(capsys, "damaged results store")
+    link = tmp_path / "link.zarr"
+    link.symlink_to(store)
+    with pytest.raises(ResultsError, match="is a symbolic link"):
+        check_out(link, overwrite=True)
