@@ -193,7 +193,9 @@ def test_demo_runs_again_replacing_only_its_own_results(tmp_path, capsys):
     demo = tmp_path / "demo"
     for _ in range(2):
         assert main(["demo", "--dir", str(demo), "--workers", "2"]) == 0
-        assert "top 10 of" in capsys.readouterr().out
+        captured = capsys.readouterr()
+        assert "top 10 of" in captured.out
+        assert "blocks, " in captured.err and ", 2 workers" in captured.err  # progress
     assert store_attrs(demo / "results.zarr")["complete"] is True
     (demo / "results.zarr").rename(demo / "mine")
     (demo / "results.zarr").mkdir()
