@@ -171,8 +171,7 @@ def done_mask(path: str) -> np.ndarray:
 
 def finish_store(path: str, attrs: Mapping[str, object]) -> None:
     """Add ``attrs`` and set ``complete: true``, or raise when a block is still pending."""
-    flags = zarr.open_group(path, mode="r")["done"][:]
-    pending = np.flatnonzero(flags == PENDING)
+    pending = np.flatnonzero(done_flags(path) == PENDING)
     if len(pending):
         raise RunError(
             f"{path}: {len(pending)} block(s) were not written (first ids: "
