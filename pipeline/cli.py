@@ -80,7 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a sweep spec on a Dask cluster into a Zarr store")
     run.add_argument("spec")
     run.add_argument("--out", help="results store (default: the spec's run.out)")
-    run.add_argument("--scheduler", help="address of a running Dask scheduler")
+    run.add_argument("--scheduler", help="address of a running Dask scheduler "
+                                         "(tcp://host:8786, or tls://... with --tls-*)")
+    run.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS cluster")
+    run.add_argument("--tls-cert", metavar="PEM", help="this client's TLS certificate")
+    run.add_argument("--tls-key", metavar="PEM", help="this client's TLS private key")
     run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     run.add_argument("--workers", type=int, help="workers of the local cluster")
     run.add_argument("--no-progress", action="store_true")
@@ -172,29 +176,34 @@ def cmd_verify(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .spec import load_spec
+    from .cluster import check_address
+    from .spec import load_spec, with_scheduler
 
+    if args.scheduler is not None:
+        check_address(args.scheduler, "--scheduler")
     spec = load_spec(args.spec, overrides={"run": {
         "backend": args.backend, "out": args.out, "max_combos": args.max_combos}})
+    spec = with_scheduler(spec, args.scheduler,
+                          {"ca": args.tls_ca, "cert": args.tls_cert, "key": args.tls_key})
     if args.worker_timeout is not None:
         if not 0 < args.worker_timeout < float("inf"):
             raise BarsweepError(f"--worker-timeout: expected seconds > 0, "
                                 f"got {args.worker_timeout:g}")
         spec = spec.model_copy(update={"run": spec.run.model_copy(
             update={"worker_timeout": args.worker_timeout})})
-    summary = run_spec(spec, scheduler=args.scheduler, n_workers=args.workers,
+    summary = run_spec(spec, n_workers=args.workers,
                        progress=not args.no_progress, resume=args.resume,
                        overwrite=args.overwrite, spec_path=args.spec)
     print(f"results in {summary.out}")
     return 0
 
 
-def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=False,
-             overwrite=False, spec_path=None):
+def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=False,
+             spec_path=None):
     """Check the run on the driver (output, bars, grid, resume), then start or reach the
-    cluster and run it. Ctrl-C stops it with one line saying what is done and how to
-    resume (:class:`~barsweep.errors.Interrupted`)."""
-    from .cluster import check_address, connect
+    cluster (``spec.cluster``) and run it. Ctrl-C stops it with one line saying what is
+    done and how to resume (:class:`~barsweep.errors.Interrupted`)."""
+    from .cluster import connect
     from .prepare import prepare_run
     from .results import resume_hint, store_attrs
     from .run import run_prepared
@@ -202,12 +211,10 @@ def run_spec(spec, *, scheduler=None, n_workers=None, progress=True, resume=Fals
     # (after distributed's import, which sets its loggers' levels from its config) a
     # block's report lost with its worker is fetched again: the run says what matters
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
-    if scheduler is not None:
-        check_address(scheduler, "--scheduler")
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
     try:
-        with connect(spec.cluster, n_workers or spec.n_workers, scheduler) as client:
+        with connect(spec.cluster, n_workers or spec.n_workers) as client:
             print(f"dask dashboard: {client.dashboard_link}", flush=True)
             summary = run_prepared(prepared, client, progress=progress,
                                    on_start=lambda line: print(line, flush=True))

@@ -2,9 +2,11 @@
 
 ``local`` starts a ``LocalCluster`` of processes with one thread each (each task
 limits numba to one thread, see ``blocks.limit_threads``, so cores are not
-oversubscribed), its dashboard bound to 127.0.0.1; ``cuda`` starts dask-cuda's
-``LocalCUDACluster`` (the ``[cuda]`` extra); any other value is the address of a running
-scheduler.
+oversubscribed), its dashboard bound to 127.0.0.1 unless ``cluster.dashboard`` says
+otherwise; ``cuda`` starts dask-cuda's ``LocalCUDACluster`` (the ``[cuda]`` extra);
+``slurm`` and ``pbs`` submit batch jobs of workers through dask-jobqueue (the ``[hpc]``
+extra); ``scheduler`` reaches a running scheduler, over TLS with ``cluster.security``.
+docs/deploy.md has the recipes.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distributed import Client, LocalCluster, WorkerPlugin
+from distributed.security import Security
 
 from barsweep.errors import BackendError
 
-DASHBOARD = "127.0.0.1:8787"
+from .spec import ClusterSpec
+
 CONNECT_TIMEOUT_S = 10
 _ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss|inproc)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)"
                       r"(:\d{1,5})?(/\S*)?$")
@@ -42,54 +46,103 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+def security_of(cluster: ClusterSpec) -> Security | None:
+    """The TLS settings of ``cluster.security`` as Dask's ``Security``, encryption
+    required; None without ``security`` (Dask's own configuration then applies)."""
+    tls = cluster.security
+    if tls is None:
+        return None
+    return Security(tls_ca_file=tls.ca, tls_client_cert=tls.cert, tls_client_key=tls.key,
+                    require_encryption=True)
+
+
 @contextmanager
-def connect(cluster: str = "local", n_workers: int | None = None,
-            scheduler: str | None = None) -> Iterator[Client]:
+def connect(cluster: ClusterSpec | str = "local",
+            n_workers: int | None = None) -> Iterator[Client]:
     """A Dask client for the run, closed (with any cluster it started) on exit.
 
     Parameters
     ----------
-    cluster : {"local", "cuda"} or str
-        The spec's ``cluster`` value; an address connects to that scheduler.
+    cluster : ClusterSpec or str
+        The spec's ``cluster`` (a bare ``"local"``, ``"cuda"``, ``"slurm"``, ``"pbs"`` or
+        address is read as the spec would).
     n_workers : int, optional
-        Workers of a cluster started here; default one per core.
-    scheduler : str, optional
-        An address (``--scheduler``) that overrides ``cluster``.
+        Workers of a cluster started here (local, cuda); default one per core (per GPU).
     """
-    address = scheduler or (cluster if cluster not in ("local", "cuda") else None)
-    if address:
-        check_address(address, "--scheduler" if scheduler else "cluster")
-        try:
-            client = Client(address, timeout=CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as err:
-            raise BackendError(
-                f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S} s "
-                f"({' '.join(str(err).split()) or type(err).__name__}); is it running, and "
-                f"is the address right?") from None
-        with client:
+    if isinstance(cluster, str):
+        cluster = ClusterSpec.model_validate(cluster)
+    if cluster.kind == "scheduler":
+        with reach(cluster) as client:
             yield client
         return
     # a busy dashboard port: distributed picks another (the printed link shows it) and
     # warns in four lines; the run need not
     warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
-    if cluster == "cuda":
+    if cluster.kind == "cuda":
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError as exc:
             raise BackendError(
                 "cluster: 'cuda' needs dask-cuda; install barsweep with the [cuda] extra"
             ) from exc
-        cm = LocalCUDACluster(n_workers=n_workers, dashboard_address=DASHBOARD)
+        cm = LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard)
+    elif cluster.kind in ("slurm", "pbs"):
+        cm = jobqueue_cluster(cluster)
+        cm.scale(jobs=cluster.jobs)
     else:
         cm = LocalCluster(
             n_workers=n_workers or default_workers(),
             threads_per_worker=1,
             processes=True,
-            dashboard_address=DASHBOARD,
+            dashboard_address=cluster.dashboard,
         )
-    with cm as local, Client(local) as client:
-        client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
+    with cm as started, Client(started, security=started.security) as client:
+        if cluster.kind in ("local", "cuda"):
+            client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
         yield client
+
+
+@contextmanager
+def reach(cluster: ClusterSpec) -> Iterator[Client]:
+    """A client of the running scheduler at ``cluster.address`` (TLS with
+    ``cluster.security``); BackendError in one line when it cannot be reached."""
+    address = check_address(str(cluster.address), "cluster.address")
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S, security=security_of(cluster))
+    except (OSError, TimeoutError) as err:
+        raise BackendError(
+            f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S} s "
+            f"({' '.join(str(err).split()) or type(err).__name__}); is it running, is the "
+            f"address right{', and are the TLS files its' if cluster.security else ''}?"
+        ) from None
+    with client:
+        yield client
+
+
+def jobqueue_cluster(cluster: ClusterSpec):
+    """A dask-jobqueue ``SLURMCluster`` or ``PBSCluster`` for ``cluster`` (no job is
+    submitted until it is scaled): each job runs ``cores`` single-threaded workers that
+    share ``memory``, with this Python (``sys.executable``: a shared virtual environment),
+    and the dashboard where ``cluster.dashboard`` says."""
+    try:
+        import dask_jobqueue
+    except ImportError as exc:
+        raise BackendError(f"cluster kind {cluster.kind!r} needs dask-jobqueue; install "
+                           f"barsweep with the [hpc] extra") from exc
+    kind = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[cluster.kind]
+    return kind(
+        cores=cluster.cores,
+        processes=cluster.cores,  # one thread per worker, as in a local cluster
+        memory=cluster.memory,
+        walltime=cluster.walltime,
+        queue=cluster.queue,
+        account=cluster.account,
+        interface=cluster.interface,
+        job_extra_directives=list(cluster.job_directives),
+        job_script_prologue=["export DASK_LOGGING__DISTRIBUTED=warning"],
+        scheduler_options={"dashboard_address": cluster.dashboard},
+        security=security_of(cluster),
+    )
 
 
 class LeaveCtrlCToTheDriver(WorkerPlugin):

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Discriminator,
@@ -112,17 +113,12 @@ class DataSpec(BaseModel):
 
     model_config = _CONFIG
 
-    store: str = Field(min_length=1)
+    store: PathStr
     symbols: list[str] = Field(min_length=1)
     timeframe: str
     start: str | None = None
     end: str | None = None
     year_days: float = Field(365.0, gt=0, strict=True, allow_inf_nan=False)
-
-    @field_validator("store", mode="before")
-    @classmethod
-    def _path_to_str(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     @field_validator("symbols", mode="before")
     @classmethod
@@ -215,7 +211,7 @@ class RunSpec(BaseModel):
 
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     block_size: int | str = "auto"
-    out: str = Field("results.zarr", min_length=1)
+    out: PathStr = Field("results.zarr", validate_default=True)
     max_combos: int = Field(MAX_COMBOS, gt=0, le=MAX_COUNTABLE, strict=True)
     worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
 
@@ -231,6 +227,176 @@ class RunSpec(BaseModel):
         return value
 
 
+def _absolute(value: Any) -> Any:
+    """A path made absolute on the driver (``~`` expanded, relative to the current
+    directory; :func:`load_spec` first resolves a spec file's paths against its own
+    directory), so that no worker resolves it against its own directory."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str) and value.strip():
+        return os.path.abspath(os.path.expanduser(value))
+    return value
+
+
+#: A path in a spec: absolute once validated.
+PathStr = Annotated[str, Field(min_length=1), BeforeValidator(_absolute)]
+
+#: Where the spec's paths live: resolved against the spec file's directory by load_spec.
+PATH_KEYS = (("data", "store"), ("run", "out"), ("cluster", "security", "ca"),
+             ("cluster", "security", "cert"), ("cluster", "security", "key"))
+
+
+def _readable_file(value: str) -> str:
+    if not os.path.isfile(value):
+        raise ValueError(f"no file at {value}")
+    if not os.access(value, os.R_OK):
+        raise ValueError(f"{value} is not readable")
+    return value
+
+
+TlsFile = Annotated[PathStr, AfterValidator(_readable_file)]
+
+
+class SecuritySpec(BaseModel):
+    """TLS to the Dask cluster: the certificate authority that signed the scheduler's
+    and workers' certificates, and this client's certificate and private key (PEM
+    files; the key may be in ``cert``'s file too, then give that file twice)."""
+
+    model_config = _CONFIG
+
+    ca: TlsFile
+    cert: TlsFile
+    key: TlsFile
+
+
+#: Kinds of cluster: started here (local, cuda), reached (scheduler), or submitted as
+#: batch jobs through dask-jobqueue (slurm, pbs).
+CLUSTER_KINDS = ("local", "cuda", "scheduler", "slurm", "pbs")
+_JOBQUEUE_KEYS = ("cores", "memory", "walltime", "jobs", "queue", "account",
+                  "job_directives", "interface")
+_DASHBOARD = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):\d{1,5}$")
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([kKMGTP]i?B|B)$")
+_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
+
+
+class ClusterSpec(BaseModel):
+    """Where the blocks run.
+
+    ``kind``: ``local`` (a LocalCluster of one single-threaded worker process per core,
+    the default), ``cuda`` (dask-cuda's LocalCUDACluster, one worker per GPU),
+    ``scheduler`` (a running scheduler at ``address``, with TLS when ``security`` is
+    given), or ``slurm`` / ``pbs`` (batch jobs through dask-jobqueue, the ``[hpc]``
+    extra: ``jobs`` jobs of ``cores`` single-threaded workers sharing ``memory``, for
+    ``walltime``, in ``queue`` billed to ``account``, with extra ``job_directives``).
+    ``dashboard`` is where a cluster barsweep starts serves its dashboard:
+    127.0.0.1 (this machine only) unless it says otherwise. A spec may say just
+    ``cluster: local`` (or ``cuda``, ``slurm``, ``pbs``, or an address).
+    """
+
+    model_config = _CONFIG
+
+    kind: Literal["local", "cuda", "scheduler", "slurm", "pbs"] = "local"
+    address: str | None = None
+    dashboard: str = "127.0.0.1:8787"
+    security: SecuritySpec | None = None
+    cores: int | None = Field(None, gt=0, strict=True)
+    memory: str | None = None
+    walltime: str = "01:00:00"
+    jobs: int = Field(1, gt=0, strict=True)
+    queue: str | None = None
+    account: str | None = None
+    job_directives: list[str] = Field(default_factory=list)
+    interface: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value in CLUSTER_KINDS and value != "scheduler":
+                return {"kind": value}
+            if _ADDRESS.match(value):
+                return {"kind": "scheduler", "address": value}
+            raise ValueError(
+                "cluster must be 'local', 'cuda' or a scheduler address such as "
+                f"'tcp://host:8786' (or 'slurm', 'pbs', or a mapping with kind), got {value!r}")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is not None and not _ADDRESS.match(value):
+            raise ValueError(f"expected a scheduler address such as 'tcp://host:8786' or "
+                             f"'tls://host:8786', got {value!r}")
+        return value
+
+    @field_validator("dashboard")
+    @classmethod
+    def _dashboard(cls, value: str) -> str:
+        if not _DASHBOARD.match(value):
+            raise ValueError(f"expected HOST:PORT such as '127.0.0.1:8787' or '0.0.0.0:8787' "
+                             f"(port 0: any free one), got {value!r}")
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        if value is not None and not _MEMORY.match(value):
+            raise ValueError(f"expected an amount such as '16GB' or '64GiB', got {value!r}")
+        return value
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, value: str) -> str:
+        if not _WALLTIME.match(value):
+            raise ValueError(f"expected HH:MM:SS (or D-HH:MM:SS), got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> ClusterSpec:
+        problems = []
+        fields = type(self).model_fields
+        given = {k for k in self.model_fields_set
+                 if getattr(self, k) != fields[k].get_default(call_default_factory=True)}
+        jobqueue = self.kind in ("slurm", "pbs")
+        if self.kind == "scheduler":
+            if self.address is None:
+                problems.append(("cluster.address", "kind 'scheduler' needs the scheduler's "
+                                 "address, e.g. tcp://host:8786"))
+            if "dashboard" in given:
+                problems.append(("cluster.dashboard", "applies to clusters barsweep starts; "
+                                 "a running scheduler serves its own dashboard"))
+            if self.security is not None and self.address and not self.address.startswith(
+                    "tls://"):
+                problems.append(("cluster.security", f"TLS needs a tls:// address, got "
+                                 f"{self.address!r}"))
+        elif self.address is not None:
+            problems.append(("cluster.address", f"applies to kind 'scheduler', not "
+                             f"{self.kind!r}"))
+        if self.kind in ("local", "cuda") and self.security is not None:
+            problems.append(("cluster.security", f"applies to a remote scheduler or to "
+                             f"slurm/pbs; a {self.kind} cluster stays on this machine"))
+        for key in _JOBQUEUE_KEYS:
+            if key in given and not jobqueue:
+                problems.append((f"cluster.{key}", f"applies to kinds slurm and pbs, not "
+                                 f"{self.kind!r}"))
+        if jobqueue:
+            for key in ("cores", "memory"):
+                if getattr(self, key) is None:
+                    problems.append((f"cluster.{key}", f"kind {self.kind!r} needs {key} "
+                                     f"(per job), e.g. cores: 32, memory: 64GB"))
+        if problems:
+            raise _Problems(problems)
+        return self
+
+    def describe(self) -> str:
+        """``local``, ``tcp://host:8786``, ``slurm (4 jobs of 32 cores)``..."""
+        if self.kind == "scheduler":
+            return str(self.address)
+        if self.kind in ("slurm", "pbs"):
+            return f"{self.kind} ({self.jobs} jobs of {self.cores} cores)"
+        return self.kind
+
+
 class Spec(BaseModel):
     """A whole sweep: data, strategy, grid, constraints, execution, run and cluster.
 
@@ -241,8 +407,9 @@ class Spec(BaseModel):
         int values for int parameters and floats for the others.
     constraints : list of str
         Expressions over the parameter names (see :mod:`barsweep.pipeline.expr`).
-    cluster : str
-        ``"local"``, ``"cuda"`` or a scheduler address such as ``"tcp://host:8786"``.
+    cluster : ClusterSpec
+        Where the blocks run; the spec may say just ``local``, ``cuda``, ``slurm``,
+        ``pbs`` or a scheduler address such as ``tcp://host:8786``.
     n_workers : int or None
         Workers of a cluster barsweep starts (local or cuda); refused with an address.
 
@@ -265,7 +432,7 @@ class Spec(BaseModel):
     constraints: list[str] = Field(default_factory=list)
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     run: RunSpec = Field(default_factory=RunSpec)
-    cluster: str = "local"
+    cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
 
     @model_validator(mode="before")
@@ -335,25 +502,16 @@ class Spec(BaseModel):
             raise _Problems(problems)
         return value
 
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, value: str) -> str:
-        if value not in ("local", "cuda") and not _ADDRESS.match(value):
-            raise ValueError(
-                "cluster must be 'local', 'cuda' or a scheduler address such as "
-                f"'tcp://host:8786', got {value!r}"
-            )
-        return value
-
     @model_validator(mode="after")
     def _whole_spec(self) -> Spec:
         problems = []
-        if self.n_workers is not None and self.cluster not in ("local", "cuda"):
+        if self.n_workers is not None and self.cluster.kind not in ("local", "cuda"):
             problems.append(
                 (
                     "n_workers",
-                    f"applies to clusters barsweep starts (local, cuda); the cluster at "
-                    f"{self.cluster!r} has its own workers: remove n_workers",
+                    f"applies to clusters barsweep starts on this machine (local, cuda); "
+                    f"the cluster {self.cluster.describe()!r} has its own workers: remove "
+                    f"n_workers",
                 )
             )
         for key in STOP_PARAMS:
@@ -400,7 +558,54 @@ def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(f"cannot read sweep spec {os.fspath(path)}: {err}") from None
-    return parse_spec(text, source=os.fspath(path), overrides=overrides)
+    data = _load_yaml(text, os.fspath(path))
+    if isinstance(data, Mapping):
+        data = resolve_paths(data, Path(path).resolve().parent)
+    return parse_spec(data, source=os.fspath(path), overrides=overrides)
+
+
+def with_scheduler(spec: Spec, address: str | None = None,
+                   tls: Mapping[str, str | None] | None = None) -> Spec:
+    """``spec`` run on the scheduler at ``address`` (``--scheduler``), with the TLS files
+    ``tls`` (``{"ca", "cert", "key"}``, from ``--tls-*``; relative to the current
+    directory) replacing ``cluster.security``; SpecError naming the flag when refused."""
+    tls = {k: v for k, v in (tls or {}).items() if v is not None}
+    if address is None and not tls:
+        return spec
+    if tls and len(tls) < 3:
+        missing = ", ".join(f"--tls-{k}" for k in ("ca", "cert", "key") if k not in tls)
+        raise SpecError(f"TLS needs --tls-ca, --tls-cert and --tls-key together: {missing} "
+                        f"missing")
+    data = spec.cluster.model_dump(exclude_unset=True)
+    if address is not None:
+        data = {"kind": "scheduler", "address": address,
+                **({"security": data["security"]} if "security" in data else {})}
+    if tls:
+        data["security"] = tls
+    try:
+        cluster = ClusterSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(f"--scheduler/--tls-*: {'; '.join(_error_lines(err))}") from None
+    return spec.model_copy(update={"cluster": cluster})
+
+
+def resolve_paths(data: Mapping, base: str | os.PathLike) -> dict:
+    """A raw spec mapping with each relative path of :data:`PATH_KEYS` joined to
+    ``base`` (the spec file's directory; ``~`` expanded); other values untouched."""
+
+    def resolve(node: Any, keys: tuple[str, ...]) -> Any:
+        if not isinstance(node, Mapping) or keys[0] not in node:
+            return node
+        value = node[keys[0]]
+        if len(keys) > 1:
+            value = resolve(value, keys[1:])
+        elif isinstance(value, str) and value.strip():
+            value = os.path.join(base, os.path.expanduser(value))
+        return {**node, keys[0]: value}
+
+    for keys in PATH_KEYS:
+        data = resolve(data, keys)
+    return dict(data)
 
 
 def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",

@@ -2,6 +2,7 @@
 
 import copy
 import datetime as dt
+import os
 import pickle
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import barsweep.pipeline
 from barsweep.engine.strategies import Param, Strategy, register
 from barsweep.errors import SpecError
 from barsweep.pipeline.spec import (
+    ClusterSpec,
     ExecutionSpec,
     RangeSpec,
     RunSpec,
@@ -71,8 +73,9 @@ def test_defaults():
     assert spec.execution.fill == "next_open" and spec.execution.fees == 0.0
     assert spec.execution.init_cash == 10_000.0 and spec.execution.direction == "long"
     assert spec.run == RunSpec() and spec.run.block_size == "auto"
-    assert spec.run.backend == "auto" and spec.run.out == "results.zarr"
-    assert spec.cluster == "local" and spec.n_workers is None
+    assert spec.run.backend == "auto" and spec.run.out == os.path.abspath("results.zarr")
+    assert spec.cluster == ClusterSpec(kind="local") and spec.n_workers is None
+    assert spec.cluster.dashboard == "127.0.0.1:8787"
     assert spec.data.year_days == 365.0 and spec.data.start is None
 
 
@@ -120,7 +123,9 @@ def test_scheduler_addresses_and_workers():
         "tcp://[::1]:8786",
         "ucx://gpu-node",
     ):
-        assert parse_spec(spec_with(cluster=address)).cluster == address
+        cluster = parse_spec(spec_with(cluster=address)).cluster
+        assert cluster.describe() == address
+        assert cluster.kind == (address if address in ("local", "cuda") else "scheduler")
     assert parse_spec(spec_with(n_workers=4)).n_workers == 4
 
 
@@ -177,7 +182,8 @@ def test_ema_cross_example():
     assert grid.values("fast")[[0, -1]].tolist() == [2, 50]
     assert grid.values("slow")[[0, -1]].tolist() == [10, 200]
     assert spec.execution.fill == "close" and spec.execution.fees == 0.001
-    assert spec.run.block_size == 4096 and spec.run.out == "results.zarr"
+    assert spec.run.block_size == 4096 and spec.run.out == str(EXAMPLES / "results.zarr")
+    assert spec.data.store == str(EXAMPLES / "bars")
     assert grid.chunks(spec.run.block_size) == (42, 96)
 
 
@@ -440,9 +446,10 @@ def test_overrides_merge_before_validation(tmp_path):
         load_spec(path, overrides={"run": {"max_combos": 1000}})
     spec = load_spec(path, overrides={"run": {"out": "o.zarr", "backend": "cpu",
                                               "max_combos": None}})
-    assert spec.run.out == "o.zarr" and spec.run.backend == "cpu"
+    assert spec.run.out == os.path.abspath("o.zarr") and spec.run.backend == "cpu"
     assert spec.run.block_size == 100 and spec.run.max_combos == 10**9
-    assert parse_spec(spec_with(run=None), overrides={"run": {"out": "x"}}).run.out == "x"
+    assert parse_spec(spec_with(run=None),
+                      overrides={"run": {"out": "x"}}).run.out == os.path.abspath("x")
     message = refused_with(spec_with(), {"run": {"backend": "gpu"}})
     assert "run.backend" in message
 
