@@ -22,6 +22,7 @@ _WHERE = {
     "BAR_SCHEMA": "store",
     "BarsInfo": "store",
     "bar_path": "store",
+    "bars_problem": "store",
     "check_store_writable": "writer",
     "fingerprint": "store",
     "list_bars": "store",

@@ -26,7 +26,9 @@ import pyarrow as pa
 from barsweep.datasets.index import (
     check_digest,
     check_file,
+    entry_name,
     file_blake2b,
+    read_index,
 )
 from barsweep.datasets.timeframes import timeframe_seconds
 
@@ -418,3 +420,28 @@ def fingerprint(
         files.append({"symbol": symbol, "timeframe": timeframe, "bytes": size, "blake2b": digest})
         combined.update(f"{symbol}\0{timeframe}\0{size}\0{digest}\n".encode())
     return {"files": files, "blake2b": combined.hexdigest()}
+
+
+def bars_problem(store: str | os.PathLike, symbol: str, timeframe: str,
+                 blake2b: str) -> str | None:
+    """Why this machine cannot read `symbol`'s bars from `store` as the file with hash
+    `blake2b` (e.g. the file a driver fingerprinted), or None when it can.
+
+    What a Dask worker asks before it memory-maps bars the driver named by path: the
+    path may be missing there (no shared filesystem) or hold other bars. The file is
+    hashed only when the store's index does not vouch for it (no entry, or a size or
+    mtime other than recorded), as every read does.
+    """
+    path = bar_path(store, symbol, timeframe)
+    if not path.is_file():
+        return f"no file {path}"
+    try:
+        check_file(store, path)
+        record = read_index(store).get(entry_name(store, path))
+        digest = record.blake2b if record is not None else file_blake2b(path)
+    except (OSError, DataError) as exc:
+        return " ".join(str(exc).split())
+    if digest != blake2b:
+        return (f"{path} holds other bars (BLAKE2b {digest[:12]}..., the driver's "
+                f"{blake2b[:12]}...)")
+    return None

@@ -1,9 +1,11 @@
 """One block of a sweep: the pure, idempotent function a Dask task runs.
 
 A block is one symbol and a box of the parameter dims, exactly one chunk of each
-metric in the results store. The task opens the bars itself from the
-memory-mapped store (nothing large travels in the graph), sweeps the combos the
-constraints keep, and writes its region of the store, then its ``done`` flag.
+metric in the results store. The task reads the bars itself, from the memory-mapped
+store when its worker sees the driver's files, else from the copy the driver shipped
+(nothing large travels in the graph; see :mod:`barsweep.pipeline.shipping`), sweeps the
+combos the constraints keep, and writes its region of the store, then its ``done`` flag
+(or returns the metrics for the driver to write, where its worker cannot).
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from barsweep.datasets.mapped import mapped_arrays
 from barsweep.engine import N_METRICS, Execution, get_strategy, sweep
 from barsweep.engine.strategies import import_strategy_module
 
 from .expr import Expr
 from .grid import Grid
 from .results import write_block
+from .shipping import can_write, read_only, worker_bars
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,13 @@ class BarsRef:
     start_ns: int | None = None
     end_ns: int | None = None
     fingerprint: str = ""  # the store's content hash: a GPU worker's device copy key
+    file_hash: str = ""  # the driver's BLAKE2b of this symbol's file ("": not checked)
+    shipped: str = ""  # the Dask dataset holding the bars if the driver shipped them
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The bars as read-only views of the memory-mapped store."""
-        return mapped_arrays(self.store, self.symbol, self.timeframe, self.start_ns,
-                             self.end_ns)
+        """The bars, read-only: views of the memory-mapped store, or the driver's copy
+        where this worker cannot read the store (:func:`~.shipping.worker_bars`)."""
+        return worker_bars(self)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,9 @@ class BlockTask:
     backend : {"cpu", "cuda"}
         Where the kernel runs (``cuda``: ``barsweep.engine.gpu.sweep_cuda``, the bars
         cached on the worker's device under ``bars``).
+    store_id : str
+        The results store's ``store_id`` attribute: a worker writes only the store it
+        finds at ``out`` with this id, else returns the metrics to the driver.
     """
 
     block_id: int
@@ -82,14 +89,21 @@ class BlockTask:
     modules: tuple[str, ...] = ()
     numba_threads: int = 1
     backend: str = "cpu"
+    store_id: str = ""
 
 
 @dataclass(frozen=True)
 class BlockReport:
+    """What a finished block tells the driver; ``metrics`` (the block's region of every
+    metric) only when its worker could not write the store, for the driver to write
+    (which then sets ``written_by_driver``)."""
+
     block_id: int
     n_combos: int
     n_bars: int
     seconds: float
+    metrics: np.ndarray | None = None
+    written_by_driver: bool = False
 
 
 def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
@@ -135,13 +149,14 @@ def limit_threads(n: int) -> None:
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
 
 
-def warm_block(task: BlockTask, n_bars: int = 64) -> None:
-    """Run the task's kernel on its first combos and bars, so this process has it
-    compiled (or loaded from numba's cache) with the very types its blocks use."""
+def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
+    """Run the task's kernel on its first combos and ``head``, the first bars (read-only,
+    as its blocks' are), so this process has it compiled (or loaded from numba's cache)
+    with the very types its blocks use, whether or not it can read the store."""
     limit_threads(task.numba_threads)
     for module in task.modules:
         import_strategy_module(module)
-    bars = {k: v[:n_bars] for k, v in task.bars.arrays().items()}
+    bars = read_only(head)
     grid = Grid(task.axes, task.constraints)
     params = grid.combos(tuple(slice(None) for _ in task.axes))
     keep = np.flatnonzero(grid.mask(params))[:2]
@@ -150,13 +165,17 @@ def warm_block(task: BlockTask, n_bars: int = 64) -> None:
 
 def run_block(task: BlockTask) -> BlockReport:
     """Compute one block and write it (and its ``done`` flag) into the results store,
-    unless the run was cancelled meanwhile (Ctrl-C, a failed block): then nothing is
-    written and the block stays pending for ``--resume``."""
+    or return its metrics where this worker cannot write the store; unless the run was
+    cancelled meanwhile (Ctrl-C, a failed block): then nothing is written or returned
+    and the block stays pending for ``--resume``."""
     t0 = time.perf_counter()
     metrics, n_combos, n_bars = block_metrics(task)
-    if not task_cancelled():
+    if task_cancelled():
+        metrics = None
+    elif can_write(task.out, task.store_id):
         write_block(task.out, task.region, metrics, task.block_id)
-    return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0)
+        metrics = None
+    return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0, metrics)
 
 
 def task_cancelled() -> bool:

@@ -107,8 +107,16 @@ def reach(cluster: ClusterSpec) -> Iterator[Client]:
     """A client of the running scheduler at ``cluster.address`` (TLS with
     ``cluster.security``); BackendError in one line when it cannot be reached."""
     address = check_address(str(cluster.address), "cluster.address")
+    security = security_of(cluster)
+    # without certificates (here or in Dask's configuration) distributed fails a tls://
+    # connection with a TypeError about a missing ssl_context
+    if address.startswith("tls://") and (
+            security or Security()).get_connection_args("client")["ssl_context"] is None:
+        raise BackendError(
+            f"{address} is a TLS address but no TLS files were given: pass --tls-ca, "
+            f"--tls-cert and --tls-key, or give cluster.security {{ca, cert, key}} in the spec")
     try:
-        client = Client(address, timeout=CONNECT_TIMEOUT_S, security=security_of(cluster))
+        client = Client(address, timeout=CONNECT_TIMEOUT_S, security=security)
     except (OSError, TimeoutError) as err:
         raise BackendError(
             f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S} s "
@@ -130,6 +138,13 @@ def jobqueue_cluster(cluster: ClusterSpec):
         raise BackendError(f"cluster kind {cluster.kind!r} needs dask-jobqueue; install "
                            f"barsweep with the [hpc] extra") from exc
     kind = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[cluster.kind]
+    tls = cluster.security
+    # the scheduler starts here and the workers in the jobs: each role needs the
+    # certificate (a client-only Security leaves the scheduler without one: it cannot start)
+    security = None if tls is None else Security(
+        tls_ca_file=tls.ca, require_encryption=True,
+        **{f"tls_{role}_{part}": path for role in ("client", "scheduler", "worker")
+           for part, path in (("cert", tls.cert), ("key", tls.key))})
     return kind(
         cores=cluster.cores,
         processes=cluster.cores,  # one thread per worker, as in a local cluster
@@ -141,7 +156,7 @@ def jobqueue_cluster(cluster: ClusterSpec):
         job_extra_directives=list(cluster.job_directives),
         job_script_prologue=["export DASK_LOGGING__DISTRIBUTED=warning"],
         scheduler_options={"dashboard_address": cluster.dashboard},
-        security=security_of(cluster),
+        security=security,
     )
 
 

@@ -7,6 +7,7 @@ Dask client and reports progress; :func:`run_sweep` does both around the store.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -21,14 +22,23 @@ from pathlib import Path
 from distributed import Client, as_completed
 
 import barsweep
-from barsweep.datasets import periods_per_year, to_ns
+from barsweep.datasets import mapped_arrays, periods_per_year, to_ns
 from barsweep.engine import METRICS, Execution
 from barsweep.errors import BackendError, BarsweepError, ResultsError, RunError
 
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
 from .prepare import Prepared, prepare_run
-from .results import PENDING, create_store, done_flags, finish_store, out_lock, store_attrs
+from .results import (
+    PENDING,
+    create_store,
+    done_flags,
+    finish_store,
+    out_lock,
+    store_attrs,
+    write_block,
+)
+from .shipping import BarsShipper, BarsUnavailable
 from .spec import Spec, build_grid
 
 
@@ -166,13 +176,16 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
 
 
 def plan(spec: Spec, out: str, block_size: int | None = None,
-         grid: Grid | None = None, backend: str = "cpu", bars_hash: str = "") -> Plan:
+         grid: Grid | None = None, backend: str = "cpu", prints: dict | None = None,
+         run_id: str = "", store_id: str = "") -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
     ``block_size`` overrides the spec's (needed when the spec says ``auto``); ``grid``
     is ``build_grid(spec)`` when the caller has it already; ``backend`` is the resolved
-    one (``cpu`` or ``cuda``) and ``bars_hash`` the store's fingerprint hash (GPU
-    workers key their device copy of the bars on it).
+    one (``cpu`` or ``cuda``). ``prints`` is the bars' fingerprint: workers check the
+    files they see against it (and GPU workers key their device copy of the bars on it);
+    ``run_id`` names the Dask datasets of bars shipped to workers that cannot read them,
+    and ``store_id`` is the results store's id (workers write only that store).
 
     The grid is never enumerated: each block is decided by interval bounds and counted
     by :meth:`~barsweep.pipeline.grid.Grid.block_counts` within a fixed budget, so
@@ -205,15 +218,17 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
     empty = (counts == 0).nonzero()[0].tolist()
     tasks, task_combos, excluded = [], [], []
     modules = tuple(spec.modules)
+    files = (prints or {}).get("files", [{}] * len(spec.data.symbols))
     for s, symbol in enumerate(spec.data.symbols):
         bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
                        to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
-                       bars_hash)
+                       (prints or {}).get("blake2b", ""), files[s].get("blake2b", ""),
+                       f"barsweep-bars-{run_id}-{s}" if run_id else "")
         row = slice(s, s + 1)
         for b, axes, slices, n_valid in boxes:
             tasks.append(BlockTask(s * per_symbol + b, out, bars, spec.strategy, axes,
                                    (row, *slices), grid.constraints, execution, ppy, modules,
-                                   backend=backend))
+                                   backend=backend, store_id=store_id))
             task_combos.append(n_valid)
         excluded.extend(s * per_symbol + b for b in empty)
     return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
@@ -223,7 +238,8 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
 def execute(client: Client, tasks: tuple[BlockTask, ...],
             on_done: Callable[[BlockReport], None] | None = None, *,
             worker_timeout: float = 60.0,
-            on_workers: Callable[[int], None] | None = None) -> list[BlockReport]:
+            on_workers: Callable[[int], None] | None = None,
+            ship: Callable[[], object] | None = None) -> list[BlockReport]:
     """Run every block as one Dask task; return their reports in completion order.
 
     Task keys are unique to this call, so two runs sharing a scheduler never attach to
@@ -233,12 +249,18 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
     other blocks are cancelled (a running block sees it and does not write). When no
     worker is connected for ``worker_timeout`` seconds the run stops too.
     ``on_workers`` hears the number of connected workers as it changes.
+
+    A block whose worker returns its metrics (it cannot write the store) is written
+    here. A block that failed because its worker could not read the bars
+    (:class:`~barsweep.pipeline.shipping.BarsUnavailable`: a worker that joined after
+    the bars were shipped) is run again, up to ``RETRIES`` times, after ``ship()``.
     """
     run_id = uuid.uuid4().hex[:12]
     futures = client.map(run_block, tasks,
                          key=[f"barsweep-block-{run_id}-{t.block_id}" for t in tasks],
                          pure=False, retries=RETRIES)
     task_of = {future.key: task for future, task in zip(futures, tasks)}
+    again = {}  # block id -> times run again for want of bars
     # results are fetched as each task ends and its future released at once: a worker
     # that dies later then holds no result that Dask would recompute (rewriting a block)
     pending = as_completed(futures, with_results=True)
@@ -251,8 +273,22 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
             batch = pending.next_batch(block=False) if pending.has_ready() else []
             for future, report in batch:
                 running.pop(future.key, None)
+                task = task_of.pop(future.key)
                 if not isinstance(report, BlockReport):  # how it failed
-                    raise block_failure(task_of[future.key], report, client)
+                    n = again.get(task.block_id, 0)
+                    if ship is None or n >= RETRIES or not lacks_bars(report):
+                        raise block_failure(task, report, client)
+                    ship()
+                    again[task.block_id] = n + 1
+                    retry = client.submit(run_block, task, pure=False, retries=RETRIES,
+                                          key=f"barsweep-block-{run_id}-{task.block_id}-{n}")
+                    task_of[retry.key], running[retry.key] = task, retry
+                    pending.add(retry)
+                    continue
+                if report.metrics is not None:  # its worker cannot write the store
+                    write_block(task.out, task.region, report.metrics, task.block_id)
+                    report = dataclasses.replace(report, metrics=None,
+                                                 written_by_driver=True)
                 reports.append(report)
                 if on_done is not None:
                     on_done(report)
@@ -263,6 +299,12 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
         client.cancel(list(running.values()))
         raise
     return reports
+
+
+def lacks_bars(failure) -> bool:
+    """Whether a failed task's ``(type, exception, traceback)`` says its worker could
+    not read the bars."""
+    return isinstance(failure, tuple) and isinstance(failure[1], BarsUnavailable)
 
 
 #: Retries of a task that raised (a corrupt file, a full disk) before the run fails.
@@ -378,7 +420,10 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
         if block_size == "auto":
             n_workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
             block_size = auto_block_size(grid.estimate_valid()[0], prepared.n_bars, n_workers)
-    the_plan = plan(spec, out, block_size, grid, backend, prepared.prints["blake2b"])
+    run_id = uuid.uuid4().hex[:12]
+    store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
+                is not None else uuid.uuid4().hex)
+    the_plan = plan(spec, out, block_size, grid, backend, prepared.prints, run_id, store_id)
     if prepared.resume_chunks is not None:
         if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
             raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
@@ -391,6 +436,7 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
                      f"done, {len(todo)} to compute")
     else:
         attrs = {
+            "store_id": store_id,
             "spec": spec.to_yaml(),
             "spec_path": prepared.spec_path or "",
             "barsweep_version": barsweep.__version__,
@@ -405,18 +451,25 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
         create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                      the_plan.n_blocks, attrs, excluded=the_plan.excluded)
         todo, skipped = the_plan.tasks, 0
-    warm_up(client, todo)
-    t_plan = time.perf_counter()
-    combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
-    todo_ids = {t.block_id for t in todo}
-    bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids)) if progress else None
+    shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
     try:
-        reports = execute(client, todo, bar.update if bar else None,
-                          worker_timeout=spec.run.worker_timeout,
-                          on_workers=bar.workers if bar else None)
+        shipped = shipper.ensure() if todo else None
+        if shipped and on_start is not None:
+            on_start(shipped)
+        warm_up(client, todo)
+        t_plan = time.perf_counter()
+        combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
+        todo_ids = {t.block_id for t in todo}
+        bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids)) if progress else None
+        try:
+            reports = execute(client, todo, bar.update if bar else None,
+                              worker_timeout=spec.run.worker_timeout,
+                              on_workers=bar.workers if bar else None, ship=shipper.ensure)
+        finally:
+            if bar:
+                bar.close()
     finally:
-        if bar:
-            bar.close()
+        shipper.close()
     t_done = time.perf_counter()
     n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
         c for b, c in combos_of.items() if b not in todo_ids)
@@ -426,6 +479,8 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
         "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
         "total": round(t_done - t0, 4),
     }, "blocks_resumed": skipped, "n_combos": n_combos,
+        "bars_shipped_to": sorted(shipper.shipped_to),
+        "blocks_written_by_driver": sum(r.written_by_driver for r in reports),
         "n_combos_exact": the_plan.n_combos_exact or not skipped})
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
@@ -449,9 +504,10 @@ def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
     """
     if not tasks:
         return
+    head = bars_head(tasks[0].bars)
     workers = list(client.scheduler_info(n_workers=-1).get("workers", {}))
     if workers and tasks[0].backend != "cuda":
-        first = client.submit(warm_block, tasks[0], workers=workers[:1],
+        first = client.submit(warm_block, tasks[0], head, workers=workers[:1],
                               allow_other_workers=True, pure=False, retries=RETRIES)
         try:
             first.result()
@@ -460,7 +516,15 @@ def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
                            f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
     # every worker loads it now rather than in its first block; one that fails (or dies
     # meanwhile) simply loads it then, and reports any real problem through its block
-    client.run(warm_block, tasks[0], on_error="ignore")
+    client.run(warm_block, tasks[0], head, on_error="ignore")
+
+
+def bars_head(ref: BarsRef, n_bars: int = 64) -> dict:
+    """The first bars of ``ref``, read on the driver: what a worker compiles the kernel
+    on (:func:`~barsweep.pipeline.blocks.warm_block`), whether or not it can read the
+    store."""
+    arrays = mapped_arrays(ref.store, ref.symbol, ref.timeframe, ref.start_ns, ref.end_ns)
+    return {name: values[:n_bars].copy() for name, values in arrays.items()}
 
 
 class ProgressBar:

@@ -1,0 +1,179 @@
+"""Bars to workers that cannot see them, results from workers that cannot write them.
+
+A run names its bars and its results store by absolute paths on the driver. With a
+shared filesystem every worker memory-maps the bars and writes its own chunks. Where a
+worker does not see the driver's files (other machines, containers, its own mounts), or
+sees other files at those paths:
+
+- each worker checks, once per process and bar file, that the path holds the bars the
+  driver fingerprinted (:func:`~barsweep.datasets.store.bars_problem`);
+- the driver ships the bars to the workers that do not (:class:`BarsShipper`): scattered
+  once to each of them and published as a Dask dataset under the name the tasks carry,
+  so a worker keeps them in memory for its later blocks;
+- a worker that cannot write the results store at the driver's path (or finds another
+  store there) returns its block's metrics, and the driver writes them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Iterable
+
+import numpy as np
+
+from barsweep.datasets import bars_problem, mapped_arrays
+from barsweep.errors import DataError
+
+#: Shipped bars kept per worker process (each run names its own).
+KEEP_SHIPPED = 8
+
+_PROBLEMS: dict[tuple, str | None] = {}
+_SHIPPED: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
+_WRITABLE: dict[tuple[str, str], bool] = {}
+
+
+class BarsUnavailable(DataError):
+    """A worker cannot read a run's bars, and the driver has not shipped them (yet)."""
+
+
+def local_problem(ref) -> str | None:
+    """Why this process cannot memory-map ``ref``'s bars as the driver fingerprinted
+    them (None: it can); checked once per process and bar file."""
+    if not ref.file_hash:  # not fingerprinted (a direct call): read as named
+        return None
+    key = (ref.store, ref.symbol, ref.timeframe, ref.file_hash)
+    if key not in _PROBLEMS:
+        _PROBLEMS[key] = bars_problem(ref.store, ref.symbol, ref.timeframe, ref.file_hash)
+    return _PROBLEMS[key]
+
+
+def local_problems(refs: Iterable) -> dict[int, str]:
+    """On a worker (``client.run``): the problem of each ref it cannot read, by index."""
+    problems = {}
+    for i, ref in enumerate(refs):
+        try:
+            problem = local_problem(ref)
+        except Exception as exc:  # an unreadable path is a reason to ship, not to fail
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            problems[i] = problem
+    return problems
+
+
+def worker_bars(ref) -> dict[str, np.ndarray]:
+    """``ref``'s bars in this process: the memory map when it holds the driver's bars,
+    else the copy the driver shipped; BarsUnavailable when neither."""
+    problem = local_problem(ref)
+    if problem is None:
+        return mapped_arrays(ref.store, ref.symbol, ref.timeframe, ref.start_ns, ref.end_ns)
+    arrays = shipped_bars(ref.shipped) if ref.shipped else None
+    if arrays is None:
+        raise BarsUnavailable(f"{where()} cannot read the bars: {problem}; the driver has "
+                              f"not shipped them")
+    return arrays
+
+
+def shipped_bars(name: str) -> dict[str, np.ndarray] | None:
+    """The bars the driver published as ``name``, read-only (as a memory map's are, so
+    the kernels' compiled types are the same); None when nothing is published."""
+    if name in _SHIPPED:
+        _SHIPPED.move_to_end(name)
+        return _SHIPPED[name]
+    from distributed import get_client, get_worker
+
+    future = get_client().get_dataset(name, default=None)
+    if future is None:
+        return None
+    data = get_worker().data
+    views = read_only(data[future.key] if future.key in data else future.result())
+    _SHIPPED[name] = views
+    while len(_SHIPPED) > KEEP_SHIPPED:
+        _SHIPPED.popitem(last=False)
+    return views
+
+
+def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Read-only views of ``arrays``, as a memory map's columns are: the kernels are
+    compiled for read-only arrays, and a writable one would make numba compile again."""
+    views = {}
+    for name, values in arrays.items():
+        views[name] = values.view()
+        views[name].flags.writeable = False
+    return views
+
+
+def can_write(out: str, store_id: str) -> bool:
+    """Whether this process sees the run's results store at ``out`` (the one with
+    attribute ``store_id``) and may write it; checked once per process and store."""
+    key = (out, store_id)
+    if key not in _WRITABLE:
+        from .results import store_attrs
+
+        attrs = store_attrs(out)
+        _WRITABLE[key] = (attrs is not None and attrs.get("store_id", "") == store_id
+                          and os.access(out, os.W_OK))
+    return _WRITABLE[key]
+
+
+def where() -> str:
+    """``worker tcp://...`` inside a Dask worker, else ``this process``."""
+    try:
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    except (ImportError, ValueError):
+        return "this process"
+
+
+class BarsShipper:
+    """The driver's side: which workers cannot read the run's bars, and shipping the
+    bars to them (each ref's ``shipped`` names the Dask dataset that holds them).
+
+    :meth:`ensure` asks every connected worker and ships to those that need it; call it
+    before the blocks run and again when a block reports :class:`BarsUnavailable` (a
+    worker that joined later, or lost its copy). :meth:`close` unpublishes the bars.
+    """
+
+    def __init__(self, client, refs: Iterable) -> None:
+        self.client = client
+        self.refs = tuple(refs)
+        self.futures: dict[str, object] = {}
+        self.shipped_to: set[str] = set()
+
+    def ensure(self) -> str | None:
+        """Ship the bars to every connected worker that cannot read them; a line for
+        people when it did (None when no worker needed them)."""
+        answers = self.client.run(local_problems, self.refs, on_error="return")
+        needy = {}
+        for worker, answer in answers.items():
+            if isinstance(answer, BaseException):
+                answer = {0: f"{type(answer).__name__}: {answer}"}
+            if answer:
+                needy[worker] = next(iter(answer.values()))
+        if not needy:
+            return None
+        self.ship(sorted(needy))
+        worker, problem = sorted(needy.items())[0]
+        return (f"{len(needy)} of {len(answers)} workers cannot read the bars at "
+                f"{self.refs[0].store} ({worker}: {problem}): shipped them the bars")
+
+    def ship(self, workers: list[str]) -> None:
+        """Scatter each ref's bars to ``workers`` (one copy each) and publish them
+        under the ref's ``shipped`` name, replacing an earlier copy."""
+        for ref in self.refs:
+            arrays = mapped_arrays(ref.store, ref.symbol, ref.timeframe, ref.start_ns,
+                                   ref.end_ns)
+            [future] = self.client.scatter([arrays], workers=workers, broadcast=True,
+                                           hash=False)
+            self.client.publish_dataset(future, name=ref.shipped, override=True)
+            self.futures[ref.shipped] = future
+        self.shipped_to.update(workers)
+
+    def close(self) -> None:
+        for name in self.futures:
+            try:
+                self.client.unpublish_dataset(name)
+            except Exception:  # the scheduler is gone: nothing left to release
+                pass
+        self.futures.clear()
