@@ -458,3 +458,24 @@ def refused_with(spec, overrides):
     with pytest.raises(SpecError) as info:
         parse_spec(spec, overrides=overrides)
     return str(info.value)
+
+
+def test_readme_cluster_examples_validate(tmp_path):
+    """Each `cluster:` of the README's Clusters section is a valid spec value, with its
+    TLS files relative to the spec file's directory."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Clusters", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    entries = ["cluster:" + e for e in ("\n" + section.strip()).split("\ncluster:")[1:]]
+    assert len(entries) == 5
+    for name in ("ca.pem", "me.pem", "me.key"):
+        (tmp_path / name).write_text("PEM")
+    kinds = []
+    for entry in entries:
+        (tmp_path / "spec.yaml").write_text(
+            "data: {store: bars/, symbols: [X], timeframe: 1h}\nstrategy: buy_and_hold\n"
+            + entry + "\n")
+        cluster = load_spec(tmp_path / "spec.yaml").cluster
+        kinds.append(cluster.kind)
+        if cluster.security is not None:
+            assert cluster.security.ca == str(tmp_path / "ca.pem")
+    assert kinds == ["local", "scheduler", "scheduler", "slurm", "local"]
