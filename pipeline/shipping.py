@@ -39,10 +39,10 @@ class BarsUnavailable(DataError):
 
 def local_problem(ref) -> str | None:
     """Why this process cannot memory-map ``ref``'s bars as the driver fingerprinted
-    them (None: it can); checked once per process and bar file."""
+    them (None: it can); checked once per run (``ref.shipped`` names the run) and file."""
     if not ref.file_hash:  # not fingerprinted (a direct call): read as named
         return None
-    key = (ref.store, ref.symbol, ref.timeframe, ref.file_hash)
+    key = (ref.store, ref.symbol, ref.timeframe, ref.file_hash, ref.shipped)
     if key not in _PROBLEMS:
         _PROBLEMS[key] = bars_problem(ref.store, ref.symbol, ref.timeframe, ref.file_hash)
     return _PROBLEMS[key]
