@@ -118,11 +118,15 @@ def reach(cluster: ClusterSpec) -> Iterator[Client]:
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S, security=security)
     except (OSError, TimeoutError) as err:
+        reason = " ".join(str(err).split()) or type(err).__name__
+        if "SSL" in reason or "certificate" in reason.lower():
+            raise BackendError(f"cannot reach the Dask scheduler at {address}: the TLS "
+                               f"handshake failed ({reason}); are the TLS files the "
+                               f"cluster's?") from None
         raise BackendError(
             f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S} s "
-            f"({' '.join(str(err).split()) or type(err).__name__}); is it running, is the "
-            f"address right{', and are the TLS files its' if cluster.security else ''}?"
-        ) from None
+            f"({reason}); is it running, is the address right"
+            f"{', and are the TLS files its' if cluster.security else ''}?") from None
     with client:
         yield client
 

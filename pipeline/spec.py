@@ -585,7 +585,11 @@ def with_scheduler(spec: Spec, address: str | None = None,
     try:
         cluster = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(f"--scheduler/--tls-*: {'; '.join(_error_lines(err))}") from None
+        lines = _error_lines(err)
+        for part in ("ca", "cert", "key"):  # a flag's file: name the flag
+            lines = [line.replace(f"security.{part}:", f"--tls-{part}:")
+                     if part in tls else line for line in lines]
+        raise SpecError(f"--scheduler/--tls-*: {'; '.join(lines)}") from None
     return spec.model_copy(update={"cluster": cluster})
 
 
