@@ -211,6 +211,9 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     # (after distributed's import, which sets its loggers' levels from its config) a
     # block's report lost with its worker is fetched again: the run says what matters
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    # a block's result being fetched as Ctrl-C closes the client fails in a background
+    # callback, which tornado logs with a traceback; the run says what happened
+    logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
     try:
@@ -232,6 +235,14 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
           + (f" ({summary.blocks_skipped} blocks were already done)"
              if summary.blocks_skipped else ""))
     return summary
+
+
+def not_a_closed_comm(record: logging.LogRecord) -> bool:
+    """A logging filter: False for records of a connection closed under a callback."""
+    from distributed.comm.core import CommClosedError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, CommClosedError)
 
 
 def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:
