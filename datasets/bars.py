@@ -13,9 +13,9 @@ import pandas as pd
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from barsweep.datasets.store import FUNDING_RATE_FIELD, column_array, read_table
-from barsweep.datasets.timeframes import timeframe_seconds
-from barsweep.errors import DataError
+from ..errors import DataError
+from .store import FUNDING_RATE_FIELD, column_array, read_table
+from .timeframes import timeframe_seconds
 
 __all__ = ["PRICE_VARS", "TIME_UNITS", "bars_arrays", "open_bars", "to_ns"]
 

@@ -21,18 +21,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from barsweep.datasets.parse import (
+from ..errors import DataError
+from .parse import (
     EPOCH_UNITS,
     ParsedColumn,
     ParsedTime,
     parse_numbers,
     parse_times,
 )
-from barsweep.datasets.rules import first_broken_price_rule
-from barsweep.datasets.store import TIME_TYPE, bar_path
-from barsweep.datasets.timeframes import timeframe_seconds
-from barsweep.datasets.writer import check_store_writable, write_bars
-from barsweep.errors import DataError
+from .rules import first_broken_price_rule
+from .store import TIME_TYPE, bar_path
+from .timeframes import timeframe_seconds
+from .writer import check_store_writable, write_bars
 
 __all__ = ["ImportReport", "import_file"]
 

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from barsweep.errors import DataError
+from ..errors import DataError
 
 try:  # POSIX; elsewhere writers are not serialized
     import fcntl

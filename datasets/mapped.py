@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-from barsweep.datasets.store import column_array, read_table
-from barsweep.errors import DataError
+from ..errors import DataError
+from .store import column_array, read_table
 
 COLUMNS = ("open", "high", "low", "close", "volume", "funding_rate")
 

@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from barsweep.datasets.index import (
+from .index import (
     check_digest,
     check_file,
     entry_name,
     file_blake2b,
     read_index,
 )
-from barsweep.datasets.timeframes import timeframe_seconds
+from .timeframes import timeframe_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
-from barsweep.errors import DataError
+from ..errors import DataError
 
 __all__ = [
     "BAR_SCHEMA",

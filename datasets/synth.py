@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from barsweep.datasets.bars import to_ns
-from barsweep.datasets.store import BAR_SCHEMA
-from barsweep.datasets.timeframes import periods_per_year, timeframe_seconds
-from barsweep.datasets.writer import write_bars
-from barsweep.errors import DataError
+from ..errors import DataError
+from .bars import to_ns
+from .store import BAR_SCHEMA
+from .timeframes import periods_per_year, timeframe_seconds
+from .writer import write_bars
 
 __all__ = ["REGIME_VOLS", "synth_bars", "write_synth"]
 

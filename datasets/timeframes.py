@@ -6,7 +6,7 @@ import math
 import numbers
 import re
 
-from barsweep.errors import DataError
+from ..errors import DataError
 
 __all__ = ["TIMEFRAME_PATTERN", "periods_per_year", "timeframe_seconds"]
 

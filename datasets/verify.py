@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from barsweep.datasets.index import (
+from ..errors import DataError
+from .index import (
     INDEX_NAME,
     FileRecord,
     entry_name,
@@ -23,8 +24,8 @@ from barsweep.datasets.index import (
     store_lock,
     write_index,
 )
-from barsweep.datasets.rules import first_broken_price_rule
-from barsweep.datasets.store import (
+from .rules import first_broken_price_rule
+from .store import (
     check_store_dir,
     check_time_increasing,
     column_array,
@@ -32,7 +33,6 @@ from barsweep.datasets.store import (
     os_reason,
     scan_store,
 )
-from barsweep.errors import DataError
 
 __all__ = ["FileReport", "verify_store"]
 

@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from barsweep.datasets.index import (
+from ..errors import DataError
+from .index import (
     FileRecord,
     entry_name,
     file_blake2b,
@@ -19,14 +20,13 @@ from barsweep.datasets.index import (
     store_lock,
     write_index,
 )
-from barsweep.datasets.store import (
+from .store import (
     BAR_SCHEMA,
     FUNDING_RATE_FIELD,
     bar_path,
     check_time_increasing,
     os_reason,
 )
-from barsweep.errors import DataError
 
 __all__ = ["check_store_writable", "conform_table", "write_bars"]
 

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from barsweep.errors import SpecError
-
+from ..errors import SpecError
 from .execution import Execution, pack_xp, stop_matrix
 from .fills import EXIT_REASONS
 from .hoist import hoist, param_matrix

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from barsweep.errors import SpecError
-
+from ..errors import SpecError
 from . import simulate as sim
 
 FILLS = ("close", "next_open")

@@ -36,8 +36,7 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 from numba import config, cuda
 
-from barsweep.errors import BackendError, SpecError
-
+from ..errors import BackendError, SpecError
 from .execution import Execution
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS

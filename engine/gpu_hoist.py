@@ -17,8 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 from numba import cuda, njit
 
-from barsweep.errors import SpecError
-
+from ..errors import SpecError
 from .hoist import hoist, plan_rows
 from .indicators import INDICATORS, _arg_names, bbands_rows, donchian_rows, rsi_row
 from .indicators_ma import ema_row, macd_rows, sma_row, trix_row, trix_signal_row

@@ -26,8 +26,7 @@ from functools import cache
 import numpy as np
 from numba import njit
 
-from barsweep.errors import SpecError
-
+from ..errors import SpecError
 from .indicators_ma import (
     ema,
     fill_nan,

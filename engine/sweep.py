@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from barsweep.errors import SpecError
-
+from ..errors import SpecError
 from .execution import STOP_PARAMS, Execution, benchmark_returns, pack_xp, stop_matrix
 from .hoist import hoist, param_matrix
 from .metrics import N_METRICS

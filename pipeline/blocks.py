@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from barsweep.engine import N_METRICS, Execution, get_strategy, sweep
-from barsweep.engine.strategies import import_strategy_module
-
+from ..engine import N_METRICS, Execution, get_strategy, sweep
+from ..engine.strategies import import_strategy_module
 from .expr import Expr
 from .grid import Grid
 from .results import write_block
@@ -136,7 +135,7 @@ def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, 
     """
     strategy = get_strategy(task.strategy)
     if task.backend == "cuda":
-        from barsweep.engine.gpu import sweep_cuda
+        from ..engine.gpu import sweep_cuda
 
         return sweep_cuda(strategy, bars, params, task.execution, task.ppy, bars_key)
     return sweep(strategy, bars, params, task.execution, task.ppy)

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from barsweep.errors import BarsweepError, Interrupted, RunError
+from ..errors import BarsweepError, Interrupted, RunError
 
 DEMO_BARS = 26_280  # three years of hourly bars
 
@@ -126,7 +126,7 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_synth(args) -> int:
-    from barsweep.datasets import write_synth
+    from ..datasets import write_synth
 
     path = write_synth(args.store, args.symbol, args.timeframe, args.bars, args.seed)
     print(f"wrote {args.bars:,} {args.timeframe} bars of {args.symbol} (seed {args.seed}) "
@@ -135,7 +135,7 @@ def cmd_synth(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from barsweep.datasets import import_file
+    from ..datasets import import_file
 
     report = import_file(args.file, args.store, args.symbol, args.timeframe,
                          drop_nan=args.drop_nan)
@@ -146,7 +146,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from barsweep.datasets import list_bars
+    from ..datasets import list_bars
 
     rows = list_bars(args.store)
     if not rows:
@@ -161,7 +161,7 @@ def cmd_info(args) -> int:
 
 def cmd_verify(args) -> int:
     """One line per file (ok, or the problem); exit 1 when any file has a problem."""
-    from barsweep.datasets import verify_store
+    from ..datasets import verify_store
 
     reports = verify_store(args.store, update_index=args.update_index)
     if not reports:
@@ -299,14 +299,13 @@ def format_table(frame, by: str) -> str:
 
 
 def _metric_names() -> tuple[str, ...]:
-    from barsweep.engine import METRICS
+    from ..engine import METRICS
 
     return METRICS
 
 
 def cmd_demo(args) -> int:
-    from barsweep.datasets import write_synth
-
+    from ..datasets import write_synth
     from .rank import rank
     from .spec import parse_spec
 

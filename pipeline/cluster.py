@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.security import Security
 
-from barsweep.errors import BackendError
-
+from ..errors import BackendError
 from .spec import ClusterSpec
 
 CONNECT_TIMEOUT_S = 10

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from barsweep.errors import SpecError
-
+from ..errors import SpecError
 from .count import COUNT_BUDGET, MAX_COUNTABLE, Counter
 from .expr import Expr, check_names
 

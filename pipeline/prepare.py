@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import yaml
 
-import barsweep
-from barsweep.datasets import fingerprint, open_bars
-from barsweep.engine import METRICS
-from barsweep.errors import ResultsError
-
+from .. import __version__
+from ..datasets import fingerprint, open_bars
+from ..engine import METRICS
+from ..errors import ResultsError
 from .grid import Grid
 from .results import check_out, store_attrs
 from .spec import Spec, build_grid
@@ -80,9 +79,9 @@ def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
         for key, (was, new) in sorted(_differences(stored.get(section), now.get(section),
                                                    section).items()):
             problems.append(f"{key} was {was!r}, now {new!r}")
-    if attrs.get("barsweep_version") != barsweep.__version__:
+    if attrs.get("barsweep_version") != __version__:
         problems.append(f"barsweep version was {attrs.get('barsweep_version')!r}, "
-                        f"now {barsweep.__version__!r}")
+                        f"now {__version__!r}")
     try:
         was_hash = json.loads(attrs.get("bars_fingerprint", "{}")).get("blake2b")
     except ValueError:

@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
-from barsweep.errors import SpecError
-
+from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
+from ..errors import SpecError
 from .expr import check_names, parse_expr
 from .results import open_results
 

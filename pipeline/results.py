@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from barsweep.engine import METRICS
-from barsweep.errors import ResultsError, RunError
+from ..engine import METRICS
+from ..errors import ResultsError, RunError
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 

@@ -21,11 +21,10 @@ from pathlib import Path
 
 from distributed import Client, as_completed
 
-import barsweep
-from barsweep.datasets import mapped_arrays, periods_per_year, to_ns
-from barsweep.engine import METRICS, Execution
-from barsweep.errors import BackendError, BarsweepError, ResultsError, RunError
-
+from .. import __version__
+from ..datasets import mapped_arrays, periods_per_year, to_ns
+from ..engine import METRICS, Execution
+from ..errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
 from .prepare import Prepared, prepare_run
@@ -144,7 +143,7 @@ def worker_cuda_problem() -> str | None:
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
             Path(p).exists() for p in traces):
         return f"no NVIDIA driver on this machine (none of {', '.join(traces)})"
-    from barsweep.engine.gpu import cuda_problem
+    from ..engine.gpu import cuda_problem
 
     return cuda_problem()
 
@@ -439,7 +438,7 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             "store_id": store_id,
             "spec": spec.to_yaml(),
             "spec_path": prepared.spec_path or "",
-            "barsweep_version": barsweep.__version__,
+            "barsweep_version": __version__,
             "bars_fingerprint": json.dumps(prepared.prints),
             "backend": backend,
             "backend_requested": spec.run.backend,

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from barsweep.datasets import bars_problem, mapped_arrays
-from barsweep.errors import DataError
+from ..datasets import bars_problem, mapped_arrays
+from ..errors import DataError
 
 #: Shipped bars kept per worker process (each run names its own).
 KEEP_SHIPPED = 8

@@ -33,10 +33,9 @@ from pydantic import (
     model_validator,
 )
 
-from barsweep.engine.execution import STOP_PARAMS, check_stop
-from barsweep.engine.strategies import Strategy, get_strategy, import_strategy_module
-from barsweep.errors import SpecError
-
+from ..engine.execution import STOP_PARAMS, check_stop
+from ..engine.strategies import Strategy, get_strategy, import_strategy_module
+from ..errors import SpecError
 from .expr import check_names, parse_expr
 from .grid import MAX_COUNTABLE, Grid, axis_values
 

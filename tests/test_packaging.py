@@ -45,3 +45,16 @@ def test_ruff_passes():
     assert ruff is not None, "ruff is part of the [test] extra: pip install '.[test]'"
     result = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_the_package_imports_itself_relatively():
+    """Tools that read the tree map ``from ..engine import sweep`` to the folders; an
+    absolute ``barsweep.`` import inside the package they cannot."""
+    absolute = []
+    for folder in ("api", "datasets", "engine", "pipeline"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                words = line.split()
+                if words[:1] in (["from"], ["import"]) and words[1].split(".")[0] == "barsweep":
+                    absolute.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not absolute, "\n".join(absolute)

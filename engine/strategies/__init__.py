@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from barsweep.errors import SpecError
-
+from ...errors import SpecError
 from .base import Indicator, Param, Strategy
 
 _REGISTRY: dict[str, Strategy] = {}

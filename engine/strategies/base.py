@@ -14,7 +14,7 @@ import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from barsweep.errors import SpecError
+from ...errors import SpecError
 
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
