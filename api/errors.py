@@ -43,3 +43,101 @@ class Interrupted(BarsweepError):
     """The user stopped the run (Ctrl-C); the message says what is done and how to resume."""
 
     exit_code = 130
+
+
+class Problems(ValueError):
+    """Several refused keys at once, each ``(dotted key, message)``: raised inside a
+    pydantic validator, reported by :func:`refusals` as one line per key."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("\n".join(f"{key}: {message}" for key, message in problems))
+        self.problems = problems
+
+
+#: Messages of a value refused by every member of a union, by the members' error types.
+_UNION_MESSAGES = {frozenset({"int_type", "float_type"}): "Input should be a number"}
+
+
+def refusals(err, root=None, prefix: str = "", skip: frozenset = frozenset()) -> list[str]:
+    """One ``key: message`` line per refused key of a pydantic ``ValidationError``.
+
+    ``root`` is the model validated (for the valid keys of a mapping that has unknown
+    ones), ``prefix`` the dotted key it sits under (``execution``), ``skip`` the tags of
+    union members to drop from keys. A value that every member of a union refused gives
+    one line: the last member's message (the general one, e.g. "a valid integer" after
+    "'auto'"), or one of :data:`_UNION_MESSAGES`.
+    """
+    lines: list[str] = []
+    for error, types in _collapsed(err.errors()):
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, Problems):
+            lines.extend(f"{_join(prefix, key)}: {message}" for key, message in cause.problems)
+            continue
+        message = str(cause) if error["type"] == "value_error" and cause else error["msg"]
+        message = _UNION_MESSAGES.get(types, message) + _hint(error, root)
+        key = _join(prefix, _dotted(error["loc"], skip))
+        lines.append(f"{key}: {message}" if key else message)
+    return lines
+
+
+def _collapsed(errors: list[dict]) -> list[tuple[dict, frozenset]]:
+    """``errors`` with each union's member refusals (same key, then a member tag such as
+    ``int`` or ``literal['auto']``) folded into the last, keyed without the tag; each with
+    the error types folded into it."""
+    out: list[tuple[dict, frozenset]] = []
+    for error in errors:
+        loc = error["loc"]
+        if loc and _is_member_tag(loc[-1]):
+            error = {**error, "loc": loc[:-1]}
+            if out and out[-1][0]["loc"] == error["loc"] and out[-1][1]:
+                error, types = error, out.pop()[1] | {error["type"]}
+                out.append((error, types))
+                continue
+            out.append((error, frozenset({error["type"]})))
+            continue
+        out.append((error, frozenset()))
+    return out
+
+
+def _is_member_tag(part) -> bool:
+    """Whether a key part names a union member (pydantic's ``int``, ``constrained-int``,
+    ``literal['auto']``...) rather than a field."""
+    return isinstance(part, str) and (part in ("int", "float", "str", "bool")
+                                      or any(c in part for c in "[-'"))
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix and key else prefix or key
+
+
+def _dotted(loc: tuple, skip: frozenset) -> str:
+    """``("grid", "fast", "range", "step")`` -> ``"grid.fast.step"``; indices in brackets."""
+    text = ""
+    for part in loc:
+        if part in skip:
+            continue
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _hint(error: dict, root) -> str:
+    """What to do, or what was received, to follow pydantic's message."""
+    if error["type"] == "extra_forbidden":
+        fields = _fields_at(root, error["loc"][:-1])
+        return f"; valid keys: {', '.join(fields)}" if fields else ""
+    if error["type"] in ("missing", "value_error"):
+        return ""
+    received = error.get("input")
+    if isinstance(received, str | int | float | bool) or received is None:
+        return f" (got {received!r})"
+    return f" (got {type(received).__name__})"
+
+
+def _fields_at(model, loc: tuple):
+    """The fields of the model validating the mapping at ``loc`` under ``root``."""
+    for part in loc:
+        field = model.model_fields.get(part) if model and isinstance(part, str) else None
+        model = field.annotation if field else None
+        if not (isinstance(model, type) and hasattr(model, "model_fields")):
+            return None
+    return model.model_fields if model else None

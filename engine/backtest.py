@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import SpecError
-from .execution import Execution, pack_xp, stop_matrix
+from .execution import execution_of, pack_xp, stop_matrix
 from .fills import EXIT_REASONS
 from .hoist import hoist, param_matrix
 from .metrics import METRICS, N_METRICS
@@ -97,7 +97,7 @@ def backtest(
     ['alpha', 'avg_trade_return', 'beta']
     """
     strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    exe = Execution(**execution)
+    exe = execution_of(execution)
     params = dict(params or {})
     strat.validate(params)
 

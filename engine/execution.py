@@ -1,19 +1,43 @@
-"""Execution settings as a value, and their packing into the kernels' arrays."""
+"""Execution settings: one validated value (the spec's ``execution`` section and
+``backtest()``'s keywords alike), and its packing into the kernels' float64 arrays.
+
+Adding a setting touches three places: a field of :class:`Execution`, a slot of ``xp``
+(the ``XP_*`` layout below, filled by :func:`pack_xp`), and the arithmetic in
+``simulate`` that reads it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..errors import SpecError
-from . import simulate as sim
+from ..errors import SpecError, refusals
 
-FILLS = ("close", "next_open")
-DIRECTIONS = ("long", "short", "both")
 #: Execution settings that may also be grid axes (swept like strategy parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
+
+# Layout of ``xp``, the float64 vector of execution settings the kernels read.
+XP_NEXT_OPEN = 0
+XP_FEE_RATE = 1
+XP_SLIPPAGE = 2
+XP_INIT_CASH = 3
+XP_PPY = 4
+XP_SUM_B = 5
+XP_SUM_B2 = 6
+XP_ALLOW_LONG = 7
+XP_ALLOW_SHORT = 8
+XP_FIXED_FEE = 9
+XP_FUNDING = 10
+N_XP = 11
+
+# Columns of ``stops``: per-combo fractions of STOP_PARAMS, 0 = no such stop.
+STOP_LOSS = 0
+TAKE_PROFIT = 1
+TRAILING_STOP = 2
+N_STOPS = 3
 
 
 def check_stop(name: str, value: float, direction: str = "both") -> str | None:
@@ -32,22 +56,26 @@ def check_stop(name: str, value: float, direction: str = "both") -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Execution:
-    """How orders fill (DESIGN.md "Execution semantics").
+def _number(default, **bounds):
+    return Field(default, strict=True, allow_inf_nan=False, **bounds)
+
+
+class Execution(BaseModel):
+    """How orders fill (DESIGN.md "Execution semantics"); validated when made (a
+    pydantic ``ValidationError``, or :func:`execution_of`'s SpecError).
 
     Parameters
     ----------
     fill : {"next_open", "close"}
         ``next_open`` (default, no look-ahead) fills a signal of bar t at bar t+1's open.
     fees : float
-        Fraction of traded notional charged on entry and on exit.
+        Fraction of traded notional charged on entry and on exit, in [0, 1).
     fixed_fee : float
         Cash charged per order (entry and exit), in units of ``init_cash``.
     slippage : float
-        Fraction by which each fill price moves against the trader.
+        Fraction by which each fill price moves against the trader, in [0, 1).
     init_cash : float
-        Starting equity.
+        Starting equity, > 0 and > ``fixed_fee``.
     direction : {"long", "short", "both"}
         ``both``: a long exit and a short entry on one bar reverse the position.
     stop_loss, take_profit, trailing_stop : float or None
@@ -59,40 +87,46 @@ class Execution:
         ``funding_rate`` column).
     """
 
-    fill: str = "next_open"
-    fees: float = 0.0
-    fixed_fee: float = 0.0
-    slippage: float = 0.0
-    init_cash: float = 10_000.0
-    direction: str = "long"
-    stop_loss: float | None = None
-    take_profit: float | None = None
-    trailing_stop: float | None = None
-    funding: bool = False
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def __post_init__(self) -> None:
-        if self.fill not in FILLS:
-            raise SpecError(f"execution.fill: expected one of {FILLS}, got {self.fill!r}")
-        if self.direction not in DIRECTIONS:
-            raise SpecError(
-                f"execution.direction: expected one of {DIRECTIONS}, got {self.direction!r}"
-            )
-        for key in ("fees", "slippage"):
-            value = getattr(self, key)
-            if not 0.0 <= value < 1.0:
-                raise SpecError(f"execution.{key}: expected 0 <= {key} < 1, got {value!r}")
-        if not self.fixed_fee >= 0.0:
-            raise SpecError(f"execution.fixed_fee: expected >= 0, got {self.fixed_fee!r}")
-        if not self.init_cash > self.fixed_fee:
-            raise SpecError(
-                f"execution.init_cash: expected > 0 and > fixed_fee, got {self.init_cash!r}"
-            )
-        for key in STOP_PARAMS:
-            value = getattr(self, key)
-            if value is not None:
-                problem = check_stop(key, value, self.direction)
-                if problem:
-                    raise SpecError(f"execution.{problem}")
+    fill: Literal["close", "next_open"] = "next_open"
+    fees: float = _number(0.0, ge=0, lt=1)
+    fixed_fee: float = _number(0.0, ge=0)
+    slippage: float = _number(0.0, ge=0, lt=1)
+    init_cash: float = _number(10_000.0, gt=0)
+    direction: Literal["long", "short", "both"] = "long"
+    stop_loss: float | None = _number(None)
+    take_profit: float | None = _number(None)
+    trailing_stop: float | None = _number(None)
+    funding: bool = Field(False, strict=True)
+
+    @field_validator("init_cash")
+    @classmethod
+    def _above_fixed_fee(cls, value: float, info: ValidationInfo) -> float:
+        fixed_fee = info.data.get("fixed_fee", 0.0)
+        if value <= fixed_fee:
+            raise ValueError(f"init_cash must be > fixed_fee ({fixed_fee!r}), got {value!r}")
+        return value
+
+    @field_validator(*STOP_PARAMS)
+    @classmethod
+    def _stop_fraction(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None:
+            problem = check_stop(info.field_name, value, info.data.get("direction", "both"))
+            if problem:
+                raise ValueError(problem)
+        return value
+
+
+def execution_of(settings: Mapping) -> Execution:
+    """``Execution(**settings)``, refused values raising one :class:`SpecError` that names
+    each key (``execution.fees: Input should be ...``)."""
+    if isinstance(settings, Execution):
+        return settings
+    try:
+        return Execution(**settings)
+    except ValidationError as err:
+        raise SpecError("; ".join(refusals(err, Execution, "execution"))) from None
 
 
 def benchmark_returns(close: np.ndarray) -> np.ndarray:
@@ -104,18 +138,18 @@ def benchmark_returns(close: np.ndarray) -> np.ndarray:
 
 def pack_xp(execution: Execution, ppy: float, bench: np.ndarray) -> np.ndarray:
     """The ``xp`` vector (shape (N_XP,), float64) the kernels read their settings from."""
-    xp = np.empty(sim.N_XP)
-    xp[sim.XP_NEXT_OPEN] = 1.0 if execution.fill == "next_open" else 0.0
-    xp[sim.XP_FEE_RATE] = execution.fees
-    xp[sim.XP_FIXED_FEE] = execution.fixed_fee
-    xp[sim.XP_SLIPPAGE] = execution.slippage
-    xp[sim.XP_INIT_CASH] = execution.init_cash
-    xp[sim.XP_PPY] = ppy
-    xp[sim.XP_SUM_B] = bench.sum()
-    xp[sim.XP_SUM_B2] = (bench * bench).sum()
-    xp[sim.XP_ALLOW_LONG] = 1.0 if execution.direction in ("long", "both") else 0.0
-    xp[sim.XP_ALLOW_SHORT] = 1.0 if execution.direction in ("short", "both") else 0.0
-    xp[sim.XP_FUNDING] = 1.0 if execution.funding else 0.0
+    xp = np.empty(N_XP)
+    xp[XP_NEXT_OPEN] = 1.0 if execution.fill == "next_open" else 0.0
+    xp[XP_FEE_RATE] = execution.fees
+    xp[XP_FIXED_FEE] = execution.fixed_fee
+    xp[XP_SLIPPAGE] = execution.slippage
+    xp[XP_INIT_CASH] = execution.init_cash
+    xp[XP_PPY] = ppy
+    xp[XP_SUM_B] = bench.sum()
+    xp[XP_SUM_B2] = (bench * bench).sum()
+    xp[XP_ALLOW_LONG] = 1.0 if execution.direction in ("long", "both") else 0.0
+    xp[XP_ALLOW_SHORT] = 1.0 if execution.direction in ("short", "both") else 0.0
+    xp[XP_FUNDING] = 1.0 if execution.funding else 0.0
     return xp
 
 
@@ -126,7 +160,7 @@ def stop_matrix(execution: Execution, params: Mapping[str, np.ndarray],
     A stop given in ``params`` (a grid axis) takes one value per combo; otherwise
     the execution's scalar applies to every combo. Both at once is refused.
     """
-    out = np.zeros((n_combos, sim.N_STOPS))
+    out = np.zeros((n_combos, N_STOPS))
     for column, name in enumerate(STOP_PARAMS):
         scalar = getattr(execution, name)
         if name in params:

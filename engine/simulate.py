@@ -41,6 +41,22 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .execution import (  # the layouts of ``xp`` and ``stops``, beside their packing
+    STOP_LOSS,
+    TAKE_PROFIT,
+    TRAILING_STOP,
+    XP_ALLOW_LONG,
+    XP_ALLOW_SHORT,
+    XP_FEE_RATE,
+    XP_FIXED_FEE,
+    XP_FUNDING,
+    XP_INIT_CASH,
+    XP_NEXT_OPEN,
+    XP_PPY,
+    XP_SLIPPAGE,
+    XP_SUM_B,
+    XP_SUM_B2,
+)
 from .fills import (
     EXIT_END,
     EXIT_RUIN,
@@ -66,26 +82,6 @@ from .metrics import (
     acc_trade,
     finalize,
 )
-
-# Layout of ``xp``, the float64 vector of execution settings (see execution.py).
-XP_NEXT_OPEN = 0
-XP_FEE_RATE = 1
-XP_SLIPPAGE = 2
-XP_INIT_CASH = 3
-XP_PPY = 4
-XP_SUM_B = 5
-XP_SUM_B2 = 6
-XP_ALLOW_LONG = 7
-XP_ALLOW_SHORT = 8
-XP_FIXED_FEE = 9
-XP_FUNDING = 10
-N_XP = 11
-
-# Columns of ``stops``: per-combo fractions, 0 = no such stop.
-STOP_LOSS = 0
-TAKE_PROFIT = 1
-TRAILING_STOP = 2
-N_STOPS = 3
 
 # Columns of the trades record written by ``backtest()``.
 TRADE_FIELDS = ("entry_bar", "exit_bar", "side", "entry_price", "exit_price", "size", "pnl",

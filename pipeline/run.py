@@ -23,7 +23,7 @@ from distributed import Client, as_completed
 
 from .. import __version__
 from ..datasets import mapped_arrays, periods_per_year, to_ns
-from ..engine import METRICS, Execution
+from ..engine import METRICS
 from ..errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
@@ -197,7 +197,7 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
         size = 65_536
     chunks = grid.chunks(size)
     per_symbol = grid.n_blocks(chunks)
-    execution = Execution(**spec.execution.model_dump())
+    execution = spec.execution
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
     counts, exact = grid.block_counts(chunks)
     per_axis = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]

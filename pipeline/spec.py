@@ -33,16 +33,15 @@ from pydantic import (
     model_validator,
 )
 
-from ..engine.execution import STOP_PARAMS, check_stop
+from ..engine.execution import STOP_PARAMS, Execution, check_stop
 from ..engine.strategies import Strategy, get_strategy, import_strategy_module
-from ..errors import SpecError
+from ..errors import Problems, SpecError, refusals
 from .expr import check_names, parse_expr
 from .grid import MAX_COUNTABLE, Grid, axis_values
 
 __all__ = [
     "MAX_COMBOS",
     "DataSpec",
-    "ExecutionSpec",
     "RangeSpec",
     "RunSpec",
     "Spec",
@@ -93,14 +92,6 @@ Axis = Annotated[
         custom_error_message="Input should be a list of numbers or a range {start, stop, step}",
     ),
 ]
-
-
-class _Problems(ValueError):
-    """Several refused keys at once, each ``(dotted key, message)``."""
-
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
-        super().__init__("\n".join(f"{key}: {message}" for key, message in problems))
-        self.problems = problems
 
 
 class DataSpec(BaseModel):
@@ -157,40 +148,10 @@ class DataSpec(BaseModel):
     def _start_before_end(self) -> DataSpec:
         if self.start is not None and self.end is not None:
             if _parse_time(self.start) >= _parse_time(self.end):
-                raise _Problems(
+                raise Problems(
                     [("data.end", f"end {self.end!r} must be after start {self.start!r}")]
                 )
         return self
-
-
-class ExecutionSpec(BaseModel):
-    """How one backtest trades: fill price, costs, starting cash, direction, stops, funding.
-
-    ``stop_loss``, ``take_profit`` and ``trailing_stop`` are fractions of the entry
-    price; each may instead be a grid axis (then it is swept like a parameter).
-    """
-
-    model_config = _CONFIG
-
-    fill: Literal["close", "next_open"] = "next_open"
-    fees: float = Field(0.0, ge=0, lt=1, strict=True, allow_inf_nan=False)
-    fixed_fee: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
-    slippage: float = Field(0.0, ge=0, lt=1, strict=True, allow_inf_nan=False)
-    init_cash: float = Field(10_000.0, gt=0, strict=True, allow_inf_nan=False)
-    direction: Literal["long", "short", "both"] = "long"
-    stop_loss: float | None = Field(None, strict=True, allow_inf_nan=False)
-    take_profit: float | None = Field(None, strict=True, allow_inf_nan=False)
-    trailing_stop: float | None = Field(None, strict=True, allow_inf_nan=False)
-    funding: bool = Field(False, strict=True)
-
-    @field_validator("stop_loss", "take_profit", "trailing_stop")
-    @classmethod
-    def _stop_fraction(cls, value: float | None, info: ValidationInfo) -> float | None:
-        if value is not None:
-            problem = check_stop(info.field_name, value, info.data.get("direction", "both"))
-            if problem:
-                raise ValueError(problem)
-        return value
 
 
 #: The default of ``run.max_combos``: larger grids are refused unless it is raised.
@@ -384,7 +345,7 @@ class ClusterSpec(BaseModel):
                     problems.append((f"cluster.{key}", f"kind {self.kind!r} needs {key} "
                                      f"(per job), e.g. cores: 32, memory: 64GB"))
         if problems:
-            raise _Problems(problems)
+            raise Problems(problems)
         return self
 
     def describe(self) -> str:
@@ -429,7 +390,7 @@ class Spec(BaseModel):
     strategy: str
     grid: dict[str, Axis] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
-    execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    execution: Execution = Field(default_factory=Execution)
     run: RunSpec = Field(default_factory=RunSpec)
     cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
@@ -454,7 +415,7 @@ class Spec(BaseModel):
             except SpecError as err:
                 problems.append((f"modules[{i}]", str(err)))
         if problems:
-            raise _Problems(problems)
+            raise Problems(problems)
         return value
 
     @field_validator("strategy")
@@ -476,11 +437,11 @@ class Spec(BaseModel):
                 problems.append((f"grid.{key}", str(err)))
         if strategy is None:
             if problems:
-                raise _Problems(problems)
+                raise Problems(problems)
             return value
         problems += _strategy_problems(strategy, expanded, given=value.keys())
         if problems:
-            raise _Problems(problems)
+            raise Problems(problems)
         normalized = {p.name: _normalized(value[p.name], p.kind) for p in strategy.params}
         normalized.update({k: _normalized(value[k], "float") for k in STOP_PARAMS if k in value})
         return normalized
@@ -498,7 +459,7 @@ class Spec(BaseModel):
             except SpecError as err:
                 problems.append((f"constraints[{i}]", str(err)))
         if problems:
-            raise _Problems(problems)
+            raise Problems(problems)
         return value
 
     @model_validator(mode="after")
@@ -531,7 +492,7 @@ class Spec(BaseModel):
             if reason:
                 problems.append(("constraints", reason))
         if problems:
-            raise _Problems(problems)
+            raise Problems(problems)
         return self
 
     def to_yaml(self) -> str:
@@ -868,53 +829,4 @@ def _load_yaml(text: str, source: str) -> Any:
 
 
 def _error_lines(err: ValidationError) -> list[str]:
-    """One ``key: message`` line per failing key of a pydantic error."""
-    lines = []
-    for error in err.errors():
-        cause = error.get("ctx", {}).get("error")
-        if isinstance(cause, _Problems):
-            lines.extend(f"{key}: {message}" for key, message in cause.problems)
-            continue
-        message = str(cause) if error["type"] == "value_error" and cause else error["msg"]
-        message += _hint(error)
-        key = _dotted(error["loc"])
-        lines.append(f"{key}: {message}" if key else message)
-    return lines
-
-
-def _dotted(loc: tuple) -> str:
-    """``("grid", "fast", "range", "step")`` -> ``"grid.fast.step"``; indices in brackets."""
-    parts = list(loc)
-    if len(parts) >= 3 and parts[0] == "grid" and parts[2] in _AXIS_TAGS:
-        del parts[2]
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _hint(error: dict) -> str:
-    """What to do, or what was received, to follow pydantic's message."""
-    if error["type"] == "extra_forbidden":
-        model = _model_at(error["loc"][:-1])
-        return f"; valid keys: {', '.join(model.model_fields)}" if model else ""
-    if error["type"] in ("missing", "value_error"):
-        return ""
-    received = error.get("input")
-    if isinstance(received, str | int | float | bool) or received is None:
-        return f" (got {received!r})"
-    return f" (got {type(received).__name__})"
-
-
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The model class validating the mapping at `loc` (Spec at ``()``), if one is."""
-    if len(loc) == 3 and loc[0] == "grid" and loc[2] == "range":
-        return RangeSpec
-    model: type[BaseModel] = Spec
-    for part in loc:
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        annotation = field.annotation if field else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        model = annotation
-    return model
+    return refusals(err, Spec, skip=frozenset(_AXIS_TAGS))

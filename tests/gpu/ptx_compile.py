@@ -24,8 +24,9 @@ from gpu_cases import MODULES  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
 from barsweep.engine import N_METRICS, get_strategy, gpu, strategy_names  # noqa: E402
+from barsweep.engine.execution import N_STOPS, N_XP  # noqa: E402
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
-from barsweep.engine.simulate import N_STOPS, N_TRADE_FIELDS, N_XP  # noqa: E402
+from barsweep.engine.simulate import N_TRADE_FIELDS  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 
 CC = (9, 0)

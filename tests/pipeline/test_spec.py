@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import barsweep.pipeline
+from barsweep.engine import Execution
+from barsweep.engine.execution import execution_of
 from barsweep.engine.strategies import Param, Strategy, register
 from barsweep.errors import SpecError
 from barsweep.pipeline.spec import (
     ClusterSpec,
-    ExecutionSpec,
     RangeSpec,
     RunSpec,
     Spec,
@@ -69,7 +70,7 @@ def refused(spec, source="<string>"):
 
 def test_defaults():
     spec = parse_spec(BASE)
-    assert spec.execution == ExecutionSpec()
+    assert spec.execution == Execution()
     assert spec.execution.fill == "next_open" and spec.execution.fees == 0.0
     assert spec.execution.init_cash == 10_000.0 and spec.execution.direction == "long"
     assert spec.run == RunSpec() and spec.run.block_size == "auto"
@@ -479,3 +480,16 @@ def test_readme_cluster_examples_validate(tmp_path):
         if cluster.security is not None:
             assert cluster.security.ca == str(tmp_path / "ca.pem")
     assert kinds == ["local", "scheduler", "scheduler", "slurm", "local"]
+
+
+def test_execution_is_validated_once_when_the_spec_is_loaded(tmp_path):
+    """One definition (the engine's Execution): a value only the engine used to refuse,
+    init_cash <= fixed_fee, is refused when the spec is read, naming the key."""
+    message = refused(spec_with(execution__init_cash=5.0, execution__fixed_fee=5.0))
+    assert message == ("invalid sweep spec <string>: execution.init_cash: init_cash must be > "
+                       "fixed_fee (5.0), got 5.0")
+    spec = parse_spec(spec_with(execution__fees=0.001, execution__direction="both"))
+    assert isinstance(spec.execution, Execution)
+    assert spec.execution == Execution(fees=0.001, direction="both")
+    with pytest.raises(SpecError, match=r"^execution.fees: Input should be less than 1 "):
+        execution_of({"fees": 1.5})
