@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import SpecError
-from .execution import execution_of, pack_xp, stop_matrix
+from .block import BAR_COLUMNS, prepare_block
+from .execution import execution_of
 from .fills import EXIT_REASONS
-from .hoist import hoist, param_matrix
+from .hoist import hoist
 from .metrics import METRICS, N_METRICS
 from .simulate import N_TRADE_FIELDS
 from .strategies import get_strategy
 from .strategies.base import Strategy
-from .sweep import BAR_COLUMNS, bar_tuple
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,16 +106,15 @@ def backtest(
         raise SpecError("backtest(): the bars are empty; metrics need at least one bar")
     if ppy is None:
         ppy = _infer_ppy(time_ns, year_days)
-    cols = bar_tuple(columns, exe.funding)
-    n_bars = len(cols[3])
     one = {name: np.array([value]) for name, value in params.items()}
-    ind, rows = hoist(strat, dict(zip(BAR_COLUMNS, cols[:4])), one, 1)
-    xp = pack_xp(exe, ppy, cols[5])
+    block = prepare_block(strat, columns, one, exe, ppy)
+    n_bars = len(block.columns[3])
+    ind, rows = hoist(strat, block.ohlc, block.strategy_params, 1)
     out = np.empty((1, N_METRICS))
     rec_equity = np.empty(n_bars)
     rec_trades = np.full((n_bars + 1, N_TRADE_FIELDS), np.nan)
-    strat.kernel(cols, ind, rows, param_matrix(strat, one, 1), stop_matrix(exe, {}, 1), xp,
-                 out, rec_equity, rec_trades)
+    strat.kernel(block.columns, ind, rows, block.fparams, block.stops, block.xp, out,
+                 rec_equity, rec_trades)
 
     import pandas as pd  # lazily: the sweep path never needs pandas
 
@@ -125,7 +124,7 @@ def backtest(
     equity = pd.Series(rec_equity, index=index, name="equity")
     trades = _trades_frame(rec_trades[: int(metrics["n_trades"])], index)
     return BacktestResult(metrics=metrics, equity=equity, trades=trades,
-                          close=pd.Series(cols[3], index=index, name="close"))
+                          close=pd.Series(block.columns[3], index=index, name="close"))
 
 
 def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:

@@ -37,12 +37,12 @@ import numpy as np
 from numba import config, cuda
 
 from ..errors import BackendError, SpecError
+from .block import locality_order, prepare_block
 from .execution import Execution
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS
 from .simulate import N_TRADE_FIELDS, simulate
 from .strategies.base import Strategy
-from .sweep import locality_order, prepare_block
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
 THREADS_PER_BLOCK = 128

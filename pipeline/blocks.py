@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine import N_METRICS, Execution, get_strategy, sweep
+from ..engine.backend import limit_threads
 from ..engine.strategies import import_strategy_module
 from .expr import Expr
-from .grid import Grid
+from .grid import box_combos, constraint_mask
 from .results import write_block
-from .shipping import can_write, read_only, worker_bars
+from .shipping import can_write, worker_bars
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class BlockTask:
         Bars per year.
     modules : tuple of str
         Modules to import first, registering custom strategies on the worker.
-    numba_threads : int
+    threads : int
         Threads the kernel may use in this task (1: Dask's workers are the parallelism,
         so cores are not oversubscribed).
     backend : {"cpu", "cuda"}
@@ -86,7 +87,7 @@ class BlockTask:
     execution: Execution
     ppy: float
     modules: tuple[str, ...] = ()
-    numba_threads: int = 1
+    threads: int = 1
     backend: str = "cpu"
     store_id: str = ""
 
@@ -110,20 +111,25 @@ def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
 
     Returns the metrics, the number of combos computed and the number of bars.
     """
-    limit_threads(task.numba_threads)
-    for module in task.modules:
-        import_strategy_module(module)
+    params, keep = block_combos(task)
     bars = task.bars.arrays()
-    grid = Grid(task.axes, task.constraints)
-    params = grid.combos(tuple(slice(None) for _ in task.axes))
-    keep = grid.mask(params)
-    shape = grid.shape
-    metrics = np.full((N_METRICS, int(np.prod(shape, dtype=np.int64))), np.nan)
+    shape = tuple(len(values) for _, values in task.axes)
+    metrics = np.full((N_METRICS, keep.size), np.nan)
     n_kept = int(keep.sum())
     if n_kept:
         kept = {name: values[keep] for name, values in params.items()}
         metrics[:, keep] = block_sweep(task, bars, kept, bars_key=task.bars).T
     return metrics.reshape((N_METRICS, 1, *shape)), n_kept, len(bars["close"])
+
+
+def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The block's combos (its box, flattened) and which of them the constraints keep,
+    with this process ready to run its kernel (threads limited, strategy modules in)."""
+    limit_threads(task.threads)
+    for module in task.modules:
+        import_strategy_module(module)
+    params = box_combos(task.axes)
+    return params, constraint_mask(task.constraints, params)
 
 
 def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
@@ -133,33 +139,18 @@ def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, 
     On ``cuda`` the bars stay on the worker's device under ``bars_key`` for its later
     blocks (None: not cached, e.g. the warm-up's truncated bars).
     """
-    strategy = get_strategy(task.strategy)
-    if task.backend == "cuda":
-        from ..engine.gpu import sweep_cuda
-
-        return sweep_cuda(strategy, bars, params, task.execution, task.ppy, bars_key)
-    return sweep(strategy, bars, params, task.execution, task.ppy)
-
-
-def limit_threads(n: int) -> None:
-    """Let the kernel use at most ``n`` threads in this process."""
-    import numba
-
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    return sweep(get_strategy(task.strategy), bars, params, task.execution, task.ppy,
+                 backend=task.backend, bars_key=bars_key)
 
 
 def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
-    """Run the task's kernel on its first combos and ``head``, the first bars (read-only,
-    as its blocks' are), so this process has it compiled (or loaded from numba's cache)
-    with the very types its blocks use, whether or not it can read the store."""
-    limit_threads(task.numba_threads)
-    for module in task.modules:
-        import_strategy_module(module)
-    bars = read_only(head)
-    grid = Grid(task.axes, task.constraints)
-    params = grid.combos(tuple(slice(None) for _ in task.axes))
-    keep = np.flatnonzero(grid.mask(params))[:2]
-    block_sweep(task, bars, {k: v[keep] for k, v in params.items()}, bars_key=None)
+    """Run the task's kernel on its first combos and ``head``, the first bars, so this
+    process has it compiled (or loaded from numba's cache) with the very types its
+    blocks use (the kernels always see read-only bars), whether or not it can read the
+    store."""
+    params, keep = block_combos(task)
+    keep = np.flatnonzero(keep)[:2]
+    block_sweep(task, head, {k: v[keep] for k, v in params.items()}, bars_key=None)
 
 
 def run_block(task: BlockTask) -> BlockReport:

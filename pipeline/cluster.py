@@ -1,7 +1,7 @@
 """Clusters: turn the spec's friendly ``cluster`` value into a Dask client.
 
 ``local`` starts a ``LocalCluster`` of processes with one thread each (each task
-limits numba to one thread, see ``blocks.limit_threads``, so cores are not
+limits the kernels to one thread, see ``engine.backend.limit_threads``, so cores are not
 oversubscribed), its dashboard bound to 127.0.0.1 unless ``cluster.dashboard`` says
 otherwise; ``cuda`` starts dask-cuda's ``LocalCUDACluster`` (the ``[cuda]`` extra);
 ``slurm`` and ``pbs`` submit batch jobs of workers through dask-jobqueue (the ``[hpc]``

@@ -128,9 +128,8 @@ class Grid:
         """
         if len(index) != len(self.axes):
             raise ValueError(f"need {len(self.axes)} slices, one per axis; got {len(index)}")
-        sliced = [values[s] for (_, values), s in zip(self.axes, index, strict=True)]
-        grids = np.meshgrid(*sliced, indexing="ij") if sliced else []
-        return {name: g.ravel() for name, g in zip(self.names, grids, strict=True)}
+        return box_combos(tuple((name, values[s]) for (name, values), s
+                                in zip(self.axes, index, strict=True)))
 
     def mask(self, values: Mapping[str, np.ndarray]) -> np.ndarray:
         """Which combos meet every constraint.
@@ -146,11 +145,7 @@ class Grid:
             All True when there are no constraints. With no values (a grid without
             axes) ``n`` is 1: the one combo of an empty box.
         """
-        n = len(next(iter(values.values()))) if values else 1
-        keep = np.ones(n, dtype=bool)
-        for expr in self.constraints:
-            keep &= np.broadcast_to(expr.evaluate(values), (n,))
-        return keep
+        return constraint_mask(self.constraints, values)
 
     def chunks(self, block_size: int) -> tuple[int, ...]:
         """The chunk shape of blocks of at most `block_size` combos.
@@ -314,6 +309,23 @@ class Grid:
         if len(chunks) != len(self.axes) or any(int(c) < 1 for c in chunks):
             raise ValueError(f"chunks must be {len(self.axes)} integers >= 1, got {chunks}")
         return tuple(-(-n // c) for n, c in zip(self.shape, chunks, strict=True))
+
+
+def box_combos(axes: Sequence[tuple[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every combo of the box spanned by ``axes`` (``(name, values)`` pairs), flattened
+    in C order (the last axis fastest): what :meth:`Grid.combos` gives for a sub-box,
+    and what a block's task computes from the axes slices it carries."""
+    grids = np.meshgrid(*(values for _, values in axes), indexing="ij") if axes else []
+    return {name: g.ravel() for (name, _), g in zip(axes, grids, strict=True)}
+
+
+def constraint_mask(constraints: Sequence[Expr], values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Which of the combos in ``values`` meet every constraint (see :meth:`Grid.mask`)."""
+    n = len(next(iter(values.values()))) if values else 1
+    keep = np.ones(n, dtype=bool)
+    for expr in constraints:
+        keep &= np.broadcast_to(expr.evaluate(values), (n,))
+    return keep
 
 
 def axis_values(spec_value, kind: str | None = None) -> np.ndarray:

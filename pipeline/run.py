@@ -10,20 +10,19 @@ import asyncio
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
-from pathlib import Path
 
 from distributed import Client, as_completed
 
 from .. import __version__
 from ..datasets import mapped_arrays, periods_per_year, to_ns
 from ..engine import METRICS
+from ..engine.backend import process_gpu
 from ..errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
@@ -89,11 +88,12 @@ def resolve_backend(requested: str, client: Client) -> tuple[str, str]:
     """
     if requested == "cpu":
         return "cpu", "run.backend is cpu"
-    return choose_backend(requested, client.run(worker_gpu))
+    return choose_backend(requested, client.run(process_gpu))
 
 
 def choose_backend(requested: str, answers: dict[str, dict]) -> tuple[str, str]:
-    """:func:`resolve_backend`'s decision from the workers' :func:`worker_gpu` answers."""
+    """:func:`resolve_backend`'s decision from the workers' answers (each one's
+    :func:`~barsweep.engine.backend.process_gpu`)."""
     bad = {worker: a["problem"] for worker, a in answers.items() if a["problem"]}
     if requested == "cuda":
         if bad or not answers:
@@ -115,37 +115,6 @@ def choose_backend(requested: str, answers: dict[str, dict]) -> tuple[str, str]:
         return "cpu", (f"auto: CPU, since {n} workers would share GPU {gpu}; use cluster: cuda "
                        f"(one worker per GPU), or backend: cuda to share it anyway")
     return "cuda", f"auto: each of the {len(answers)} workers has a CUDA GPU of its own"
-
-
-def worker_gpu() -> dict:
-    """On a worker: ``{"problem": why CUDA kernels cannot run here or None, "gpu": the
-    GPU it would use, as "host:device"}`` (the first of ``CUDA_VISIBLE_DEVICES``, which
-    dask-cuda sets per worker)."""
-    import socket
-
-    try:
-        problem = worker_cuda_problem()
-    except Exception as exc:  # a broken CUDA install: the CPU still works
-        problem = f"checking CUDA failed ({type(exc).__name__}: {exc})"
-    device = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-    return {"problem": problem, "gpu": f"{socket.gethostname()}:{device}"}
-
-
-def worker_cuda_problem() -> str | None:
-    """Why CUDA kernels cannot run in this process, or None if they can.
-
-    Without the simulator and without any trace of an NVIDIA driver (Linux's
-    ``/proc/driver/nvidia/version`` or ``/dev/nvidiactl``, WSL2's ``/dev/dxg``) this
-    answers without importing numba.cuda (which costs a CPU worker ~0.2-0.4 s).
-    """
-
-    traces = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
-            Path(p).exists() for p in traces):
-        return f"no NVIDIA driver on this machine (none of {', '.join(traces)})"
-    from ..engine.gpu import cuda_problem
-
-    return cuda_problem()
 
 
 #: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there

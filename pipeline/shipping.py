@@ -23,6 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..datasets import bars_problem, mapped_arrays
+from ..engine.block import read_only
 from ..errors import DataError
 
 #: Shipped bars kept per worker process (each run names its own).
@@ -86,20 +87,11 @@ def shipped_bars(name: str) -> dict[str, np.ndarray] | None:
     if future is None:
         return None
     data = get_worker().data
-    views = read_only(data[future.key] if future.key in data else future.result())
+    views = {column: read_only(values) for column, values in
+             (data[future.key] if future.key in data else future.result()).items()}
     _SHIPPED[name] = views
     while len(_SHIPPED) > KEEP_SHIPPED:
         _SHIPPED.popitem(last=False)
-    return views
-
-
-def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Read-only views of ``arrays``, as a memory map's columns are: the kernels are
-    compiled for read-only arrays, and a writable one would make numba compile again."""
-    views = {}
-    for name, values in arrays.items():
-        views[name] = values.view()
-        views[name].flags.writeable = False
     return views
 
 

@@ -4,9 +4,10 @@ import socket
 
 import pytest
 
+from barsweep.engine import backend
+from barsweep.engine.backend import process_gpu
 from barsweep.errors import BackendError
-from barsweep.pipeline import run
-from barsweep.pipeline.run import choose_backend, worker_gpu
+from barsweep.pipeline.run import choose_backend
 
 
 def answer(problem=None, gpu="host:0"):
@@ -46,7 +47,7 @@ def test_cuda_shares_a_gpu_when_asked():
 def test_a_worker_without_a_driver_answers_without_numba_cuda(monkeypatch):
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,0")
-    monkeypatch.setattr(run.Path, "exists", lambda self: False)  # no driver traces
-    found = worker_gpu()
+    monkeypatch.setattr(backend.Path, "exists", lambda self: False)  # no driver traces
+    found = process_gpu()
     assert found["problem"].startswith("no NVIDIA driver on this machine (none of ")
     assert found["gpu"] == f"{socket.gethostname()}:3"
