@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from barsweep.errors import SpecError
+from ..errors import SpecError
 
 if TYPE_CHECKING:
     from .grid import Grid

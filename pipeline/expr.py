@@ -1,11 +1,12 @@
 """A small, safe expression language for grid constraints and result filters.
 
-Constraints such as ``fast < slow`` or ``2 <= fast < slow and stop < 0.1`` are read by a
-tokenizer and a recursive-descent parser into a tree of frozen nodes, then evaluated
-elementwise with numpy. Nothing is ever handed to Python's ``eval``: the language has
-numbers, names, ``+ - * /`` (with unary minus and parentheses), the comparisons
-``< <= > >= == !=`` (chains such as ``a < b < c`` mean ``a < b and b < c``) and the
-boolean operators ``and``/``&``, ``or``/``|`` and ``not``.
+Constraints such as ``fast < slow`` or ``2 <= fast < slow and stop < 0.1`` are read by
+:func:`ast.parse` into a Python syntax tree, of which only a whitelist of node types is
+accepted: decimal numbers, names, ``+ - * /`` (with unary ``-``/``+`` and parentheses), the
+comparisons ``< <= > >= == !=`` (chains such as ``a < b < c`` mean ``a < b and b < c``)
+and the boolean operators ``and``/``&``, ``or``/``|`` and ``not``. Anything else (calls,
+attributes, subscripts, strings, ``**`` ...) is refused with a caret under it, and the
+accepted tree is evaluated elementwise with numpy: nothing is compiled or ``eval``-ed.
 
 Precedence, loosest first: ``or``/``|``; ``and``/``&``; ``not``; comparisons; ``+ -``;
 ``* /``; unary ``-``/``+``. ``&`` and ``|`` are spellings of ``and`` and ``or`` with the
@@ -25,207 +26,44 @@ more than :meth:`Expr.evaluate` would find point by point (see :meth:`Expr.truth
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from barsweep.errors import SpecError
+from ..errors import SpecError
 
 __all__ = ["Expr", "check_names", "parse_expr"]
 
-_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+)
-  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op><=|>=|==|!=|<|>|[-+*/()&|])
-    """,
-    re.VERBOSE,
-)
-_KEYWORDS = frozenset({"and", "or", "not"})
-_OR = frozenset({"or", "|"})
-_AND = frozenset({"and", "&"})
-_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # how a number may be written
+_WORDS = re.compile(rf"[A-Za-z_]\w*|{_NUMBER.pattern}")  # names and numbers
+_OUTSIDE = re.compile(r"[^ -~]|[#\\]")  # characters never part of the language
+_SPELLINGS = {"&": " and ", "|": " or "}
 _INT64_MAX = 2**63 - 1
-
-_ARITHMETIC = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide}
-_COMPARE = {
-    "<": np.less,
-    "<=": np.less_equal,
-    ">": np.greater,
-    ">=": np.greater_equal,
-    "==": np.equal,
-    "!=": np.not_equal,
-}
+_ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+                ast.NotEq: "!="}
+_KINDS = {ast.Call: "function call", ast.Attribute: "attribute", ast.Subscript: "subscript",
+          ast.Lambda: "lambda", ast.Constant: "constant", ast.JoinedStr: "string",
+          ast.Tuple: "tuple", ast.IfExp: "conditional expression", ast.NamedExpr: "assignment",
+          ast.BinOp: "operator", ast.UnaryOp: "operator", ast.Compare: "operator"}
+_LANGUAGE = ("the language has decimal numbers, names, + - * /, comparisons, and/or/not "
+             "and parentheses")
 _HINTS = {
     "=": "; use '==' to compare",
     "!": "; use 'not' (or '!=' to compare)",
-    "'": "; strings, calls and attributes are not part of the language",
-    '"': "; strings, calls and attributes are not part of the language",
-    ".": "; strings, calls and attributes are not part of the language",
+    **dict.fromkeys("'\".", "; strings, calls and attributes are not part of the language"),
 }
 
-
 # --------------------------------------------------------------------------- the tree
-
-
-@dataclass(frozen=True)
-class _Num:
-    value: int | float
-
-    kind = "number"
-
-    def names(self) -> frozenset[str]:
-        return frozenset()
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        return np.asarray(self.value)
-
-    def interval(self, bounds: Mapping) -> _Interval:
-        return _exact_interval(np.float64(self.value), np.float64(self.value))
-
-
-@dataclass(frozen=True)
-class _Name:
-    name: str
-
-    kind = "number"
-
-    def names(self) -> frozenset[str]:
-        return frozenset({self.name})
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        try:
-            return np.asarray(env[self.name])
-        except KeyError:
-            known = ", ".join(sorted(env)) or "(none)"
-            raise SpecError(f"no values for name {self.name!r}; given: {known}") from None
-
-    def interval(self, bounds: Mapping) -> _Interval:
-        try:
-            lo, hi = bounds[self.name]
-        except KeyError:
-            known = ", ".join(sorted(bounds)) or "(none)"
-            raise SpecError(f"no bounds for name {self.name!r}; given: {known}") from None
-        with np.errstate(over="ignore", invalid="ignore"):
-            return _exact_interval(np.asarray(lo, dtype=np.float64),
-                                   np.asarray(hi, dtype=np.float64))
-
-
-@dataclass(frozen=True)
-class _Negate:
-    operand: object
-
-    kind = "number"
-
-    def names(self) -> frozenset[str]:
-        return self.operand.names()
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        return np.negative(self.operand.evaluate(env))
-
-    def interval(self, bounds: Mapping) -> _Interval:
-        lo, hi, ok = self.operand.interval(bounds)
-        return -hi, -lo, ok
-
-
-@dataclass(frozen=True)
-class _Arithmetic:
-    op: str
-    left: object
-    right: object
-
-    kind = "number"
-
-    def names(self) -> frozenset[str]:
-        return self.left.names() | self.right.names()
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return _ARITHMETIC[self.op](self.left.evaluate(env), self.right.evaluate(env))
-
-    def interval(self, bounds: Mapping) -> _Interval:
-        a_lo, a_hi, a_ok = self.left.interval(bounds)
-        b_lo, b_hi, b_ok = self.right.interval(bounds)
-        ok = a_ok & b_ok
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            if self.op == "+":
-                lo, hi = a_lo + b_lo, a_hi + b_hi
-            elif self.op == "-":
-                lo, hi = a_lo - b_hi, a_hi - b_lo
-            else:
-                if self.op == "/":  # a divisor that may be 0 gives inf or NaN: unknown
-                    ok = ok & ((b_lo > 0) | (b_hi < 0))
-                corners = [_ARITHMETIC[self.op](a, b) for a in (a_lo, a_hi) for b in (b_lo, b_hi)]
-                lo = functools.reduce(np.minimum, corners)
-                hi = functools.reduce(np.maximum, corners)
-            return _checked(lo, hi, ok)
-
-
-@dataclass(frozen=True)
-class _Compare:
-    """A chain ``a op0 b op1 c ...``: every link must hold."""
-
-    ops: tuple[str, ...]
-    operands: tuple[object, ...]
-
-    kind = "bool"
-
-    def names(self) -> frozenset[str]:
-        return frozenset().union(*(o.names() for o in self.operands))
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        values = [o.evaluate(env) for o in self.operands]
-        links = [_compare(op, a, b) for op, a, b in zip(self.ops, values, values[1:], strict=False)]
-        return functools.reduce(np.logical_and, links)
-
-    def truth(self, bounds: Mapping) -> _Truth:
-        intervals = [o.interval(bounds) for o in self.operands]
-        links = [_compare_intervals(op, a, b)
-                 for op, a, b in zip(self.ops, intervals, intervals[1:], strict=False)]
-        return _all_of(links)
-
-
-@dataclass(frozen=True)
-class _Not:
-    operand: object
-
-    kind = "bool"
-
-    def names(self) -> frozenset[str]:
-        return self.operand.names()
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        return np.logical_not(self.operand.evaluate(env))
-
-    def truth(self, bounds: Mapping) -> _Truth:
-        always, never = self.operand.truth(bounds)
-        return never, always
-
-
-@dataclass(frozen=True)
-class _Logical:
-    op: str  # "and" or "or"
-    operands: tuple[object, ...]
-
-    kind = "bool"
-
-    def names(self) -> frozenset[str]:
-        return frozenset().union(*(o.names() for o in self.operands))
-
-    def evaluate(self, env: Mapping) -> np.ndarray:
-        combine = np.logical_and if self.op == "and" else np.logical_or
-        return functools.reduce(combine, [o.evaluate(env) for o in self.operands])
-
-    def truth(self, bounds: Mapping) -> _Truth:
-        truths = [o.truth(bounds) for o in self.operands]
-        if self.op == "and":
-            return _all_of(truths)
-        never, always = _all_of([(n, a) for a, n in truths])  # or: De Morgan's dual of and
-        return always, never
+#
+# A node is a tuple: ("num", value), ("name", name), ("neg", x), (op, a, b) for op one
+# of + - * / and the comparisons, ("not", x), ("and", *xs) and ("or", *xs). A chain
+# a < b <= c is read as ("and", ("<", a, b), ("<=", b, c)).
 
 
 def _compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -238,6 +76,42 @@ def _compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _isnan(a: np.ndarray) -> np.ndarray:
     return np.isnan(a) if np.issubdtype(a.dtype, np.inexact) else np.zeros(a.shape, dtype=bool)
+
+
+_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+            "==": np.equal, "!=": np.not_equal}
+_VALUE = {
+    "neg": np.negative, "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+    **{op: functools.partial(_compare, op) for op in _COMPARE},
+    "not": np.logical_not,
+    "and": lambda *values: functools.reduce(np.logical_and, values),
+    "or": lambda *values: functools.reduce(np.logical_or, values),
+}
+
+
+def _lookup(mapping: Mapping, name: str, what: str):
+    try:
+        return mapping[name]
+    except KeyError:
+        known = ", ".join(sorted(mapping)) or "(none)"
+        raise SpecError(f"no {what} for name {name!r}; given: {known}") from None
+
+
+def _value(node: tuple, env: Mapping) -> np.ndarray:
+    op, *args = node
+    if op == "num":
+        return np.asarray(args[0])
+    if op == "name":
+        return np.asarray(_lookup(env, args[0], "values"))
+    values = [_value(a, env) for a in args]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _VALUE[op](*values)
+
+
+def _names(node: tuple) -> frozenset[str]:
+    if node[0] == "name":
+        return frozenset({node[1]})
+    return frozenset().union(*(_names(a) for a in node[1:] if isinstance(a, tuple)))
 
 
 # --------------------------------------------------------------------------- over boxes
@@ -264,6 +138,48 @@ def _checked(lo: np.ndarray, hi: np.ndarray, ok: np.ndarray) -> _Interval:
     """`ok` narrowed to where both ends are below 2**53 in magnitude (NaN is not)."""
     ok = ok & (np.abs(lo) < _EXACT) & (np.abs(hi) < _EXACT)
     return lo, hi, ok
+
+
+def _interval(node: tuple, bounds: Mapping) -> _Interval:
+    op, *args = node
+    if op == "num":
+        return _exact_interval(np.float64(args[0]), np.float64(args[0]))
+    if op == "name":
+        lo, hi = _lookup(bounds, args[0], "bounds")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _exact_interval(np.asarray(lo, dtype=np.float64),
+                                   np.asarray(hi, dtype=np.float64))
+    if op == "neg":
+        lo, hi, ok = _interval(args[0], bounds)
+        return -hi, -lo, ok
+    (a_lo, a_hi, a_ok), (b_lo, b_hi, b_ok) = (_interval(a, bounds) for a in args)
+    ok = a_ok & b_ok
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if op == "+":
+            lo, hi = a_lo + b_lo, a_hi + b_hi
+        elif op == "-":
+            lo, hi = a_lo - b_hi, a_hi - b_lo
+        else:
+            if op == "/":  # a divisor that may be 0 gives inf or NaN: unknown
+                ok = ok & ((b_lo > 0) | (b_hi < 0))
+            corners = [_VALUE[op](a, b) for a in (a_lo, a_hi) for b in (b_lo, b_hi)]
+            lo = functools.reduce(np.minimum, corners)
+            hi = functools.reduce(np.maximum, corners)
+        return _checked(lo, hi, ok)
+
+
+def _truth(node: tuple, bounds: Mapping) -> _Truth:
+    op, *args = node
+    if op in _COMPARE:
+        return _compare_intervals(op, *(_interval(a, bounds) for a in args))
+    truths = [_truth(a, bounds) for a in args]
+    if op == "not":
+        always, never = truths[0]
+        return never, always
+    if op == "and":
+        return _all_of(truths)
+    never, always = _all_of([(n, a) for a, n in truths])  # or: De Morgan's dual of and
+    return always, never
 
 
 def _compare_intervals(op: str, a: _Interval, b: _Interval) -> _Truth:
@@ -310,12 +226,12 @@ class Expr:
     """
 
     text: str
-    node: object = field(repr=False)
+    node: tuple = field(repr=False)
 
     @property
     def names(self) -> frozenset[str]:
         """The names the expression reads."""
-        return self.node.names()
+        return _names(self.node)
 
     def evaluate(self, env: Mapping[str, np.ndarray | float]) -> np.ndarray:
         """Evaluate elementwise over the arrays (or scalars) of `env`.
@@ -341,7 +257,7 @@ class Expr:
         >>> parse_expr("2 <= fast < slow").evaluate({"fast": np.array([1, 2, 5]), "slow": 4})
         array([False,  True, False])
         """
-        return np.asarray(self.node.evaluate(env), dtype=bool)
+        return np.asarray(_value(self.node, env), dtype=bool)
 
     def truth(self, bounds: Mapping[str, tuple]) -> tuple[np.ndarray, np.ndarray]:
         """Decide the expression over boxes, by interval arithmetic.
@@ -374,7 +290,7 @@ class Expr:
         >>> always.tolist(), never.tolist()
         ([True, False, False], [False, False, True])
         """
-        always, never = self.node.truth(bounds)
+        always, never = _truth(self.node, bounds)
         return np.atleast_1d(always), np.atleast_1d(never)
 
     def __str__(self) -> str:
@@ -407,15 +323,7 @@ def parse_expr(text: str) -> Expr:
     """
     if not isinstance(text, str):
         raise SpecError(f"an expression must be a string, got {type(text).__name__} {text!r}")
-    parser = _Parser(text, _tokenize(text))
-    node = parser.parse()
-    if node.kind != "bool":
-        raise _error(
-            text,
-            0,
-            "the expression is a number, not a condition: compare it, e.g. 'fast < slow'",
-        )
-    return Expr(text=text, node=node)
+    return Expr(text=text, node=_Reader(text).read())
 
 
 def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint") -> None:
@@ -451,170 +359,137 @@ def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint") ->
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str  # "number", "name", "op", "keyword" or "end"
-    text: str
-    pos: int
-
-
-def _tokenize(text: str) -> list[_Token]:
-    """Split `text` into tokens, ending with one ``end`` token."""
-    tokens = []
-    pos = 0
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            char = text[pos]
-            raise _error(text, pos, f"unexpected character {char!r}{_HINTS.get(char, '')}")
-        kind = match.lastgroup
-        if kind != "space":
-            value = match.group()
-            if kind == "name" and value in _KEYWORDS:
-                kind = "keyword"
-            tokens.append(_Token(kind, value, pos))
-        pos = match.end()
-    tokens.append(_Token("end", "", len(text)))
-    return tokens
-
-
-def _number(literal: str) -> int | float:
-    if any(c in literal for c in ".eE"):
-        return float(literal)
-    value = int(literal)
-    return value if value <= _INT64_MAX else float(value)
-
-
-def _error(text: str, pos: int, message: str) -> SpecError:
-    """A SpecError showing `text` with a caret under column `pos` (0-based)."""
-    shown = " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+def _error(text: str, pos: int, message: str, end: int | None = None) -> SpecError:
+    """A SpecError showing `text` with carets under columns `pos` to `end` (0-based;
+    one caret when `end` is None)."""
+    shown = "".join(" " if c.isspace() else c for c in text)  # one line, columns kept
     return SpecError(
         f"cannot parse expression {text!r}: {message} (column {pos + 1})\n"
         f"    {shown}\n"
-        f"    {' ' * pos}^"
+        f"    {' ' * pos}{'^' * max(1, (end or 0) - pos)}"
     )
 
 
-class _Parser:
-    """Recursive descent over a token list; one method per precedence level."""
+def _unpadded(word: str) -> str:
+    """``007`` as ``  7`` (columns kept): the language reads it as 7, Python refuses it."""
+    digits = word.lstrip("0")
+    return " " * (len(word) - len(digits)) + digits if word.isdigit() and digits else word
 
-    def __init__(self, text: str, tokens: list[_Token]) -> None:
+
+class _Reader:
+    """Parses `text` with :func:`ast.parse` and turns the tree into nodes (see above),
+    refusing every node outside the language with a caret under it.
+
+    :func:`ast.parse` reads `text` as one line: whitespace as spaces, ``&``/``|`` spelled
+    ``and``/``or``, leading spaces and the leading zeros of numbers dropped (``007`` is 7).
+    ``self.where[i]`` is the column in `text` of column ``i`` of that source.
+    """
+
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = tokens
-        self.i = 0
+        pieces, where = [], []
+        for i, char in enumerate(_WORDS.sub(lambda word: _unpadded(word[0]), text)):
+            piece = _SPELLINGS.get(char, " " if char.isspace() else char)
+            pieces.append(piece)
+            where.extend([i] * len(piece))
+        self.source = "".join(pieces).lstrip(" ")
+        self.where = where[len(where) - len(self.source):] + [len(text)]
 
-    @property
-    def token(self) -> _Token:
-        return self.tokens[self.i]
+    def fail(self, start: int, message: str) -> SpecError:
+        """A SpecError with a caret under column `start` of the source."""
+        return _error(self.text, self.where[min(start, len(self.source))], message)
 
-    def advance(self) -> _Token:
-        token = self.tokens[self.i]
-        self.i += 1
-        return token
-
-    def fail(self, token: _Token, message: str) -> SpecError:
-        return _error(self.text, token.pos, message)
-
-    def expect_kind(self, node, kind: str, token: _Token, role: str):
-        if node.kind != kind:
-            wanted = "a condition" if kind == "bool" else "a number"
-            got = "a condition" if node.kind == "bool" else "a number"
-            raise self.fail(token, f"{role} needs {wanted}, got {got}")
+    def read(self) -> tuple:
+        outside = _OUTSIDE.search(self.source)
+        if outside:
+            char = self.text[self.where[outside.start()]]
+            raise self.fail(outside.start(), f"unexpected character {char!r}{_HINTS.get(char, '')}")
+        try:
+            with warnings.catch_warnings():  # '1and' and the like: accepted, whatever -W says
+                warnings.simplefilter("ignore")
+                tree = ast.parse(self.source, mode="eval")
+            node, kind = self.node(tree.body)
+        except SyntaxError as error:
+            raise self.syntax_error(error) from None
+        except (RecursionError, MemoryError):  # MemoryError: the parser's stack overflowed
+            raise self.fail(0, "the expression is nested too deeply") from None
+        if kind != "a condition":
+            raise self.fail(0, "the expression is a number, not a condition: compare it, "
+                               "e.g. 'fast < slow'")
         return node
 
-    def parse(self):
-        if self.token.kind == "end":
-            raise self.fail(self.token, "the expression is empty")
-        node = self.parse_or()
-        if self.token.kind != "end":
-            raise self.fail(self.token, f"unexpected {self.describe(self.token)}")
-        return node
+    def syntax_error(self, error: SyntaxError) -> SpecError:
+        start = (error.offset or 0) - 1
+        if not self.source:
+            return self.fail(0, "the expression is empty")
+        if "never closed" in error.msg:
+            column = self.where[start] + 1
+            return self.fail(len(self.source), f"the '(' at column {column} is never closed")
+        if not 0 <= start < len(self.source):
+            return self.fail(len(self.source), "unexpected end of the expression")
+        what = self.source[start:max(start + 1, (error.end_offset or 0) - 1)].strip()
+        what = what or self.source[start]
+        message = f"unexpected {what!r}" if error.msg.startswith("invalid syntax") else (
+            error.msg.split(" (detected")[0].split(";")[0])  # Python's hints do not apply
+        return self.fail(start, message + _HINTS.get(what[0], ""))
 
-    def parse_or(self):
-        return self.parse_logical("or", _OR, self.parse_and)
+    def node(self, node: ast.AST) -> tuple[tuple, str]:
+        """`node` as a tree of tuples, and its kind: "a number" or "a condition"."""
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            return (op, *(self.operand(v, "a condition", f"'{op}'") for v in node.values)), (
+                "a condition")
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for a, op, b in zip(operands, node.ops, operands[1:], strict=False):
+                if type(op) not in _COMPARISONS:
+                    raise self.refuse(node, self.operator(a, b))
+            ops = [_COMPARISONS[type(op)] for op in node.ops]
+            trees = [self.operand(v, "a number", f"'{op}'")
+                     for v, op in zip(operands, [ops[0], *ops], strict=True)]
+            links = list(zip(ops, trees, trees[1:], strict=False))
+            return (links[0] if len(links) == 1 else ("and", *links)), "a condition"
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            op = _ARITHMETIC[type(node.op)]
+            return (op, self.operand(node.left, "a number", f"'{op}'"),
+                    self.operand(node.right, "a number", f"'{op}'")), "a number"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return ("not", self.operand(node.operand, "a condition", "'not'")), "a condition"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            sign = "-" if isinstance(node.op, ast.USub) else "+"
+            operand = self.operand(node.operand, "a number", f"unary '{sign}'")
+            return (("neg", operand) if sign == "-" else operand), "a number"
+        if isinstance(node, ast.Name):
+            return ("name", node.id), "a number"
+        literal = self.source[node.col_offset:node.end_col_offset]
+        if (isinstance(node, ast.Constant) and type(node.value) in (int, float)
+                and _NUMBER.fullmatch(literal)):
+            too_big = type(node.value) is int and node.value > _INT64_MAX
+            return ("num", float(literal) if too_big else node.value), "a number"
+        if isinstance(node, ast.BinOp):
+            raise self.refuse(node, self.operator(node.left, node.right))
+        if isinstance(node, ast.UnaryOp):  # "~"
+            raise self.refuse(node, (node.col_offset, node.col_offset + 1))
+        raise self.refuse(node, (node.col_offset, node.end_col_offset))
 
-    def parse_and(self):
-        return self.parse_logical("and", _AND, self.parse_not)
+    def operand(self, node: ast.AST, kind: str, role: str) -> tuple:
+        """`node` as a tree, refused unless it is of `kind`."""
+        tree, got = self.node(node)
+        if got != kind:
+            raise self.fail(node.col_offset, f"{role} needs {kind}, got {got}")
+        return tree
 
-    def parse_logical(self, op: str, spellings: frozenset[str], parse_operand):
-        first_token = self.token
-        operands = [parse_operand()]
-        while self.token.text in spellings and self.token.kind in ("keyword", "op"):
-            op_token = self.advance()
-            self.expect_kind(operands[0], "bool", first_token, f"'{op_token.text}'")
-            right_token = self.token
-            operands.append(parse_operand())
-            self.expect_kind(operands[-1], "bool", right_token, f"'{op_token.text}'")
-        return operands[0] if len(operands) == 1 else _Logical(op, tuple(operands))
+    def operator(self, left: ast.AST, right: ast.AST) -> tuple[int, int]:
+        """Where the operator between `left` and `right` stands (parentheses aside)."""
+        gap = self.source[left.end_col_offset:right.col_offset]
+        start = left.end_col_offset + gap.index(gap.strip(" ()"))
+        return start, start + len(gap.strip(" ()"))
 
-    def parse_not(self):
-        if self.token.kind == "keyword" and self.token.text == "not":
-            self.advance()
-            operand_token = self.token
-            operand = self.parse_not()
-            return _Not(self.expect_kind(operand, "bool", operand_token, "'not'"))
-        return self.parse_comparison()
-
-    def parse_comparison(self):
-        first_token = self.token
-        operands = [self.parse_sum()]
-        ops = []
-        while self.token.kind == "op" and self.token.text in _COMPARISONS:
-            op_token = self.advance()
-            self.expect_kind(operands[0], "number", first_token, f"'{op_token.text}'")
-            right_token = self.token
-            operands.append(self.parse_sum())
-            self.expect_kind(operands[-1], "number", right_token, f"'{op_token.text}'")
-            ops.append(op_token.text)
-        return operands[0] if not ops else _Compare(tuple(ops), tuple(operands))
-
-    def parse_sum(self):
-        return self.parse_binary(("+", "-"), self.parse_product)
-
-    def parse_product(self):
-        return self.parse_binary(("*", "/"), self.parse_unary)
-
-    def parse_binary(self, ops: tuple[str, ...], parse_operand):
-        left_token = self.token
-        node = parse_operand()
-        while self.token.kind == "op" and self.token.text in ops:
-            op_token = self.advance()
-            self.expect_kind(node, "number", left_token, f"'{op_token.text}'")
-            right_token = self.token
-            right = self.expect_kind(parse_operand(), "number", right_token, f"'{op_token.text}'")
-            node = _Arithmetic(op_token.text, node, right)
-        return node
-
-    def parse_unary(self):
-        if self.token.kind == "op" and self.token.text in ("-", "+"):
-            op_token = self.advance()
-            operand_token = self.token
-            operand = self.parse_unary()
-            self.expect_kind(operand, "number", operand_token, f"unary '{op_token.text}'")
-            return _Negate(operand) if op_token.text == "-" else operand
-        return self.parse_atom()
-
-    def parse_atom(self):
-        token = self.token
-        if token.kind == "number":
-            self.advance()
-            return _Num(_number(token.text))
-        if token.kind == "name":
-            self.advance()
-            if self.token.kind == "op" and self.token.text == "(":
-                raise self.fail(self.token, "function calls are not part of the language")
-            return _Name(token.text)
-        if token.kind == "op" and token.text == "(":
-            self.advance()
-            node = self.parse_or()
-            if not (self.token.kind == "op" and self.token.text == ")"):
-                raise self.fail(self.token, f"expected ')', got {self.describe(self.token)}")
-            self.advance()
-            return node
-        raise self.fail(token, f"expected a number, a name or '(', got {self.describe(token)}")
-
-    @staticmethod
-    def describe(token: _Token) -> str:
-        if token.kind == "end":
-            return "the end of the expression"
-        return f"{token.kind} {token.text!r}" if token.kind != "op" else repr(token.text)
+    def refuse(self, node: ast.AST, span: tuple[int, int]) -> SpecError:
+        """A SpecError with carets under `span` of the source, what `node` is in it."""
+        kind = _KINDS.get(type(node), "expression")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+            kind = "string"
+        pos, end = self.where[span[0]], self.where[span[1] - 1] + 1
+        return _error(self.text, pos, f"unexpected {kind} {self.text[pos:end]!r}: {_LANGUAGE}",
+                      end)

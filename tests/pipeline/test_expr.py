@@ -267,3 +267,101 @@ def test_constant_parts_broadcast_against_arrays():
     assert parse_expr("a < 2 and 1 < 2").evaluate({"a": a}).tolist() == [True, True, False, False]
     assert parse_expr("1 < a < 3 < 4").evaluate({"a": a}).tolist() == [False, False, True, False]
     assert parse_expr("a > 2 or 2 < 1").evaluate({"a": a}).tolist() == [False, False, False, True]
+
+
+# --------------------------------------------------------------------------- read by ast
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "start", "end"),
+    [
+        ("fast.__class__ == 1", "attribute", 0, 14),
+        ("abs(fast) < 2", "function call", 0, 9),
+        ("fast[0] < 1", "subscript", 0, 7),
+        ("(lambda: 1) < 2", "lambda", 1, 10),
+        ("fast < 'x'", "string", 7, 10),
+        ("fast < b'x'", "string", 7, 11),
+        ("fast ** 2 < 3", "operator", 5, 7),
+        ("(fast) ** (2) < 3", "operator", 7, 9),
+        ("fast % 2 < 1", "operator", 5, 6),
+        ("fast in slow", "operator", 5, 7),
+        ("fast is not slow", "operator", 5, 11),
+        ("~fast < 1", "operator", 0, 1),
+        ("True < fast", "constant", 0, 4),
+        ("fast < 1_000", "constant", 7, 12),
+        ("fast < 0x10", "constant", 7, 11),
+        ("fast < 1j", "constant", 7, 9),
+        ("a < 1 & 'x|y' < 2", "string", 8, 13),  # & and | respelled: carets on the text as typed
+    ],
+)
+def test_refusals_put_carets_under_the_offending_text(text, kind, start, end):
+    with pytest.raises(SpecError) as info:
+        parse_expr(text)
+    first, text_line, caret_line = str(info.value).splitlines()[:3]
+    assert f"unexpected {kind} {text[start:end]!r}" in first
+    assert f"(column {start + 1})" in first
+    margin = len(text_line) - len(text)
+    assert caret_line == " " * (margin + start) + "^" * (end - start)
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "words"),
+    [
+        ("fast < slow # and stop < 1", 13, "unexpected character '#'"),  # no silent comments
+        ("fast < slów", 10, "unexpected character 'ó'"),
+        ("fast < \\\n slow", 8, "unexpected character '\\\\'"),
+        ("fast = slow", 6, "use '=='"),
+        ("fast ! slow", 6, "use 'not'"),
+        ("fast < 'x", 8, "unterminated string"),
+        ("a < (b", 7, "the '(' at column 5 is never closed"),
+        ("   ", 4, "the expression is empty"),
+        ("a <\n\tb <", 9, "unexpected end"),
+    ],
+)
+def test_syntax_errors_keep_messages_and_columns(text, column, words):
+    with pytest.raises(SpecError) as info:
+        parse_expr(text)
+    first, text_line, caret_line = str(info.value).splitlines()[:3]
+    assert words in first and f"(column {column})" in first
+    assert len(text_line) - len(caret_line.rstrip("^")) == len(text) - column + 1
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "expected"),
+    [
+        ("  a <\n\t2", {"a": 1}, True),  # leading and inner whitespace, newlines included
+        ("a<1and a<2", {"a": 0}, True),  # Python warns of '1and': accepted whatever -W says
+        ("a < 007", {"a": 6}, True),  # leading zeros, as before
+        ("a-007 < 00.5 * 1e-007 + 1E+07", {"a": 6}, True),
+        ("a007 < 1", {"a007": 0}, True),
+        ("a < 1e400", {"a": 1e308}, True),  # inf
+        ("a < 92233720368547758070", {"a": 2**62}, True),  # beyond int64: a float
+        ("a < b & b < c", {"a": 1, "b": 2, "c": 3}, True),  # not Python's a < (b & b) < c
+        ("a == 1 | b == 1 & c == 1", {"a": 1, "b": 0, "c": 0}, True),
+    ],
+)
+def test_spellings_as_before(text, env, expected):
+    with np.errstate(all="raise"):
+        assert bool(parse_expr(text).evaluate(env)) is expected
+
+
+def test_names_come_only_from_the_values_given():
+    expr = parse_expr("__import__ < 1")
+    assert expr.names == frozenset({"__import__"})
+    with pytest.raises(SpecError, match="no values for name '__import__'"):
+        expr.evaluate({})
+    with pytest.raises(SpecError, match="unknown name '__import__'"):
+        check_names(expr, ["fast"])
+
+
+def test_deep_nesting_is_refused_not_crashed():
+    deep = ("-" * 100_000 + "1 < 2", "1+" * 100_000 + "1 < 2", "(" * 300 + "1 < 2" + ")" * 300)
+    for text in deep:
+        with pytest.raises(SpecError, match="cannot parse"):
+            parse_expr(text)
+
+
+def test_equal_texts_hash_alike():
+    exprs = {parse_expr("fast < slow"), parse_expr("fast < slow"), parse_expr("fast<slow")}
+    assert len(exprs) == 2
+    assert hash(pickle.loads(pickle.dumps(parse_expr("a < b")))) == hash(parse_expr("a < b"))
