@@ -74,7 +74,7 @@ def refusals(err, root=None, prefix: str = "", skip: frozenset = frozenset()) ->
             lines.extend(f"{_join(prefix, key)}: {message}" for key, message in cause.problems)
             continue
         message = str(cause) if error["type"] == "value_error" and cause else error["msg"]
-        message = _UNION_MESSAGES.get(types, message) + _hint(error, root)
+        message = _UNION_MESSAGES.get(types, message) + _hint(error, root, skip)
         key = _join(prefix, _dotted(error["loc"], skip))
         lines.append(f"{key}: {message}" if key else message)
     return lines
@@ -107,7 +107,9 @@ def _is_member_tag(part) -> bool:
 
 
 def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix and key else prefix or key
+    if prefix and key:
+        return f"{prefix}{'' if key.startswith('[') else '.'}{key}"
+    return prefix or key
 
 
 def _dotted(loc: tuple, skip: frozenset) -> str:
@@ -120,10 +122,10 @@ def _dotted(loc: tuple, skip: frozenset) -> str:
     return text
 
 
-def _hint(error: dict, root) -> str:
+def _hint(error: dict, root, skip: frozenset) -> str:
     """What to do, or what was received, to follow pydantic's message."""
     if error["type"] == "extra_forbidden":
-        fields = _fields_at(root, error["loc"][:-1])
+        fields = _fields_at(root, [p for p in error["loc"][:-1] if p not in skip])
         return f"; valid keys: {', '.join(fields)}" if fields else ""
     if error["type"] in ("missing", "value_error"):
         return ""

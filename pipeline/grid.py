@@ -17,14 +17,30 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import (
+    AfterValidator,
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    StrictFloat,
+    StrictInt,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
-from ..errors import SpecError
+from ..errors import SpecError, refusals
 from .count import COUNT_BUDGET, MAX_COUNTABLE, Counter
 from .expr import Expr, check_names
 
-__all__ = ["COUNT_BUDGET", "MAX_AXIS_LEN", "MAX_COUNTABLE", "Grid", "axis_values"]
+__all__ = ["COUNT_BUDGET", "MAX_AXIS_LEN", "MAX_COUNTABLE", "Axis", "Grid", "RangeSpec",
+           "axis_values", "expand"]
 
 MAX_AXIS_LEN = 1_000_000
 """The most values one axis may hold; more is surely a mistake in a range."""
@@ -328,22 +344,103 @@ def constraint_mask(constraints: Sequence[Expr], values: Mapping[str, np.ndarray
     return keep
 
 
+# --------------------------------------------------------------------------- axis entries
+
+#: A number in a grid entry: an int or a finite float (bools and strings refused).
+Number = StrictInt | Annotated[StrictFloat, AllowInfNan(False)]
+
+
+def _range_problem(start, stop, step) -> str | None:
+    """Why a range ``{start, stop, step}`` is refused, or None."""
+    if step <= 0:
+        return f"step must be > 0, got {step!r}"
+    if start > stop:
+        return f"start must be <= stop, got start={_shown(start)} > stop={_shown(stop)}"
+    shown = f"start={_shown(start)}, stop={_shown(stop)}, step={_shown(step)}"
+    try:
+        width = stop - start
+        span = 0 if step > width else width / step
+    except OverflowError:  # an int too large for a float
+        width = span = math.inf
+    else:
+        if isinstance(width, float) and not math.isfinite(width):
+            return f"the range {shown} is wider than float64 can hold"
+    if not span + 1 <= MAX_AXIS_LEN:  # inf included
+        count = f"{math.floor(span + 1e-9) + 1:,}" if span < 1e15 else (
+            f"about {span:.3g}" if math.isfinite(span) else "too many")
+        return (f"the range {shown} has {count} values; at most {MAX_AXIS_LEN:,} are "
+                f"allowed (use a larger step)")
+    if all(isinstance(x, int) for x in (start, stop, step)):
+        return _int64_problem(start, stop)
+    return None
+
+
+class RangeSpec(BaseModel):
+    """A grid axis given as ``{start, stop, step}``; `stop` is inclusive (within
+    ``step * 1e-9`` for floats)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, from_attributes=True)
+
+    start: Number
+    stop: Number
+    step: Number
+
+    @model_validator(mode="after")
+    def _spans(self) -> RangeSpec:
+        problem = _range_problem(self.start, self.stop, self.step)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def _distinct(values: list) -> list:
+    if not values:
+        raise ValueError("the list of values is empty; give at least one value")
+    if len(values) > MAX_AXIS_LEN:
+        raise ValueError(f"{len(values)} values given; at most {MAX_AXIS_LEN} are allowed")
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"value {v!r} is given more than once")
+        seen.add(v)
+    problem = _int64_problem(*values) if all(isinstance(v, int) for v in values) else None
+    if problem:
+        raise ValueError(problem)
+    return values
+
+
+def _entry_tag(value: Any) -> str | None:
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping | RangeSpec) or all(
+            hasattr(value, f) for f in ("start", "stop", "step")):
+        return "range"
+    return None
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+#: A grid entry, validated: a list of distinct numbers or a :class:`RangeSpec`.
+Axis = Annotated[
+    Annotated[list[Number], AfterValidator(_distinct), Tag("list")]
+    | Annotated[RangeSpec, Tag("range")],
+    Discriminator(
+        _entry_tag,
+        custom_error_type="grid_axis",
+        custom_error_message="Input should be a list of numbers or a range {start, stop, step}",
+    ),
+    BeforeValidator(_plain),
+]
+#: The tags of Axis's members, which refusals leave out of keys (``grid.fast[1]``).
+AXIS_TAGS = frozenset({"list", "range"})
+AXIS = TypeAdapter(Axis)
+
+
 def axis_values(spec_value, kind: str | None = None) -> np.ndarray:
-    """Expand one grid entry of a spec into the values of its axis.
-
-    Parameters
-    ----------
-    spec_value : sequence of numbers, or mapping / object with start, stop, step
-        A list of distinct numbers, or a range ``{start, stop, step}`` whose `stop` is
-        included when the steps land on it (within ``step * 1e-9`` for floats).
-    kind : {"int", "float", None}, default None
-        The parameter's kind: int64 or float64 values. None infers int64 when every
-        number given is an integer, float64 otherwise.
-
-    Returns
-    -------
-    numpy.ndarray, shape (n,), int64 or float64
-        Float ranges are rounded to 12 decimals (``0.1 * 3`` gives ``0.3``).
+    """Validate one grid entry of a spec (as :data:`Axis`) and expand it into the values
+    of its axis (:func:`expand`).
 
     Raises
     ------
@@ -361,58 +458,52 @@ def axis_values(spec_value, kind: str | None = None) -> np.ndarray:
     """
     if kind not in ("int", "float", None):
         raise ValueError(f"kind must be 'int', 'float' or None, got {kind!r}")
-    bounds = _range_bounds(spec_value)
     try:
-        if bounds is not None:
-            values = _range_values(*bounds, kind)
-        else:
-            values = _list_values(spec_value)
-        return _as_kind(values, kind)
-    except OverflowError:  # what the checks above missed: a number float64 cannot hold
+        entry = AXIS.validate_python(spec_value)
+    except ValidationError as err:
+        raise SpecError("; ".join(refusals(err, RangeSpec, skip=AXIS_TAGS))) from None
+    return expand(entry, kind)
+
+
+def expand(entry: list | RangeSpec, kind: str | None = None) -> np.ndarray:
+    """The values of an axis from its validated entry (:data:`Axis`).
+
+    Parameters
+    ----------
+    entry : list of numbers or RangeSpec
+    kind : {"int", "float", None}, default None
+        The parameter's kind: int64 or float64 values. None infers int64 when every
+        number given is an integer, float64 otherwise.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,), int64 or float64
+        Float ranges are rounded to 12 decimals (``0.1 * 3`` gives ``0.3``).
+
+    Raises
+    ------
+    SpecError
+        Where only the values tell: float steps too small to keep values apart, values
+        that are not integers (or too large) for an int parameter.
+    """
+    if isinstance(entry, RangeSpec):
+        values = _range_values(entry.start, entry.stop, entry.step, kind)
+    elif all(isinstance(v, int) for v in entry):
+        values = np.array(entry, dtype=np.int64)
+    else:
+        values = np.array(entry, dtype=np.float64)
+    try:
+        return as_kind(values, kind)
+    except OverflowError:  # pragma: no cover - bounds are checked when validated
         raise SpecError("a value is too large for float64 (at most about 1.8e308)") from None
 
 
-def _range_bounds(spec_value) -> tuple | None:
-    """``(start, stop, step)`` of a range entry, or None when it is not one."""
-    fields = ("start", "stop", "step")
-    if isinstance(spec_value, Mapping):
-        missing = [f for f in fields if f not in spec_value]
-        extra = sorted(set(spec_value) - set(fields))
-        if missing or extra:
-            raise SpecError(
-                f"a range needs exactly the keys start, stop, step; "
-                f"missing: {missing or 'none'}, unknown: {extra or 'none'}"
-            )
-        return tuple(_number(spec_value[f], f) for f in fields)
-    if all(hasattr(spec_value, f) for f in fields):
-        return tuple(_number(getattr(spec_value, f), f) for f in fields)
-    return None
-
-
 def _range_values(start, stop, step, kind: str | None) -> np.ndarray:
-    if step <= 0:
-        raise SpecError(f"step must be > 0, got {step!r}")
-    if start > stop:
-        raise SpecError(f"start must be <= stop, got start={_shown(start)} > "
-                        f"stop={_shown(stop)}")
-    shown = f"start={_shown(start)}, stop={_shown(stop)}, step={_shown(step)}"
     try:
-        width = stop - start
-        span = 0 if step > width else width / step
-    except OverflowError:  # an int too large for a float
-        width = span = math.inf
-    else:
-        if isinstance(width, float) and not math.isfinite(width):
-            raise SpecError(f"the range {shown} is wider than float64 can hold")
-    if not span + 1 <= MAX_AXIS_LEN:  # inf included
-        count = f"{math.floor(span + 1e-9) + 1:,}" if span < 1e15 else (
-            f"about {span:.3g}" if math.isfinite(span) else "too many")
-        raise SpecError(
-            f"the range {shown} has {count} values; "
-            f"at most {MAX_AXIS_LEN:,} are allowed (use a larger step)"
-        )
-    if all(isinstance(x, numbers.Integral) for x in (start, stop, step)) and kind != "float":
-        _check_int64(start, stop)
+        span = 0 if step > stop - start else (stop - start) / step
+    except OverflowError:  # pragma: no cover - refused when validated
+        span = math.inf
+    if all(isinstance(x, int) for x in (start, stop, step)) and kind != "float":
         return np.arange(start, start + 1 if span < 1 else stop + 1, min(step, 2**62),
                          dtype=np.int64)
     if span < 1:  # a step longer than the range: start alone
@@ -430,34 +521,13 @@ def _rounded(values: np.ndarray) -> np.ndarray:
         return np.where(np.abs(values) < 1e15, np.round(values, 12), values)
 
 
-def _list_values(spec_value) -> np.ndarray:
-    if isinstance(spec_value, str | bytes) or not isinstance(spec_value, Sequence | np.ndarray):
-        raise SpecError(
-            f"expected a list of numbers or a range {{start, stop, step}}, "
-            f"got {type(spec_value).__name__} {spec_value!r}"
-        )
-    numbers_ = [_number(v, "value") for v in spec_value]
-    if not numbers_:
-        raise SpecError("the list of values is empty; give at least one value")
-    if len(numbers_) > MAX_AXIS_LEN:
-        raise SpecError(f"{len(numbers_)} values given; at most {MAX_AXIS_LEN} are allowed")
-    seen = set()
-    for v in numbers_:
-        if v in seen:
-            raise SpecError(f"value {v!r} is given more than once")
-        seen.add(v)
-    if all(isinstance(v, int) for v in numbers_):
-        _check_int64(*numbers_)
-        return np.array(numbers_, dtype=np.int64)
-    return np.array(numbers_, dtype=np.float64)
-
-
-def _check_int64(*values: int) -> None:
-    """Refuse integers beyond +-2**62, which int64 arithmetic could overflow."""
+def _int64_problem(*values: int) -> str | None:
+    """Why integers are refused: beyond +-2**62, which int64 arithmetic could overflow."""
     largest = max(values, key=abs)
     if abs(largest) > _INT_LIMIT:
-        raise SpecError(f"values are too large for int64 (at most 2**62 in magnitude), "
-                        f"got {_shown(largest)}")
+        return (f"values are too large for int64 (at most 2**62 in magnitude), "
+                f"got {_shown(largest)}")
+    return None
 
 
 def _shown(value: int | float) -> str:
@@ -468,19 +538,7 @@ def _shown(value: int | float) -> str:
     return text
 
 
-def _number(value, what: str) -> int | float:
-    """`value` as a finite Python int or float; bools and strings are refused."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise SpecError(f"{what} must be a number, got {type(value).__name__} {value!r}")
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    value = float(value)
-    if not math.isfinite(value):
-        raise SpecError(f"{what} must be finite, got {value!r}")
-    return value
-
-
-def _as_kind(values: np.ndarray, kind: str | None) -> np.ndarray:
+def as_kind(values: np.ndarray, kind: str | None) -> np.ndarray:
     if kind == "float":
         return values.astype(np.float64)
     if kind == "int" and values.dtype != np.int64:

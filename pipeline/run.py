@@ -143,13 +143,14 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
 
 
-def plan(spec: Spec, out: str, block_size: int | None = None,
+def plan(spec: Spec, out: str, block_size: int,
          grid: Grid | None = None, backend: str = "cpu", prints: dict | None = None,
          run_id: str = "", store_id: str = "") -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
-    ``block_size`` overrides the spec's (needed when the spec says ``auto``); ``grid``
-    is ``build_grid(spec)`` when the caller has it already; ``backend`` is the resolved
+    ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
+    :func:`auto_block_size`'s, which :func:`run_prepared` applies); ``grid`` is
+    ``build_grid(spec)`` by default; ``backend`` is the resolved
     one (``cpu`` or ``cuda``). ``prints`` is the bars' fingerprint: workers check the
     files they see against it (and GPU workers key their device copy of the bars on it);
     ``run_id`` names the Dask datasets of bars shipped to workers that cannot read them,
@@ -161,10 +162,7 @@ def plan(spec: Spec, out: str, block_size: int | None = None,
     number of blocks (``benchmarks/plan_size.py``).
     """
     grid = grid if grid is not None else build_grid(spec)
-    size = block_size if block_size is not None else spec.run.block_size
-    if size == "auto":
-        size = 65_536
-    chunks = grid.chunks(size)
+    chunks = grid.chunks(block_size)
     per_symbol = grid.n_blocks(chunks)
     execution = spec.execution
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)

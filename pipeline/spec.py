@@ -4,43 +4,48 @@
 unknown keys, wrong types and impossible values with ONE :class:`SpecError` that names
 the file and every failing key as a dotted path (``execution.fees``, ``grid.fast``,
 ``constraints[0]``). The grid is checked against the strategy's declared parameters,
-and its size against ``run.max_combos`` (counted from the axes, never enumerated).
-:func:`build_grid` turns a spec into the :class:`~barsweep.pipeline.grid.Grid` to sweep.
+and its size against ``run.max_combos`` (counted from the axes, never enumerated); it is
+built once, while the spec is validated, and :func:`build_grid` hands it out.
+
+The models are here; the YAML and paths in :mod:`~barsweep.pipeline.spec_files`, the
+``cluster`` section in :mod:`~barsweep.pipeline.spec_cluster`, the execution settings
+in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.grid`,
+and how refusals read in :func:`barsweep.errors.refusals`.
 """
 
 from __future__ import annotations
 
-import numbers
 import os
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-import yaml
+import numpy as np
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
-    Discriminator,
     Field,
-    Tag,
+    PositiveInt,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from ..datasets.timeframes import timeframe_seconds
 from ..engine.execution import STOP_PARAMS, Execution, check_stop
 from ..engine.strategies import Strategy, get_strategy, import_strategy_module
-from ..errors import Problems, SpecError, refusals
+from ..errors import DataError, Problems, SpecError, refusals
 from .expr import check_names, parse_expr
-from .grid import MAX_COUNTABLE, Grid, axis_values
+from .grid import AXIS, AXIS_TAGS, MAX_COUNTABLE, Grid, RangeSpec, as_kind, expand
+from .spec_cluster import ClusterSpec, with_scheduler
+from .spec_files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 
 __all__ = [
     "MAX_COMBOS",
+    "ClusterSpec",
     "DataSpec",
     "RangeSpec",
     "RunSpec",
@@ -48,50 +53,10 @@ __all__ = [
     "build_grid",
     "load_spec",
     "parse_spec",
+    "with_scheduler",
 ]
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
-_TIMEFRAME = re.compile(r"^\d+(s|m|h|d|w)$")
-_ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
-_AXIS_TAGS = ("list", "range")  # tags of the grid-entry union, dropped from error paths
-
-
-def _strict_number(value: Any) -> int | float:
-    """Let numbers through as Python int/float; refuse bools, strings and the rest."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"Input should be a number, got {type(value).__name__} {value!r}")
-    return int(value) if isinstance(value, numbers.Integral) else float(value)
-
-
-Number = Annotated[int | float, BeforeValidator(_strict_number)]
-
-
-class RangeSpec(BaseModel):
-    """A grid axis given as ``{start, stop, step}``; `stop` is inclusive."""
-
-    model_config = _CONFIG
-
-    start: Number
-    stop: Number
-    step: Number
-
-
-def _axis_tag(value: Any) -> str | None:
-    if isinstance(value, list | tuple):
-        return "list"
-    if isinstance(value, Mapping | RangeSpec):
-        return "range"
-    return None
-
-
-Axis = Annotated[
-    Annotated[list[Number], Tag("list")] | Annotated[RangeSpec, Tag("range")],
-    Discriminator(
-        _axis_tag,
-        custom_error_type="grid_axis",
-        custom_error_message="Input should be a list of numbers or a range {start, stop, step}",
-    ),
-]
 
 
 class DataSpec(BaseModel):
@@ -128,11 +93,10 @@ class DataSpec(BaseModel):
     @field_validator("timeframe")
     @classmethod
     def _timeframe(cls, value: str) -> str:
-        if not _TIMEFRAME.match(value) or int(value[:-1]) == 0:
-            raise ValueError(
-                f"timeframe must be a positive count and a unit among s, m, h, d, w "
-                f"(e.g. '1m', '4h', '1d'), got {value!r}"
-            )
+        try:
+            timeframe_seconds(value)
+        except DataError as err:
+            raise ValueError(str(err)) from None
         return value
 
     @field_validator("start", "end", mode="before")
@@ -170,191 +134,10 @@ class RunSpec(BaseModel):
     model_config = _CONFIG
 
     backend: Literal["auto", "cpu", "cuda"] = "auto"
-    block_size: int | str = "auto"
+    block_size: Literal["auto"] | PositiveInt = "auto"
     out: PathStr = Field("results.zarr", validate_default=True)
     max_combos: int = Field(MAX_COMBOS, gt=0, le=MAX_COUNTABLE, strict=True)
     worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
-
-    @field_validator("block_size", mode="before")
-    @classmethod
-    def _block_size(cls, value: Any) -> Any:
-        if value == "auto":
-            return value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"Input should be a valid integer or 'auto' (got {value!r})")
-        if value <= 0:
-            raise ValueError(f"Input should be greater than 0 (got {value!r})")
-        return value
-
-
-def _absolute(value: Any) -> Any:
-    """A path made absolute on the driver (``~`` expanded, relative to the current
-    directory; :func:`load_spec` first resolves a spec file's paths against its own
-    directory), so that no worker resolves it against its own directory."""
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if isinstance(value, str) and value.strip():
-        return os.path.abspath(os.path.expanduser(value))
-    return value
-
-
-#: A path in a spec: absolute once validated.
-PathStr = Annotated[str, Field(min_length=1), BeforeValidator(_absolute)]
-
-#: Where the spec's paths live: resolved against the spec file's directory by load_spec.
-PATH_KEYS = (("data", "store"), ("run", "out"), ("cluster", "security", "ca"),
-             ("cluster", "security", "cert"), ("cluster", "security", "key"))
-
-
-def _readable_file(value: str) -> str:
-    if not os.path.isfile(value):
-        raise ValueError(f"no file at {value}")
-    if not os.access(value, os.R_OK):
-        raise ValueError(f"{value} is not readable")
-    return value
-
-
-TlsFile = Annotated[PathStr, AfterValidator(_readable_file)]
-
-
-class SecuritySpec(BaseModel):
-    """TLS to the Dask cluster: the certificate authority that signed the scheduler's
-    and workers' certificates, and this client's certificate and private key (PEM
-    files; the key may be in ``cert``'s file too, then give that file twice)."""
-
-    model_config = _CONFIG
-
-    ca: TlsFile
-    cert: TlsFile
-    key: TlsFile
-
-
-#: Kinds of cluster: started here (local, cuda), reached (scheduler), or submitted as
-#: batch jobs through dask-jobqueue (slurm, pbs).
-CLUSTER_KINDS = ("local", "cuda", "scheduler", "slurm", "pbs")
-_JOBQUEUE_KEYS = ("cores", "memory", "walltime", "jobs", "queue", "account",
-                  "job_directives", "interface")
-_DASHBOARD = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):\d{1,5}$")
-_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([kKMGTP]i?B|B)$")
-_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
-
-
-class ClusterSpec(BaseModel):
-    """Where the blocks run.
-
-    ``kind``: ``local`` (a LocalCluster of one single-threaded worker process per core,
-    the default), ``cuda`` (dask-cuda's LocalCUDACluster, one worker per GPU),
-    ``scheduler`` (a running scheduler at ``address``, with TLS when ``security`` is
-    given), or ``slurm`` / ``pbs`` (batch jobs through dask-jobqueue, the ``[hpc]``
-    extra: ``jobs`` jobs of ``cores`` single-threaded workers sharing ``memory``, for
-    ``walltime``, in ``queue`` billed to ``account``, with extra ``job_directives``).
-    ``dashboard`` is where a cluster barsweep starts serves its dashboard:
-    127.0.0.1 (this machine only) unless it says otherwise. A spec may say just
-    ``cluster: local`` (or ``cuda``, ``slurm``, ``pbs``, or an address).
-    """
-
-    model_config = _CONFIG
-
-    kind: Literal["local", "cuda", "scheduler", "slurm", "pbs"] = "local"
-    address: str | None = None
-    dashboard: str = "127.0.0.1:8787"
-    security: SecuritySpec | None = None
-    cores: int | None = Field(None, gt=0, strict=True)
-    memory: str | None = None
-    walltime: str = "01:00:00"
-    jobs: int = Field(1, gt=0, strict=True)
-    queue: str | None = None
-    account: str | None = None
-    job_directives: list[str] = Field(default_factory=list)
-    interface: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if value in CLUSTER_KINDS and value != "scheduler":
-                return {"kind": value}
-            if _ADDRESS.match(value):
-                return {"kind": "scheduler", "address": value}
-            raise ValueError(
-                "cluster must be 'local', 'cuda' or a scheduler address such as "
-                f"'tcp://host:8786' (or 'slurm', 'pbs', or a mapping with kind), got {value!r}")
-        return value
-
-    @field_validator("address")
-    @classmethod
-    def _address(cls, value: str | None) -> str | None:
-        if value is not None and not _ADDRESS.match(value):
-            raise ValueError(f"expected a scheduler address such as 'tcp://host:8786' or "
-                             f"'tls://host:8786', got {value!r}")
-        return value
-
-    @field_validator("dashboard")
-    @classmethod
-    def _dashboard(cls, value: str) -> str:
-        if not _DASHBOARD.match(value):
-            raise ValueError(f"expected HOST:PORT such as '127.0.0.1:8787' or '0.0.0.0:8787' "
-                             f"(port 0: any free one), got {value!r}")
-        return value
-
-    @field_validator("memory")
-    @classmethod
-    def _memory(cls, value: str | None) -> str | None:
-        if value is not None and not _MEMORY.match(value):
-            raise ValueError(f"expected an amount such as '16GB' or '64GiB', got {value!r}")
-        return value
-
-    @field_validator("walltime")
-    @classmethod
-    def _walltime(cls, value: str) -> str:
-        if not _WALLTIME.match(value):
-            raise ValueError(f"expected HH:MM:SS (or D-HH:MM:SS), got {value!r}")
-        return value
-
-    @model_validator(mode="after")
-    def _fits_kind(self) -> ClusterSpec:
-        problems = []
-        fields = type(self).model_fields
-        given = {k for k in self.model_fields_set
-                 if getattr(self, k) != fields[k].get_default(call_default_factory=True)}
-        jobqueue = self.kind in ("slurm", "pbs")
-        if self.kind == "scheduler":
-            if self.address is None:
-                problems.append(("cluster.address", "kind 'scheduler' needs the scheduler's "
-                                 "address, e.g. tcp://host:8786"))
-            if "dashboard" in given:
-                problems.append(("cluster.dashboard", "applies to clusters barsweep starts; "
-                                 "a running scheduler serves its own dashboard"))
-            if self.security is not None and self.address and not self.address.startswith(
-                    "tls://"):
-                problems.append(("cluster.security", f"TLS needs a tls:// address, got "
-                                 f"{self.address!r}"))
-        elif self.address is not None:
-            problems.append(("cluster.address", f"applies to kind 'scheduler', not "
-                             f"{self.kind!r}"))
-        if self.kind in ("local", "cuda") and self.security is not None:
-            problems.append(("cluster.security", f"applies to a remote scheduler or to "
-                             f"slurm/pbs; a {self.kind} cluster stays on this machine"))
-        for key in _JOBQUEUE_KEYS:
-            if key in given and not jobqueue:
-                problems.append((f"cluster.{key}", f"applies to kinds slurm and pbs, not "
-                                 f"{self.kind!r}"))
-        if jobqueue:
-            for key in ("cores", "memory"):
-                if getattr(self, key) is None:
-                    problems.append((f"cluster.{key}", f"kind {self.kind!r} needs {key} "
-                                     f"(per job), e.g. cores: 32, memory: 64GB"))
-        if problems:
-            raise Problems(problems)
-        return self
-
-    def describe(self) -> str:
-        """``local``, ``tcp://host:8786``, ``slurm (4 jobs of 32 cores)``..."""
-        if self.kind == "scheduler":
-            return str(self.address)
-        if self.kind in ("slurm", "pbs"):
-            return f"{self.kind} ({self.jobs} jobs of {self.cores} cores)"
-        return self.kind
 
 
 class Spec(BaseModel):
@@ -388,12 +171,13 @@ class Spec(BaseModel):
     data: DataSpec
     modules: list[str] = Field(default_factory=list)
     strategy: str
-    grid: dict[str, Axis] = Field(default_factory=dict, validate_default=True)
+    grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
     run: RunSpec = Field(default_factory=RunSpec)
     cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
+    _grid: Grid | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -427,24 +211,32 @@ class Spec(BaseModel):
     @field_validator("grid")
     @classmethod
     def _grid_fits_strategy(cls, value: dict, info: ValidationInfo) -> dict:
+        """Check the axes' values against the strategy's parameters; the expanded axes
+        are kept in the validation context for :meth:`_whole_spec` to build the grid."""
         strategy = _strategy_or_none(info)
         problems = []
         expanded = {}
         for key, entry in value.items():
             try:
-                expanded[key] = axis_values(entry)
+                value[key] = AXIS.validate_python(entry)
+                expanded[key] = expand(value[key])
+            except ValidationError as err:
+                problems += [tuple(line.split(": ", 1)) for line in
+                             refusals(err, RangeSpec, f"grid.{key}", skip=AXIS_TAGS)]
             except SpecError as err:
                 problems.append((f"grid.{key}", str(err)))
-        if strategy is None:
-            if problems:
-                raise Problems(problems)
-            return value
-        problems += _strategy_problems(strategy, expanded, given=value.keys())
+        if strategy is not None:
+            problems += _strategy_problems(strategy, expanded, given=value.keys())
         if problems:
             raise Problems(problems)
-        normalized = {p.name: _normalized(value[p.name], p.kind) for p in strategy.params}
-        normalized.update({k: _normalized(value[k], "float") for k in STOP_PARAMS if k in value})
-        return normalized
+        if strategy is None:
+            return value
+        kinds = {p.name: _kind(p.kind) for p in strategy.params} | dict.fromkeys(
+            (k for k in STOP_PARAMS if k in value), "float")
+        if isinstance(info.context, dict):
+            info.context["axes"] = tuple((k, as_kind(expanded[k], kind))
+                                         for k, kind in kinds.items())
+        return {k: _normalized(value[k], kind) for k, kind in kinds.items()}
 
     @field_validator("constraints")
     @classmethod
@@ -463,27 +255,26 @@ class Spec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _whole_spec(self) -> Spec:
+    def _whole_spec(self, info: ValidationInfo) -> Spec:
         problems = []
         if self.n_workers is not None and self.cluster.kind not in ("local", "cuda"):
-            problems.append(
-                (
-                    "n_workers",
-                    f"applies to clusters barsweep starts on this machine (local, cuda); "
-                    f"the cluster {self.cluster.describe()!r} has its own workers: remove "
-                    f"n_workers",
-                )
-            )
+            problems.append(("n_workers", f"applies to clusters barsweep starts on this machine "
+                             f"(local, cuda); the cluster {self.cluster.describe()!r} has its "
+                             f"own workers: remove n_workers"))
+        context = info.context if isinstance(info.context, dict) else {}
+        axes = context.pop("axes", None) or _axes(self)
         for key in STOP_PARAMS:
             if key in self.grid and getattr(self.execution, key) is not None:
                 problems.append((f"execution.{key}", f"{key} is also a grid axis; keep one"))
             if key == "take_profit" and key in self.grid:
-                for v in axis_values(self.grid[key], kind="float").tolist():
+                for v in np.unique(dict(axes)[key]).tolist():
                     problem = check_stop(key, v, self.execution.direction)
                     if problem:
                         problems.append((f"grid.{key}", problem))
                         break
-        grid = _grid(self)
+        strategy = get_strategy(self.strategy)
+        grid = Grid(axes, tuple(parse_expr(text) for text in
+                                (*self.constraints, *strategy.requirement_texts)))
         too_big = _too_big(grid, len(self.data.symbols), self.run.max_combos)
         if too_big:
             problems.append(("grid", too_big))
@@ -493,13 +284,12 @@ class Spec(BaseModel):
                 problems.append(("constraints", reason))
         if problems:
             raise Problems(problems)
+        self._grid = grid
         return self
 
     def to_yaml(self) -> str:
         """The spec as YAML, every key included; :func:`parse_spec` reads it back equal."""
-        return yaml.dump(
-            self.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, default_flow_style=False
-        )
+        return dump_yaml(self.model_dump(mode="json"))
 
 
 def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec:
@@ -518,58 +308,10 @@ def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(f"cannot read sweep spec {os.fspath(path)}: {err}") from None
-    data = _load_yaml(text, os.fspath(path))
+    data = load_yaml(text, os.fspath(path))
     if isinstance(data, Mapping):
         data = resolve_paths(data, Path(path).resolve().parent)
     return parse_spec(data, source=os.fspath(path), overrides=overrides)
-
-
-def with_scheduler(spec: Spec, address: str | None = None,
-                   tls: Mapping[str, str | None] | None = None) -> Spec:
-    """``spec`` run on the scheduler at ``address`` (``--scheduler``), with the TLS files
-    ``tls`` (``{"ca", "cert", "key"}``, from ``--tls-*``; relative to the current
-    directory) replacing ``cluster.security``; SpecError naming the flag when refused."""
-    tls = {k: v for k, v in (tls or {}).items() if v is not None}
-    if address is None and not tls:
-        return spec
-    if tls and len(tls) < 3:
-        missing = ", ".join(f"--tls-{k}" for k in ("ca", "cert", "key") if k not in tls)
-        raise SpecError(f"TLS needs --tls-ca, --tls-cert and --tls-key together: {missing} "
-                        f"missing")
-    data = spec.cluster.model_dump(exclude_unset=True)
-    if address is not None:
-        data = {"kind": "scheduler", "address": address,
-                **({"security": data["security"]} if "security" in data else {})}
-    if tls:
-        data["security"] = tls
-    try:
-        cluster = ClusterSpec.model_validate(data)
-    except ValidationError as err:
-        lines = _error_lines(err)
-        for part in ("ca", "cert", "key"):  # a flag's file: name the flag
-            lines = [line.replace(f"security.{part}:", f"--tls-{part}:")
-                     if part in tls else line for line in lines]
-        raise SpecError(f"--scheduler/--tls-*: {'; '.join(lines)}") from None
-    return spec.model_copy(update={"cluster": cluster})
-
-
-def resolve_paths(data: Mapping, base: str | os.PathLike) -> dict:
-    """A raw spec mapping with each relative path of :data:`PATH_KEYS` joined to
-    ``base`` (the spec file's directory; ``~`` expanded); other values untouched."""
-
-    def resolve(node: Any, keys: tuple[str, ...]) -> Any:
-        if not isinstance(node, Mapping) or keys[0] not in node:
-            return node
-        value = node[keys[0]]
-        if len(keys) > 1:
-            value = resolve(value, keys[1:])
-        elif isinstance(value, str) and value.strip():
-            value = os.path.join(base, os.path.expanduser(value))
-        return {**node, keys[0]: value}
-
-    for keys in PATH_KEYS:
-        data = resolve(data, keys)
-    return dict(data)
 
 
 def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
@@ -604,7 +346,7 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
             return text_or_dict
         text_or_dict = text_or_dict.model_dump(mode="json")
     if isinstance(text_or_dict, str):
-        data = _load_yaml(text_or_dict, source)
+        data = load_yaml(text_or_dict, source)
     else:
         data = text_or_dict
     if data is None:
@@ -615,11 +357,11 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
             f"invalid sweep spec {source}: expected a mapping of keys (data, strategy, grid, "
             f"...), got {type(data).__name__}{hint}"
         )
-    data = _merged(data, overrides or {})
+    data = merged(data, overrides or {})
     try:
-        return Spec.model_validate(data)
+        return Spec.model_validate(data, context={})
     except ValidationError as err:
-        lines = _error_lines(err)
+        lines = refusals(err, Spec, skip=AXIS_TAGS)
         if len(lines) == 1 and "\n" not in lines[0]:
             raise SpecError(f"invalid sweep spec {source}: {lines[0]}") from None
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)
@@ -627,34 +369,20 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
 
 
 def build_grid(spec: Spec) -> Grid:
-    """The grid of `spec`: one axis per strategy parameter, in declared order.
-
-    Raises
-    ------
-    SpecError
-        If the constraints exclude every combo.
-    """
-    grid = _grid(spec)
-    reason = _all_excluded(grid)
-    if reason:
-        raise SpecError(f"constraints: {reason}")
-    return grid
+    """The grid of `spec` (built when it was validated): one axis per strategy parameter
+    in declared order, then the swept stops; the strategy's own requirements (e.g.
+    ``lower < upper``) join the spec's constraints."""
+    return spec._grid
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _grid(spec: Spec) -> Grid:
-    """Strategy parameters in declared order, then swept stops; the strategy's own
-    requirements (e.g. ``lower < upper``) join the spec's constraints."""
-    strategy = get_strategy(spec.strategy)
-    axes = tuple(
-        (p.name, axis_values(spec.grid[p.name], kind=_kind(p.kind))) for p in strategy.params
-    )
-    axes += tuple((k, axis_values(spec.grid[k], kind="float")) for k in STOP_PARAMS
-                  if k in spec.grid)
-    texts = (*spec.constraints, *strategy.requirement_texts)
-    return Grid(axes, tuple(parse_expr(text) for text in texts))
+def _axes(spec: Spec) -> tuple[tuple[str, np.ndarray], ...]:
+    """The grid's axes from a validated spec's entries (when validated without a context
+    that kept them)."""
+    kinds = {p.name: _kind(p.kind) for p in get_strategy(spec.strategy).params}
+    return tuple((k, expand(entry, kinds.get(k, "float"))) for k, entry in spec.grid.items())
 
 
 def _too_big(grid: Grid, n_symbols: int, max_combos: int) -> str | None:
@@ -676,26 +404,6 @@ def _all_excluded(grid: Grid) -> str | None:
         f"{texts} exclude every one of the {grid.size} combos of the grid; "
         "loosen the constraints or widen the grid"
     )
-
-
-def _merged(base: Mapping, overrides: Mapping) -> dict:
-    """`base` with `overrides` merged in, mapping into mapping; None overrides skipped.
-
-    A section that `base` leaves empty (None) takes the override's mapping; one that is
-    not a mapping is kept, for validation to refuse it with its key."""
-    merged = dict(base)
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        if isinstance(value, Mapping):
-            current = merged.get(key)
-            if current is None:
-                merged[key] = _merged({}, value)
-            elif isinstance(current, Mapping):
-                merged[key] = _merged(current, value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _kind(kind: str) -> str:
@@ -782,51 +490,3 @@ def _parse_time(text: str) -> datetime:
     return moment
 
 
-class _Loader(yaml.SafeLoader):
-    """A safe YAML loader that refuses a key given twice in one mapping."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=deep)
-                try:
-                    twice = key in seen
-                except TypeError:  # an unhashable key: SafeLoader refuses it below
-                    continue
-                if twice:
-                    raise yaml.constructor.ConstructorError(
-                        "while reading a mapping",
-                        node.start_mark,
-                        f"found key {key!r} twice",
-                        key_node.start_mark,
-                    )
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-class _Dumper(yaml.SafeDumper):
-    """A safe YAML dumper that writes lists (symbols, values, constraints) on one line."""
-
-
-def _flow_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
-
-
-_Dumper.add_representer(list, _flow_list)
-
-
-def _load_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise SpecError(f"invalid sweep spec {source}: not valid YAML{where}: {problem}") from None
-
-
-def _error_lines(err: ValidationError) -> list[str]:
-    return refusals(err, Spec, skip=frozenset(_AXIS_TAGS))

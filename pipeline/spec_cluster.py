@@ -1,0 +1,210 @@
+"""Where a sweep's blocks run: the spec's ``cluster`` section, and the scheduler flags
+(``--scheduler``, ``--tls-*``) that replace it."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ..errors import Problems, SpecError, refusals
+from .spec_files import PathStr
+
+if TYPE_CHECKING:
+    from .spec import Spec
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+_ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
+
+
+def _readable_file(value: str) -> str:
+    if not os.path.isfile(value):
+        raise ValueError(f"no file at {value}")
+    if not os.access(value, os.R_OK):
+        raise ValueError(f"{value} is not readable")
+    return value
+
+
+TlsFile = Annotated[PathStr, AfterValidator(_readable_file)]
+
+
+class SecuritySpec(BaseModel):
+    """TLS to the Dask cluster: the certificate authority that signed the scheduler's
+    and workers' certificates, and this client's certificate and private key (PEM
+    files; the key may be in ``cert``'s file too, then give that file twice)."""
+
+    model_config = _CONFIG
+
+    ca: TlsFile
+    cert: TlsFile
+    key: TlsFile
+
+
+#: Kinds of cluster: started here (local, cuda), reached (scheduler), or submitted as
+#: batch jobs through dask-jobqueue (slurm, pbs).
+CLUSTER_KINDS = ("local", "cuda", "scheduler", "slurm", "pbs")
+_JOBQUEUE_KEYS = ("cores", "memory", "walltime", "jobs", "queue", "account",
+                  "job_directives", "interface")
+_DASHBOARD = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):\d{1,5}$")
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([kKMGTP]i?B|B)$")
+_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
+
+
+class ClusterSpec(BaseModel):
+    """Where the blocks run.
+
+    ``kind``: ``local`` (a LocalCluster of one single-threaded worker process per core,
+    the default), ``cuda`` (dask-cuda's LocalCUDACluster, one worker per GPU),
+    ``scheduler`` (a running scheduler at ``address``, with TLS when ``security`` is
+    given), or ``slurm`` / ``pbs`` (batch jobs through dask-jobqueue, the ``[hpc]``
+    extra: ``jobs`` jobs of ``cores`` single-threaded workers sharing ``memory``, for
+    ``walltime``, in ``queue`` billed to ``account``, with extra ``job_directives``).
+    ``dashboard`` is where a cluster barsweep starts serves its dashboard:
+    127.0.0.1 (this machine only) unless it says otherwise. A spec may say just
+    ``cluster: local`` (or ``cuda``, ``slurm``, ``pbs``, or an address).
+    """
+
+    model_config = _CONFIG
+
+    kind: Literal["local", "cuda", "scheduler", "slurm", "pbs"] = "local"
+    address: str | None = None
+    dashboard: str = "127.0.0.1:8787"
+    security: SecuritySpec | None = None
+    cores: int | None = Field(None, gt=0, strict=True)
+    memory: str | None = None
+    walltime: str = "01:00:00"
+    jobs: int = Field(1, gt=0, strict=True)
+    queue: str | None = None
+    account: str | None = None
+    job_directives: list[str] = Field(default_factory=list)
+    interface: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value in CLUSTER_KINDS and value != "scheduler":
+                return {"kind": value}
+            if _ADDRESS.match(value):
+                return {"kind": "scheduler", "address": value}
+            raise ValueError(
+                "cluster must be 'local', 'cuda' or a scheduler address such as "
+                f"'tcp://host:8786' (or 'slurm', 'pbs', or a mapping with kind), got {value!r}")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is not None and not _ADDRESS.match(value):
+            raise ValueError(f"expected a scheduler address such as 'tcp://host:8786' or "
+                             f"'tls://host:8786', got {value!r}")
+        return value
+
+    @field_validator("dashboard")
+    @classmethod
+    def _dashboard(cls, value: str) -> str:
+        if not _DASHBOARD.match(value):
+            raise ValueError(f"expected HOST:PORT such as '127.0.0.1:8787' or '0.0.0.0:8787' "
+                             f"(port 0: any free one), got {value!r}")
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        if value is not None and not _MEMORY.match(value):
+            raise ValueError(f"expected an amount such as '16GB' or '64GiB', got {value!r}")
+        return value
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, value: str) -> str:
+        if not _WALLTIME.match(value):
+            raise ValueError(f"expected HH:MM:SS (or D-HH:MM:SS), got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> ClusterSpec:
+        problems = []
+        fields = type(self).model_fields
+        given = {k for k in self.model_fields_set
+                 if getattr(self, k) != fields[k].get_default(call_default_factory=True)}
+        jobqueue = self.kind in ("slurm", "pbs")
+        if self.kind == "scheduler":
+            if self.address is None:
+                problems.append(("cluster.address", "kind 'scheduler' needs the scheduler's "
+                                 "address, e.g. tcp://host:8786"))
+            if "dashboard" in given:
+                problems.append(("cluster.dashboard", "applies to clusters barsweep starts; "
+                                 "a running scheduler serves its own dashboard"))
+            if self.security is not None and self.address and not self.address.startswith(
+                    "tls://"):
+                problems.append(("cluster.security", f"TLS needs a tls:// address, got "
+                                 f"{self.address!r}"))
+        elif self.address is not None:
+            problems.append(("cluster.address", f"applies to kind 'scheduler', not "
+                             f"{self.kind!r}"))
+        if self.kind in ("local", "cuda") and self.security is not None:
+            problems.append(("cluster.security", f"applies to a remote scheduler or to "
+                             f"slurm/pbs; a {self.kind} cluster stays on this machine"))
+        for key in _JOBQUEUE_KEYS:
+            if key in given and not jobqueue:
+                problems.append((f"cluster.{key}", f"applies to kinds slurm and pbs, not "
+                                 f"{self.kind!r}"))
+        if jobqueue:
+            for key in ("cores", "memory"):
+                if getattr(self, key) is None:
+                    problems.append((f"cluster.{key}", f"kind {self.kind!r} needs {key} "
+                                     f"(per job), e.g. cores: 32, memory: 64GB"))
+        if problems:
+            raise Problems(problems)
+        return self
+
+    def describe(self) -> str:
+        """``local``, ``tcp://host:8786``, ``slurm (4 jobs of 32 cores)``..."""
+        if self.kind == "scheduler":
+            return str(self.address)
+        if self.kind in ("slurm", "pbs"):
+            return f"{self.kind} ({self.jobs} jobs of {self.cores} cores)"
+        return self.kind
+
+
+def with_scheduler(spec: Spec, address: str | None = None,
+                   tls: Mapping[str, str | None] | None = None) -> Spec:
+    """``spec`` run on the scheduler at ``address`` (``--scheduler``), with the TLS files
+    ``tls`` (``{"ca", "cert", "key"}``, from ``--tls-*``; relative to the current
+    directory) replacing ``cluster.security``; SpecError naming the flag when refused."""
+    tls = {k: v for k, v in (tls or {}).items() if v is not None}
+    if address is None and not tls:
+        return spec
+    if tls and len(tls) < 3:
+        missing = ", ".join(f"--tls-{k}" for k in ("ca", "cert", "key") if k not in tls)
+        raise SpecError(f"TLS needs --tls-ca, --tls-cert and --tls-key together: {missing} "
+                        f"missing")
+    data = spec.cluster.model_dump(exclude_unset=True)
+    if address is not None:
+        data = {"kind": "scheduler", "address": address,
+                **({"security": data["security"]} if "security" in data else {})}
+    if tls:
+        data["security"] = tls
+    try:
+        cluster = ClusterSpec.model_validate(data)
+    except ValidationError as err:
+        lines = refusals(err, ClusterSpec)
+        for part in ("ca", "cert", "key"):  # a flag's file: name the flag
+            lines = [line.replace(f"security.{part}:", f"--tls-{part}:")
+                     if part in tls else line for line in lines]
+        raise SpecError(f"--scheduler/--tls-*: {'; '.join(lines)}") from None
+    return spec.model_copy(update={"cluster": cluster})
+
+
