@@ -12,7 +12,6 @@ docs/deploy.md has the recipes.
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,22 +20,9 @@ from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.security import Security
 
 from ..errors import BackendError
-from .spec import ClusterSpec
+from .spec_cluster import ClusterSpec, check_address
 
 CONNECT_TIMEOUT_S = 10
-_ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss|inproc)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)"
-                      r"(:\d{1,5})?(/\S*)?$")
-
-
-def check_address(address: str, what: str) -> str:
-    """``address`` if it reads as a Dask scheduler address (``tcp://host:8786``), else
-    BackendError naming ``what`` (``--scheduler``, ``cluster``)."""
-    if not _ADDRESS.match(address):
-        raise BackendError(f"{what}: {address!r} is not a scheduler address; expected "
-                           f"e.g. tcp://host:8786 or tls://host:8786")
-    return address
-
-
 def default_workers() -> int:
     """One worker per core this process may use."""
     try:

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import Problems, SpecError, refusals
+from ..errors import BackendError, Problems, SpecError, refusals
 from .spec_files import PathStr
 
 if TYPE_CHECKING:
@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 _ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
+
+
+def check_address(address: str, what: str) -> str:
+    """``address`` if it reads as a Dask scheduler address (``tcp://host:8786``), else
+    BackendError naming ``what`` (``--scheduler``, ``cluster``)."""
+    if not _ADDRESS.match(address):
+        raise BackendError(f"{what}: {address!r} is not a scheduler address; expected "
+                           f"e.g. tcp://host:8786 or tls://host:8786")
+    return address
 
 
 def _readable_file(value: str) -> str:
