@@ -493,3 +493,23 @@ def test_execution_is_validated_once_when_the_spec_is_loaded(tmp_path):
     assert spec.execution == Execution(fees=0.001, direction="both")
     with pytest.raises(SpecError, match=r"^execution.fees: Input should be less than 1 "):
         execution_of({"fees": 1.5})
+
+
+def test_the_grid_is_built_once_per_spec(monkeypatch):
+    """Validation builds the grid (its size and constraints are checked then); the run's
+    plan and its blocks use that one, and build no other."""
+    from barsweep.pipeline import grid as grid_module
+    from barsweep.pipeline.blocks import block_combos
+    from barsweep.pipeline.run import plan
+
+    built = []
+    post_init = grid_module.Grid.__post_init__
+    monkeypatch.setattr(grid_module.Grid, "__post_init__",
+                        lambda self: built.append(self) or post_init(self))
+    spec = parse_spec(spec_with(constraints=["fast < slow"]))
+    assert len(built) == 1 and build_grid(spec) is built[0] is build_grid(spec)
+    the_plan = plan(spec, "out.zarr", 7)
+    assert the_plan.grid is built[0] and len(the_plan.tasks) > 1
+    params, keep = block_combos(the_plan.tasks[0])
+    assert keep.sum() == (params["fast"] < params["slow"]).sum() > 0
+    assert len(built) == 1

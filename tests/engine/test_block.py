@@ -1,0 +1,46 @@
+"""A block made ready for a kernel: one preparation for sweep, sweep_cuda and backtest."""
+
+import numpy as np
+from bars import random_bars
+
+from barsweep.engine import Execution, backtest, get_strategy, sweep
+from barsweep.engine.block import bar_tuple, locality_order, prepare_block
+
+
+def test_bar_tuple_hands_the_kernels_read_only_columns():
+    bars = random_bars(50, seed=3)
+    columns = bar_tuple(bars)
+    assert len(columns) == 6 and all(not c.flags.writeable for c in columns)
+    assert all(c.dtype == np.float64 and c.flags.c_contiguous for c in columns)
+    assert bars["close"].flags.writeable  # the caller's arrays are left as they were
+    assert np.shares_memory(columns[3], bars["close"])  # no copy of float64 columns
+
+
+def test_one_compiled_specialisation_serves_every_caller():
+    """Writable arrays (a notebook), read-only ones (the memory map) and backtest() all
+    reach the kernel with the same types: it compiles (or loads) once."""
+    strategy = get_strategy("ema_cross")
+    bars = random_bars(300, seed=4)
+    frozen = {k: v.copy() for k, v in bars.items()}
+    for v in frozen.values():
+        v.flags.writeable = False
+    params = dict(fast=np.array([5, 8]), slow=np.array([20, 30]))
+    a = sweep(strategy, bars, params, Execution(), 8760.0)
+    b = sweep(strategy, frozen, params, Execution(), 8760.0)
+    one = backtest(bars, strategy, dict(fast=5, slow=20), ppy=8760.0)
+    np.testing.assert_array_equal(a, b)
+    assert one.metrics["sharpe"] == a[0, list(one.metrics).index("sharpe")]
+    bar_types = {sig[0] for sig in strategy.kernel.signatures}
+    assert len(bar_types) == 1 and "readonly" in str(bar_types.pop())
+
+
+def test_prepare_block_packs_what_every_backend_takes():
+    bars = random_bars(100, seed=5)
+    params = dict(fast=np.array([5, 10, 5]), slow=np.array([20, 20, 30]),
+                  stop_loss=np.array([0.05, 0.1, 0.2]))
+    block = prepare_block(get_strategy("ema_cross"), bars, params, Execution(fees=0.001), 8760.0)
+    assert block.n_combos == 3 and set(block.strategy_params) == {"fast", "slow"}
+    assert block.fparams.shape == (3, 2) and block.stops[:, 0].tolist() == [0.05, 0.1, 0.2]
+    assert block.xp.shape == (11,) and sorted(block.ohlc) == ["close", "high", "low", "open"]
+    rows = np.array([[0, 2], [1, 2], [0, 3]])
+    assert sorted(locality_order(rows).tolist()) == [0, 1, 2]
