@@ -274,12 +274,21 @@ def atr(high, low, close, period):
     return out
 
 
-@njit(cache=True)
-def _rolling_max_into(x, period, first, out):
-    """Max of ``x`` over the ``period`` bars ending at each bar, into ``out[first:]``.
+#: The ``sign`` of :func:`_rolling_extreme_into` for a rolling max, and for a rolling min.
+_HIGHEST = 1.0
+_LOWEST = -1.0
 
-    TA-Lib's ``MAX``: keep the index of the max, rescan when it leaves the window.
-    ``out`` may be ``x``'s sibling but not ``x``.
+
+@njit(inline="always", cache=True)
+def _rolling_extreme_into(x, period, first, sign, out):
+    """Max (``sign`` 1.0) or min (``sign`` -1.0) of ``x`` over the ``period`` bars ending
+    at each bar, into ``out[first:]``.
+
+    TA-Lib's ``MAX``/``MIN``: keep the index of the extreme, rescan when it leaves the
+    window. Values are compared as ``sign * x`` and copied from ``x``: negation is exact
+    and NaN compares false either way, so the min is found exactly as the max of ``-x``.
+    Inlined, so a call's constant ``sign`` folds into a plain comparison (no multiply in
+    the loop). ``out`` may be ``x``'s sibling but not ``x``.
     """
     n = x.shape[0]
     if period < 1 or first >= n:
@@ -294,35 +303,10 @@ def _rolling_max_into(x, period, first, out):
             best_idx = trailing
             best = x[trailing]
             for i in range(trailing + 1, t + 1):
-                if x[i] > best:
+                if sign * x[i] > sign * best:
                     best_idx = i
                     best = x[i]
-        elif x[t] >= best:
-            best_idx = t
-            best = x[t]
-        out[t] = best
-
-
-@njit(cache=True)
-def _rolling_min_into(x, period, first, out):
-    """Min of ``x`` over the ``period`` bars ending at each bar, into ``out[first:]``."""
-    n = x.shape[0]
-    if period < 1 or first >= n:
-        fill_nan(out, n)
-        return
-    fill_nan(out, first)
-    best_idx = -1
-    best = 0.0
-    for t in range(first, n):
-        trailing = t - period + 1
-        if best_idx < trailing:
-            best_idx = trailing
-            best = x[trailing]
-            for i in range(trailing + 1, t + 1):
-                if x[i] < best:
-                    best_idx = i
-                    best = x[i]
-        elif x[t] <= best:
+        elif sign * x[t] >= sign * best:
             best_idx = t
             best = x[t]
         out[t] = best
@@ -352,8 +336,8 @@ def donchian(high, low, period):
 @njit(cache=True)
 def donchian_rows(high, low, period, upper, lower):
     """:func:`donchian` written into its two outputs (allocation-free)."""
-    _rolling_max_into(high, period, first_valid(high) + period - 1, upper)
-    _rolling_min_into(low, period, first_valid(low) + period - 1, lower)
+    _rolling_extreme_into(high, period, first_valid(high) + period - 1, _HIGHEST, upper)
+    _rolling_extreme_into(low, period, first_valid(low) + period - 1, _LOWEST, lower)
 
 
 @njit(cache=True)
@@ -386,8 +370,8 @@ def stoch(high, low, close, k_period, k_smooth, d_period):
         fill_nan(buf_a, n)
         fill_nan(buf_b, n)
         return buf_a, buf_b
-    _rolling_max_into(high, k_period, start, buf_a)
-    _rolling_min_into(low, k_period, start, buf_b)
+    _rolling_extreme_into(high, k_period, start, _HIGHEST, buf_a)
+    _rolling_extreme_into(low, k_period, start, _LOWEST, buf_b)
     for t in range(start, n):
         diff = (buf_a[t] - buf_b[t]) / 100.0
         buf_a[t] = (close[t] - buf_b[t]) / diff if diff != 0.0 else 0.0

@@ -1,7 +1,8 @@
 """The metric table of DESIGN.md: names, ranking direction and the accumulators.
 
 The accumulators are plain functions on scalars and tuples, compiled with numba
-for the CPU and (later) as numba.cuda device functions: one arithmetic source.
+for the CPU and, by :mod:`barsweep.engine.gpu`, as numba.cuda device functions: one
+arithmetic source.
 Per-bar returns are ``r_t = equity_t / equity_(t-1) - 1`` with
 ``equity_(-1) = init_cash``; ``b_t`` are the buy-and-hold returns of the same bars.
 """
@@ -32,6 +33,24 @@ METRICS: tuple[str, ...] = (
 )
 N_METRICS = len(METRICS)
 METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
+
+# Each metric's column in ``out``: module-level ints, so numba compiles them as constants.
+M_TOTAL_RETURN = METRIC_INDEX["total_return"]
+M_CAGR = METRIC_INDEX["cagr"]
+M_VOLATILITY = METRIC_INDEX["volatility"]
+M_SHARPE = METRIC_INDEX["sharpe"]
+M_SORTINO = METRIC_INDEX["sortino"]
+M_MAX_DRAWDOWN = METRIC_INDEX["max_drawdown"]
+M_CALMAR = METRIC_INDEX["calmar"]
+M_ULCER_INDEX = METRIC_INDEX["ulcer_index"]
+M_N_TRADES = METRIC_INDEX["n_trades"]
+M_WIN_RATE = METRIC_INDEX["win_rate"]
+M_PROFIT_FACTOR = METRIC_INDEX["profit_factor"]
+M_AVG_TRADE_RETURN = METRIC_INDEX["avg_trade_return"]
+M_EXPOSURE = METRIC_INDEX["exposure"]
+M_ALPHA = METRIC_INDEX["alpha"]
+M_BETA = METRIC_INDEX["beta"]
+M_RUINED = METRIC_INDEX["ruined"]
 
 #: Metrics where a smaller value ranks first. Every other metric ranks descending
 #: (max_drawdown is <= 0, so descending puts the shallowest drawdown first).
@@ -140,38 +159,38 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
     s_b, s_b2 = bench
     n = float(n_bars)
     growth = final_equity / init_cash
-    out[0] = growth - 1.0
+    out[M_TOTAL_RETURN] = growth - 1.0
     cagr = growth ** (ppy / n) - 1.0 if growth >= 0.0 else nan
-    out[1] = cagr
+    out[M_CAGR] = cagr
     mean_r = s_r / n
     var_r = (s_r2 - s_r * mean_r) / (n - 1.0) if n_bars > 1 else nan
     if var_r > 0.0:
         std_r = math.sqrt(var_r)
-        out[2] = std_r * math.sqrt(ppy)
-        out[3] = mean_r / std_r * math.sqrt(ppy)
+        out[M_VOLATILITY] = std_r * math.sqrt(ppy)
+        out[M_SHARPE] = mean_r / std_r * math.sqrt(ppy)
     else:
-        out[2] = 0.0 if n_bars > 1 else nan
-        out[3] = nan
-    out[4] = mean_r / math.sqrt(s_neg2 / n) * math.sqrt(ppy) if s_neg2 > 0.0 else nan
-    out[5] = min_dd
-    out[6] = cagr / -min_dd if min_dd < 0.0 else nan
-    out[7] = 100.0 * math.sqrt(s_dd2 / n)
-    out[8] = n_tr
+        out[M_VOLATILITY] = 0.0 if n_bars > 1 else nan
+        out[M_SHARPE] = nan
+    out[M_SORTINO] = mean_r / math.sqrt(s_neg2 / n) * math.sqrt(ppy) if s_neg2 > 0.0 else nan
+    out[M_MAX_DRAWDOWN] = min_dd
+    out[M_CALMAR] = cagr / -min_dd if min_dd < 0.0 else nan
+    out[M_ULCER_INDEX] = 100.0 * math.sqrt(s_dd2 / n)
+    out[M_N_TRADES] = n_tr
     if n_tr > 0.0:
-        out[9] = n_win / n_tr
-        out[11] = s_tret / n_tr
+        out[M_WIN_RATE] = n_win / n_tr
+        out[M_AVG_TRADE_RETURN] = s_tret / n_tr
     else:
-        out[9] = nan
-        out[11] = nan
-    out[10] = gross_win / gross_loss if gross_loss > 0.0 else nan
-    out[12] = n_exposed / n
+        out[M_WIN_RATE] = nan
+        out[M_AVG_TRADE_RETURN] = nan
+    out[M_PROFIT_FACTOR] = gross_win / gross_loss if gross_loss > 0.0 else nan
+    out[M_EXPOSURE] = n_exposed / n
     mean_b = s_b / n
     var_b = s_b2 - s_b * mean_b
     if var_b > 0.0 and n_bars > 1:
         beta = (s_rb - s_r * mean_b) / var_b
-        out[13] = (mean_r - beta * mean_b + 1.0) ** ppy - 1.0
-        out[14] = beta
+        out[M_ALPHA] = (mean_r - beta * mean_b + 1.0) ** ppy - 1.0
+        out[M_BETA] = beta
     else:
-        out[13] = nan
-        out[14] = nan
-    out[15] = 1.0 if ruined else 0.0
+        out[M_ALPHA] = nan
+        out[M_BETA] = nan
+    out[M_RUINED] = 1.0 if ruined else 0.0

@@ -8,6 +8,7 @@ ranked ascending), a combo that never traded.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,7 @@ def param_dims(ds: xr.Dataset) -> tuple[str, ...]:
 
 
 def rank(
-    results: str | xr.Dataset,
+    results: str | os.PathLike | xr.Dataset,
     by: str = "sharpe",
     top: int = 20,
     where: str | None = None,
@@ -35,7 +36,8 @@ def rank(
 
     Parameters
     ----------
-    results : path of a results store, or the Dataset opened from it
+    results : str, os.PathLike or xarray.Dataset
+        The path of a results store, or the Dataset opened from it.
     by : str
         A metric name; descending unless lower is better (volatility, ulcer_index).
     top : int
@@ -53,7 +55,7 @@ def rank(
         doing nothing wins, combos that never traded after those that did; then
         infinite values after finite ones; then by ``by``; ties by position.
     """
-    ds = open_results(results) if isinstance(results, str) else results
+    ds = results if isinstance(results, xr.Dataset) else open_results(results)
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
     if top < 1:

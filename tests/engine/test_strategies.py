@@ -1,6 +1,9 @@
 """Every strategy: sweep == backtest() == reference simulator fed TA-Lib-based signals."""
 
 
+import pkgutil
+from importlib import import_module
+
 import numpy as np
 import pytest
 from bars import random_bars
@@ -20,8 +23,22 @@ EXECUTIONS = [
 ]
 
 
+def builtin_strategy_names() -> set[str]:
+    """The strategies barsweep ships: the ``STRATEGY`` of every module in its strategies
+    package (strategies that tests register, e.g. a custom module's, are not counted)."""
+    import barsweep.engine.strategies as package
+
+    found = set()
+    for module in pkgutil.iter_modules(package.__path__):
+        strategy = getattr(import_module(f"{package.__name__}.{module.name}"), "STRATEGY", None)
+        if strategy is not None:
+            found.add(strategy.name)
+    return found
+
+
 def test_every_strategy_has_examples():
     assert set(strategy_names()) >= set(EXAMPLES)
+    assert builtin_strategy_names() == set(EXAMPLES)
 
 
 @pytest.mark.parametrize("execution", EXECUTIONS, ids=["close", "both-stops", "short-trail"])
