@@ -1,20 +1,23 @@
 """What a strategy declares: its parameters, the indicators it needs, its signal rule.
 
-A strategy module builds one :class:`Strategy` value. Its ``signal`` is compiled into
-two few-line module-level functions of its own: ``scan`` (the flat-stretch search,
+A strategy module defines its ``signal``, a module-level ``@njit(cache=True)`` function,
+and builds one :class:`Strategy` value naming it. The Strategy compiles the signal into
+the shared simulation: ``scan`` (the flat-stretch search,
 :func:`barsweep.engine.simulate.scan_flat`) and the sweep ``kernel``, an
 ``@njit(parallel=True, cache=True)`` loop over combos calling
-:func:`barsweep.engine.simulate.simulate`. They must be module-level functions (not
-built in a closure) so numba can cache them.
+:func:`barsweep.engine.simulate.simulate`, both written once per signal by
+:mod:`barsweep.engine.strategies.kernels` so that numba caches them across processes.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
+from importlib import import_module
 
 from ...errors import SpecError
+from . import kernels
 
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -64,25 +67,31 @@ class Indicator:
 
 @dataclass(frozen=True)
 class Strategy:
-    """A strategy: parameters, indicator slots, and its compiled sweep kernel.
+    """A strategy: parameters, indicator slots, its signal rule and the compiled kernel.
 
-    ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades)`` is
-    the strategy's module-level ``@njit`` sweep kernel (see ``bollinger.py``; the
-    crossover strategies share ``crossover.py``'s); ``signal`` and ``scan`` are the
-    functions it passes to ``simulate``, from which the GPU backend builds its CUDA
-    kernel (a strategy without them runs on the CPU only).
+    ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
+    short_exit)`` is the rule, a module-level ``@njit`` function (see ``bollinger.py``;
+    the crossover strategies share ``crossover.py``'s). From it the Strategy takes
+    ``scan`` and ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity,
+    rec_trades)``, the sweep kernel that ``sweep()`` and ``backtest()`` run
+    (:func:`barsweep.engine.strategies.kernels.compiled`); the GPU backend builds its
+    CUDA kernel from ``signal`` and ``scan``. A strategy may pass both ``kernel`` and
+    ``scan`` itself instead (without ``signal`` it runs on the CPU only).
     ``requires`` holds comparisons between two parameters that every combo must
     meet, e.g. ``("lower", "<", "upper")``: a spec adds them to its constraints and
     ``backtest()`` refuses a combo that breaks one.
+
+    Everything after ``indicators`` is passed by keyword.
     """
 
     name: str
     params: tuple[Param, ...]
     indicators: tuple[Indicator, ...]
-    kernel: Callable = field(repr=False)
+    _: KW_ONLY
+    signal: Callable | None = field(default=None, repr=False)
     doc: str = ""
     requires: tuple[tuple[str, str, str], ...] = ()
-    signal: Callable | None = field(default=None, repr=False)
+    kernel: Callable | None = field(default=None, repr=False)
     scan: Callable | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -94,6 +103,27 @@ class Strategy:
             unknown = set(ind.params) - names
             if unknown:
                 raise ValueError(f"{self.name}: indicator {ind.name} uses unknown {unknown}")
+        if self.signal is None or (self.kernel is not None and self.scan is not None):
+            return
+        if self.kernel is not None or self.scan is not None:
+            raise ValueError(f"{self.name}: pass both kernel and scan, or neither (they are "
+                             "then compiled from the signal)")
+        built = kernels.compiled(self.signal)
+        object.__setattr__(self, "kernel", built.kernel)
+        object.__setattr__(self, "scan", built.scan)
+
+    def __reduce__(self):
+        """Pickled without the kernel and scan compiled from the signal (their module is
+        this process's): they are built again where it is unpickled, from the signal
+        imported by name when it can be (numba pickles a function by value, and a copy
+        could not load its kernel from the cache)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.signal is not None and self.kernel is kernels.compiled(self.signal).kernel:
+            values["kernel"] = values["scan"] = None
+            source = kernels.source_of(self.signal)
+            if source is not None and source[0] != "__main__":
+                values["signal"] = source[:2]
+        return _strategy, (values,)
 
     @property
     def requirement_texts(self) -> tuple[str, ...]:
@@ -127,3 +157,11 @@ class Strategy:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+
+def _strategy(values: dict) -> Strategy:
+    """A Strategy from its fields (unpickling); a ``(module, name)`` signal is imported."""
+    if isinstance(values["signal"], tuple):
+        module, name = values["signal"]
+        values = {**values, "signal": getattr(import_module(module), name)}
+    return Strategy(**values)

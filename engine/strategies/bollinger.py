@@ -5,9 +5,8 @@ middle band; shorts mirror it (enter above the upper band, exit at or below the
 middle).
 """
 
-from numba import njit, prange
+from numba import njit
 
-from ..simulate import scan_flat, simulate
 from .base import Indicator, Param, Strategy
 
 
@@ -19,25 +18,11 @@ def signal(ind, rows, fparams, bars, t):
     return close < lower, close >= middle, close > upper, close <= middle
 
 
-@njit(cache=True)
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
-
-@njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
-    for c in prange(rows.shape[0]):
-        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 rec_equity, rec_trades)
-
-
 STRATEGY = Strategy(
     name="bollinger",
     params=(Param("period", "int", 2, 100_000), Param("k", "float", 0.1, 10.0)),
     indicators=(Indicator("bb_upper", ("period", "k")), Indicator("bb_middle", ("period", "k")),
                 Indicator("bb_lower", ("period", "k"))),
-    kernel=kernel,
     signal=signal,
-    scan=scan,
     doc=__doc__,
 )

@@ -2,9 +2,9 @@
 long when line ``rows[0]`` crosses above line ``rows[1]``, flat or short when it crosses
 below. One compiled kernel serves them all; each strategy only declares its lines."""
 
-from numba import njit, prange
+from numba import njit
 
-from ..simulate import cross_above, cross_below, scan_flat, simulate
+from ..simulate import cross_above, cross_below
 
 
 @njit(cache=True)
@@ -16,15 +16,3 @@ def signal(ind, rows, fparams, bars, t):
     up = cross_above(ind[a, t - 1], ind[b, t - 1], ind[a, t], ind[b, t])
     down = cross_below(ind[a, t - 1], ind[b, t - 1], ind[a, t], ind[b, t])
     return up, down, down, up
-
-
-@njit(cache=True)
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
-
-@njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
-    for c in prange(rows.shape[0]):
-        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 rec_equity, rec_trades)

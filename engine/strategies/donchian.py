@@ -1,9 +1,8 @@
 """donchian: breakout. Long when the close breaks above the highest high of the previous
 ``period`` bars, exit (or go short) when it breaks below the lowest low."""
 
-from numba import njit, prange
+from numba import njit
 
-from ..simulate import scan_flat, simulate
 from .base import Indicator, Param, Strategy
 
 
@@ -18,25 +17,11 @@ def signal(ind, rows, fparams, bars, t):
     return up, down, down, up
 
 
-@njit(cache=True)
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
-
-@njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
-    for c in prange(rows.shape[0]):
-        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 rec_equity, rec_trades)
-
-
 STRATEGY = Strategy(
     name="donchian",
     params=(Param("period", "int", 2, 100_000),),
     indicators=(Indicator("donchian_upper", ("period",)),
                 Indicator("donchian_lower", ("period",))),
-    kernel=kernel,
     signal=signal,
-    scan=scan,
     doc=__doc__,
 )

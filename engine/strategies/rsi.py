@@ -4,9 +4,9 @@ Shorts mirror it: enter when RSI crosses above ``upper``, exit when it crosses b
 ``lower``.
 """
 
-from numba import njit, prange
+from numba import njit
 
-from ..simulate import cross_above, cross_below, scan_flat, simulate
+from ..simulate import cross_above, cross_below
 from .base import Indicator, Param, Strategy
 
 
@@ -22,26 +22,12 @@ def signal(ind, rows, fparams, bars, t):
     return down_through_lower, up_through_upper, up_through_upper, down_through_lower
 
 
-@njit(cache=True)
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
-
-@njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
-    for c in prange(rows.shape[0]):
-        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 rec_equity, rec_trades)
-
-
 STRATEGY = Strategy(
     name="rsi",
     params=(Param("period", "int", 2, 100_000), Param("lower", "float", 0.0, 100.0),
             Param("upper", "float", 0.0, 100.0)),
     indicators=(Indicator("rsi", ("period",)),),
-    kernel=kernel,
     signal=signal,
-    scan=scan,
     doc=__doc__,
     requires=(("lower", "<", "upper"),),
 )

@@ -2,14 +2,12 @@
 (or short) when it crosses below."""
 
 from .base import Indicator, Param, Strategy
-from .crossover import kernel, scan, signal
+from .crossover import signal
 
 STRATEGY = Strategy(
     name="trix",
     params=(Param("period", "int", 1, 100_000), Param("signal", "int", 2, 100_000)),
     indicators=(Indicator("trix", ("period",)), Indicator("trix_signal", ("period", "signal"))),
-    kernel=kernel,
     signal=signal,
-    scan=scan,
     doc=__doc__,
 )

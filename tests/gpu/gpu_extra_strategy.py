@@ -1,10 +1,10 @@
 """wma_band: a test strategy on indicators the GPU hoists on the host (WMA, ATR), so the
 simulator tests cover that fallback too. Registered on import."""
 
-from numba import njit, prange
+from numba import njit
 
 from barsweep.engine import Indicator, Param, Strategy, register
-from barsweep.engine.simulate import cross_above, cross_below, scan_flat, simulate
+from barsweep.engine.simulate import cross_above, cross_below
 
 
 @njit(cache=True)
@@ -18,24 +18,10 @@ def signal(ind, rows, fparams, bars, t):
     return up, down, down, up
 
 
-@njit(cache=True)
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
-
-@njit(parallel=True, cache=True)
-def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
-    for c in prange(rows.shape[0]):
-        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 rec_equity, rec_trades)
-
-
 register(Strategy(
     name="wma_band",
     params=(Param("period", "int", 2, 10_000), Param("atr_period", "int", 2, 10_000)),
     indicators=(Indicator("wma", ("period",)), Indicator("atr", ("atr_period",))),
-    kernel=kernel,
     signal=signal,
-    scan=scan,
     doc=__doc__,
 ))

@@ -1,0 +1,178 @@
+"""Each strategy's ``scan`` and sweep ``kernel``, compiled from its ``signal`` alone.
+
+Both are a few lines that only name the signal: ``scan`` searches flat stretches
+(:func:`barsweep.engine.simulate.scan_flat`), ``kernel`` runs
+:func:`barsweep.engine.simulate.simulate` over the combos in a ``prange``. numba caches
+a function on disk only when it is a module-level function of a file, and a kernel
+that takes the signal as an argument, or closes over it, compiles again in every
+process (measured in benchmarks/NOTES.md, "Strategy kernels"). So :func:`compiled`
+writes them, once per signal, as a small module of their own (:data:`TEMPLATE`) that
+imports the signal by its module path, and imports it: numba's cache then works as for
+a hand-written module, with the same speed.
+
+The module goes to ``NUMBA_CACHE_DIR/barsweep_kernels/`` when that is set, else to
+numba's user-wide cache folder (``~/.cache/numba/barsweep_kernels/`` on Linux; beside
+the signal's file in ``__pycache__/barsweep_kernels/`` when that is not writable), where
+numba caches the kernel as any module's functions. Its name holds the signal's name and
+a hash of its file's path (two checkouts do not share it). It records the hash of the
+signal's source, so an edited signal rewrites it and numba recompiles; an edited engine
+recompiles it through :mod:`barsweep.engine.cache`. A signal that cannot be imported by
+name (defined in a function, or with no source file) gets the same code
+compiled in this process only, with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+from numba.core import config
+
+ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
+
+TEMPLATE = '''\
+"""scan and sweep kernel of {module}.{name}, written by {writer}: do not edit.
+
+Source of the signal: {path} (sha256 {digest}).
+"""
+
+from numba import njit, prange
+
+from {engine}.simulate import scan_flat, simulate
+{import_signal}
+
+@njit(cache={cache})
+def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
+    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+
+
+@njit(parallel=True, cache={cache})
+def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
+    for c in prange(rows.shape[0]):
+        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
+                 rec_equity, rec_trades)
+'''
+
+_COMPILED: dict[object, ModuleType] = {}  # signal -> the module holding its scan and kernel
+
+
+def compiled(signal) -> ModuleType:
+    """The module whose ``scan`` and ``kernel`` run ``signal`` (built once per process).
+
+    Parameters
+    ----------
+    signal : numba dispatcher
+        ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
+        short_exit)``, a module-level ``@njit`` function.
+
+    Returns
+    -------
+    module with ``scan(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t`` and
+    ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades)`` (writes
+    ``out``, shape (n_combos, N_METRICS), and the records).
+
+    Examples
+    --------
+    >>> from barsweep.engine.strategies import crossover
+    >>> compiled(crossover.signal).kernel.__name__
+    'kernel'
+    """
+    module = _COMPILED.get(signal)
+    if module is None:
+        module = _COMPILED[signal] = _build(signal)
+    return module
+
+
+def source_of(signal) -> tuple[str, str, str] | None:
+    """``(module, name, file)`` when ``signal`` is ``module.name``, a function of the module
+    file ``file`` (loaded in this process); None when it cannot be imported by name."""
+    py_func = getattr(signal, "py_func", signal)  # a plain function under NUMBA_DISABLE_JIT
+    module, name = py_func.__module__, py_func.__qualname__
+    loaded = sys.modules.get(module)
+    path = getattr(loaded, "__file__", None)
+    if (name.isidentifier() and path is not None and os.path.isfile(path)
+            and getattr(loaded, name, None) is signal):
+        return module, name, os.path.abspath(path)
+    return None
+
+
+def _build(signal) -> ModuleType:
+    source = source_of(signal)
+    if source is None:
+        py_func = getattr(signal, "py_func", signal)
+        module, name = py_func.__module__, py_func.__qualname__
+        warnings.warn(f"the signal {module}.{name} cannot be imported by name (define it at "
+                      "the top level of a module file): its sweep kernel is compiled in "
+                      "every process, not cached", stacklevel=5)
+        return _in_process(signal, module, name)
+    module, name, path = source
+    alias = "" if name == "signal" else " as signal"
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    text = TEMPLATE.format(module=module, name=name, writer=__name__, path=path, digest=digest,
+                           engine=ENGINE_PACKAGE, cache=True,
+                           import_signal=f"from {module} import {name}{alias}\n")
+    where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
+    stem = f"{module.rpartition('.')[2]}_{name}_{where}"
+    for folder in _folders(path):
+        try:
+            target = _write(folder / f"{stem}.py", text)
+        except OSError:  # not writable: the next place
+            continue
+        return _import(f"_barsweep_kernel_{stem}", target)
+    warnings.warn(f"no writable folder for the sweep kernel of {module}.{name} (tried "
+                  f"{', '.join(map(str, _folders(path)))}): it is compiled in every process, "
+                  "not cached", stacklevel=5)
+    return _in_process(signal, module, name)
+
+
+def _folders(signal_path: str) -> list[Path]:
+    """Where a kernel module may go, the first writable one taken. Not beside the signal
+    first, as numba caches: the package's own folders hold its sources only."""
+    from numba.misc.appdirs import AppDirs
+
+    folders = [Path(config.CACHE_DIR) / "barsweep_kernels"] if config.CACHE_DIR else []
+    folders.append(Path(AppDirs(appname="numba", appauthor=False).user_cache_dir)
+                   / "barsweep_kernels")
+    folders.append(Path(signal_path).parent / "__pycache__" / "barsweep_kernels")
+    return folders
+
+
+def _write(path: Path, text: str) -> Path:
+    """``path`` holding ``text``: left alone when it does, else written atomically."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def _import(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _in_process(signal, module: str, name: str) -> ModuleType:
+    text = TEMPLATE.format(module=module, name=name, writer=__name__, path="(none)",
+                           digest="-", engine=ENGINE_PACKAGE, cache=False, import_signal="")
+    kernels = ModuleType(f"_barsweep_kernel_{name}")
+    kernels.signal = signal
+    exec(compile(text, f"<sweep kernel of {module}.{name}>", "exec"), kernels.__dict__)
+    return kernels
