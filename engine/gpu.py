@@ -82,11 +82,11 @@ def require_cuda() -> None:
 
 
 def strategy_functions(strategy: Strategy) -> tuple:
-    """The ``(signal, scan)`` pair the strategy's kernel passes to ``simulate``
-    (``Strategy(..., signal=signal)`` builds ``scan`` from the signal)."""
+    """The ``(signal, scan)`` pair the strategy's kernel passes to ``simulate``, as the
+    strategy names them (``Strategy(..., signal=signal, scan=scan)``)."""
     if strategy.signal is None or strategy.scan is None:
         raise SpecError(f"strategy {strategy.name!r}: for the GPU, name its rule in the "
-                        f"Strategy: Strategy(..., signal=signal) (see README)")
+                        f"Strategy: Strategy(..., signal=signal, scan=scan) (see README)")
     return strategy.signal, strategy.scan
 
 
