@@ -7,9 +7,6 @@ run's store must equal a LocalCluster run's, bit for bit."""
 import json
 import shlex
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,22 +24,8 @@ from barsweep.pipeline.spec import load_spec
 
 pytestmark = pytest.mark.slow
 
-DASK = str(Path(sys.executable).parent / "dask")
 N_BARS = 6_000
 N_BLOCKS = 6  # 432 of 18 x 26 (fast, slow) pairs, in blocks of 78
-
-
-def can_unshare() -> bool:
-    try:
-        return subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
-                              capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-needs_unshare = pytest.mark.skipif(
-    not can_unshare(), reason="needs `unshare -m` (root or CAP_SYS_ADMIN) to hide files "
-                              "from a worker in its own mount namespace")
 
 
 def synth(store: Path, seed: int) -> None:
@@ -80,41 +63,15 @@ def project(tmp_path_factory):
 
 
 @pytest.fixture
-def scheduler(tmp_path):
-    """A `dask scheduler` started by hand on 127.0.0.1; yields (address, add_worker).
+def scheduler(dask_scheduler):
+    """conftest's `dask scheduler` started by hand; yields (address, add_worker).
 
     ``add_worker(cwd, hide=(), then="")`` starts one `dask worker` in ``cwd``; with
     ``hide`` it runs in its own mount namespace with a tmpfs over each directory (and
     runs the shell commands ``then`` before it starts, e.g. to put other files there).
     """
-    info = tmp_path / "scheduler.json"
-    procs = [subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(info), "--port", "0",
-                               "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)]
-
-    def add_worker(cwd: Path, hide=(), then: str = ""):
-        worker = [DASK, "worker", "--scheduler-file", str(info), "--nthreads", "1",
-                  "--host", "127.0.0.1"]
-        if hide:
-            steps = [f"mount -t tmpfs tmpfs {shlex.quote(str(d))}" for d in hide]
-            steps += [then] if then else []
-            steps.append("exec " + shlex.join(worker))
-            worker = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                      " && ".join(steps)]
-        procs.append(subprocess.Popen(worker, cwd=cwd, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
-
-    t0 = time.monotonic()
-    while not info.exists() and time.monotonic() - t0 < 60:
-        time.sleep(0.1)
-    address = json.loads(info.read_text())["address"]
-    try:
-        yield address, add_worker
-    finally:
-        for proc in reversed(procs):
-            proc.kill()
-            proc.wait()
+    address, add_worker = dask_scheduler
+    return address, lambda cwd, hide=(), then="": add_worker(cwd=cwd, hide=hide, then=then)
 
 
 def wait_for(address: str, n_workers: int):
@@ -167,7 +124,7 @@ def test_workers_started_elsewhere_read_the_spec_dirs_bars_not_their_own(
     assert not (elsewhere / "results.zarr").exists() and not (decoy / "results.zarr").exists()
 
 
-@needs_unshare
+@pytest.mark.requires_unshare
 def test_workers_that_cannot_see_the_drivers_files(project, tmp_path, scheduler, capsys):
     """One worker sees an empty directory where the driver's project is, the other sees
     other bars (and no results store) at the very same paths: the driver ships both the
@@ -195,7 +152,7 @@ def test_workers_that_cannot_see_the_drivers_files(project, tmp_path, scheduler,
     assert attrs["blocks_written_by_driver"] == N_BLOCKS
 
 
-@needs_unshare
+@pytest.mark.requires_unshare
 def test_a_worker_that_joins_after_the_bars_were_checked_gets_them(project, tmp_path,
                                                                   scheduler):
     """Blocks sent to a worker that cannot read the bars before the driver has shipped

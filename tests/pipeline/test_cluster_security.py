@@ -13,7 +13,6 @@ cluster keys a spec may not combine are refused in one line naming the key.
 
 import datetime as dt
 import ipaddress
-import json
 import os
 import re
 import shutil
@@ -145,7 +144,7 @@ def tls_client(address: str, pem: Pem):
 
 
 @pytest.fixture(scope="module")
-def tls_cluster(pki, tmp_path_factory):
+def tls_cluster(pki, tmp_path_factory, start_scheduler):
     """A TLS `dask scheduler` on 127.0.0.1 and one `dask worker`, started by hand as on
     other machines; their address once the worker has joined."""
     directory = tmp_path_factory.mktemp("tls-cluster")
@@ -166,14 +165,10 @@ def tls_cluster(pki, tmp_path_factory):
                          if path.exists())
 
     try:
-        start("scheduler", "scheduler", "--protocol", "tls", *tls, "--host", "127.0.0.1",
-              "--port", "0", "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
-              str(info))
-        t0 = time.monotonic()
-        while not info.exists() and time.monotonic() - t0 < 60:
-            time.sleep(0.1)
-        assert info.exists(), f"no scheduler file after 60 s\n{logged()}"
-        address = json.loads(info.read_text())["address"]
+        with logs["scheduler"].open("w") as log:
+            scheduler, address = start_scheduler(directory, "--protocol", "tls", *tls,
+                                                 cwd=directory, log=log, logged=logged)
+        procs.append(scheduler)
         assert address.startswith("tls://127.0.0.1:"), address
         start("worker", "worker", "--scheduler-file", str(info), *tls, "--nthreads", "1",
               "--host", "127.0.0.1", "--no-nanny", "--no-dashboard")
@@ -363,14 +358,22 @@ def http_status(host: str, port: int) -> int:
 
 
 @contextmanager
-def port_taken(port: int):
-    """``port`` on 127.0.0.1 held by this test, unless something holds it already."""
+def port_taken(port: int, wait: float = 30.0):
+    """``port`` on 127.0.0.1 held by this test. Held by another process (a cluster of a
+    test running beside this one), it could be freed mid-test: it is waited for, up to
+    ``wait`` seconds; one that holds it longer holds it for the test."""
     sock = socket.socket()
-    try:
-        sock.bind(("127.0.0.1", port))
-        sock.listen()
-    except OSError:  # busy already: that is all this needs
-        pass
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past connections' TIME_WAIT
+    t0 = time.monotonic()
+    while True:
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+            break
+        except OSError:  # busy
+            if time.monotonic() - t0 > wait:
+                break
+            time.sleep(0.1)
     try:
         yield
     finally:

@@ -10,7 +10,6 @@ or compared with what the code renders, so the page cannot drift from the code.
 
 from __future__ import annotations
 
-import importlib.util
 import operator
 import os
 import re
@@ -42,9 +41,6 @@ MANIFEST = ROOT / "docs" / "deploy" / "kubernetes.yaml"
 DOCKERFILE = ROOT / "docs" / "deploy" / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 VERSION = PYPROJECT["project"]["version"]
-
-requires_jobqueue = pytest.mark.skipif(importlib.util.find_spec("dask_jobqueue") is None,
-                                       reason="needs dask-jobqueue: pip install '.[hpc]'")
 
 # a busy 8787 moves a rendered cluster's dashboard elsewhere, with a warning
 pytestmark = pytest.mark.filterwarnings("ignore:Port \\d+ is already in use")
@@ -346,7 +342,7 @@ def check_worker_command(script: str, cores: int, memory_bytes: float) -> list[s
     return tokens
 
 
-@requires_jobqueue
+@pytest.mark.requires_jobqueue
 def test_slurm_job_script():
     script = rendered(jobqueue_spec("slurm").cluster)
     assert script.startswith("#!/usr/bin/env bash")
@@ -358,7 +354,7 @@ def test_slurm_job_script():
     assert "--tls-cert" not in tokens
 
 
-@requires_jobqueue
+@pytest.mark.requires_jobqueue
 def test_pbs_job_script():
     script = rendered(jobqueue_spec("pbs").cluster)
     assert header(script, "#PBS") == [
@@ -367,7 +363,7 @@ def test_pbs_job_script():
     check_worker_command(script, cores=4, memory_bytes=8e9)
 
 
-@requires_jobqueue
+@pytest.mark.requires_jobqueue
 def test_jobqueue_scheduler_dashboard_stays_on_localhost():
     spec = jobqueue_spec("slurm")
     with jobqueue_cluster(spec.cluster) as cluster:
@@ -383,7 +379,7 @@ def test_jobqueue_scheduler_dashboard_stays_on_localhost():
         assert cluster.scheduler_spec["options"]["dashboard_address"] == "0.0.0.0:0"
 
 
-@requires_jobqueue
+@pytest.mark.requires_jobqueue
 def test_jobqueue_tls_gives_scheduler_and_workers_the_certificate(tls_dir):
     tls = {k: str(tls_dir / Path(v).name) for k, v in TLS_FILES.items()}
     spec = jobqueue_spec("slurm", security=tls)
@@ -399,7 +395,7 @@ def test_jobqueue_tls_gives_scheduler_and_workers_the_certificate(tls_dir):
     assert option(tokens, "--tls-key") == tls["key"]
 
 
-@requires_jobqueue
+@pytest.mark.requires_jobqueue
 @pytest.mark.slow
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
 def test_rendered_job_script_starts_workers_that_join(tmp_path, tls, request):
@@ -517,7 +513,7 @@ def test_every_spec_in_the_doc_validates(tmp_path):
     assert {"scheduler", "slurm", "cuda"} <= kinds
 
 
-@requires_jobqueue
+@pytest.mark.requires_jobqueue
 def test_doc_job_script_is_what_the_doc_command_renders(tmp_path):
     """The page's command that prints the job script runs, and prints the script the
     page shows (Python and scheduler address aside)."""

@@ -3,7 +3,6 @@ SIGKILLed (LocalCluster and external `dask worker`s), a block that fails for goo
 cluster without workers. Each run's store must equal an undisturbed run's, bit for bit,
 or the run must stop in one line, leaving a store that says it is incomplete."""
 
-import json
 import os
 import shutil
 import signal
@@ -222,31 +221,10 @@ def test_a_worker_sigkilled_mid_run_local_cluster(bars, undisturbed, tmp_path):
 
 
 @pytest.fixture
-def external_cluster(tmp_path):
-    """A `dask scheduler` and two `dask worker`s started by hand, as on other machines."""
-    dask = str(Path(sys.executable).parent / "dask")
-    info = tmp_path / "scheduler.json"
-    procs = [subprocess.Popen([dask, "scheduler", "--scheduler-file", str(info), "--port", "0",
-                               "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-
-    def add_worker(*flags):
-        procs.append(subprocess.Popen(
-            [dask, "worker", "--scheduler-file", str(info), "--nthreads", "1",
-             "--host", "127.0.0.1", *flags], cwd=tmp_path,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        return procs[-1]
-
-    t0 = time.monotonic()
-    while not info.exists() and time.monotonic() - t0 < 60:
-        time.sleep(0.1)
-    address = json.loads(info.read_text())["address"]
-    try:
-        yield address, add_worker
-    finally:
-        for proc in reversed(procs):
-            proc.kill()
-            proc.wait()
+def external_cluster(dask_scheduler):
+    """A `dask scheduler` started by hand, as on other machines (conftest's); yields
+    (address, add_worker): ``add_worker(*flags)`` starts a `dask worker`, its process."""
+    return dask_scheduler
 
 
 def test_a_worker_sigkilled_mid_run_external_workers(bars, undisturbed, tmp_path,
@@ -325,6 +303,14 @@ def test_a_block_that_fails_for_good_stops_the_run_in_one_line(bars, tmp_path):
     assert store_attrs(out)["complete"] is False
 
 
+@pytest.fixture
+def quick_connect_timeout(monkeypatch):
+    """A refused connection is retried until the connect timeout: 2 s here, not 10, where
+    only the refusal is read."""
+    monkeypatch.setattr("barsweep.pipeline.cluster.CONNECT_TIMEOUT_S", 2)
+
+
+@pytest.mark.usefixtures("quick_connect_timeout")
 def test_an_unreachable_scheduler_is_one_line(bars, tmp_path, capsys):
     spec = yaml.safe_load(write_spec(tmp_path, bars).read_text())
     spec["cluster"] = "tcp://127.0.0.1:9"
