@@ -219,9 +219,16 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     try:
         with connect(spec.cluster, n_workers or spec.n_workers) as client:
             print(f"dask dashboard: {client.dashboard_link}", flush=True)
-            summary = run_prepared(prepared, client, progress=progress,
-                                   on_start=lambda line: print(line, flush=True))
+            try:
+                summary = run_prepared(prepared, client, progress=progress,
+                                       on_start=lambda line: print(line, flush=True))
+            except KeyboardInterrupt:
+                # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
+                # not news; the one line below says what is done
+                logging.disable(logging.ERROR)
+                raise
     except KeyboardInterrupt:
+        logging.disable(logging.NOTSET)
         raise Interrupted(interrupted_message(prepared.out, earlier, resume)) from None
     except RunError as err:
         attrs = store_attrs(prepared.out)

@@ -357,14 +357,9 @@ def _range_problem(start, stop, step) -> str | None:
     if start > stop:
         return f"start must be <= stop, got start={_shown(start)} > stop={_shown(stop)}"
     shown = f"start={_shown(start)}, stop={_shown(stop)}, step={_shown(step)}"
-    try:
-        width = stop - start
-        span = 0 if step > width else width / step
-    except OverflowError:  # an int too large for a float
-        width = span = math.inf
-    else:
-        if isinstance(width, float) and not math.isfinite(width):
-            return f"the range {shown} is wider than float64 can hold"
+    if isinstance(stop - start, float) and not math.isfinite(stop - start):
+        return f"the range {shown} is wider than float64 can hold"
+    span = _span(start, stop, step)
     if not span + 1 <= MAX_AXIS_LEN:  # inf included
         count = f"{math.floor(span + 1e-9) + 1:,}" if span < 1e15 else (
             f"about {span:.3g}" if math.isfinite(span) else "too many")
@@ -498,11 +493,17 @@ def expand(entry: list | RangeSpec, kind: str | None = None) -> np.ndarray:
         raise SpecError("a value is too large for float64 (at most about 1.8e308)") from None
 
 
-def _range_values(start, stop, step, kind: str | None) -> np.ndarray:
+def _span(start, stop, step) -> float:
+    """How many steps fit from `start` to `stop` (0 when one step is longer; inf when
+    the integers are too large for a float)."""
     try:
-        span = 0 if step > stop - start else (stop - start) / step
-    except OverflowError:  # pragma: no cover - refused when validated
-        span = math.inf
+        return 0 if step > stop - start else (stop - start) / step
+    except OverflowError:
+        return math.inf
+
+
+def _range_values(start, stop, step, kind: str | None) -> np.ndarray:
+    span = _span(start, stop, step)
     if all(isinstance(x, int) for x in (start, stop, step)) and kind != "float":
         return np.arange(start, start + 1 if span < 1 else stop + 1, min(step, 2**62),
                          dtype=np.int64)
@@ -545,9 +546,9 @@ def as_kind(values: np.ndarray, kind: str | None) -> np.ndarray:
         fractional = values[values != np.round(values)]
         if fractional.size:
             raise SpecError(f"values must be integers, got {fractional[0].item()!r}")
-        if np.abs(values).max() > _INT_LIMIT:
-            raise SpecError(f"values are too large for int64 (at most 2**62 in magnitude), "
-                            f"got {np.abs(values).max()!r}")
+        problem = _int64_problem(*values.tolist())
+        if problem:
+            raise SpecError(problem)
         return values.astype(np.int64)
     return values
 

@@ -15,6 +15,7 @@ and how refusals read in :func:`barsweep.errors.refusals`.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
@@ -267,11 +268,10 @@ class Spec(BaseModel):
             if key in self.grid and getattr(self.execution, key) is not None:
                 problems.append((f"execution.{key}", f"{key} is also a grid axis; keep one"))
             if key == "take_profit" and key in self.grid:
-                for v in np.unique(dict(axes)[key]).tolist():
-                    problem = check_stop(key, v, self.execution.direction)
-                    if problem:
-                        problems.append((f"grid.{key}", problem))
-                        break
+                check = functools.partial(check_stop, key, direction=self.execution.direction)
+                problem = next(filter(None, map(check, dict(axes)[key].tolist())), None)
+                if problem:
+                    problems.append((f"grid.{key}", problem))
         strategy = get_strategy(self.strategy)
         grid = Grid(axes, tuple(parse_expr(text) for text in
                                 (*self.constraints, *strategy.requirement_texts)))
@@ -428,36 +428,20 @@ def _strategy_problems(strategy: Strategy, expanded: dict,
     problems = []
     for key, values in expanded.items():
         if key in STOP_PARAMS:
-            for v in values.tolist():
-                reason = check_stop(key, v)
-                if reason:
-                    problems.append((f"grid.{key}", reason))
-                    break
+            check = functools.partial(check_stop, key)
+        elif key in names:
+            check = strategy.param(key).check
+        else:
+            problems.append((f"grid.{key}", f"strategy {strategy.name!r} has no parameter "
+                             f"{key!r}; its parameters: {listed} (and the stops "
+                             f"{', '.join(STOP_PARAMS)})"))
             continue
-        if key not in names:
-            problems.append(
-                (
-                    f"grid.{key}",
-                    f"strategy {strategy.name!r} has no parameter {key!r}; "
-                    f"its parameters: {listed} (and the stops {', '.join(STOP_PARAMS)})",
-                )
-            )
-            continue
-        param = strategy.param(key)
-        for v in values.tolist():
-            reason = param.check(v)
-            if reason:
-                problems.append((f"grid.{key}", reason))
-                break
-    for name in names:
-        if name not in given:
-            problems.append(
-                (
-                    f"grid.{name}",
-                    f"missing: strategy {strategy.name!r} needs a list of values "
-                    f"or a range {{start, stop, step}} for each of its parameters ({listed})",
-                )
-            )
+        reason = next(filter(None, map(check, values.tolist())), None)
+        if reason:
+            problems.append((f"grid.{key}", reason))
+    problems += [(f"grid.{name}", f"missing: strategy {strategy.name!r} needs a list of values "
+                  f"or a range {{start, stop, step}} for each of its parameters ({listed})")
+                 for name in names if name not in given]
     return problems
 
 
