@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -106,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     rank.add_argument("results")
     rank.add_argument("--partial", action="store_true",
                       help="rank an incomplete store (an interrupted run) as it is")
+    rank.add_argument("--smooth", type=int, metavar="R",
+                      help="rank by --by averaged over each combo's neighbourhood of radius "
+                           "R grid steps in every parameter (excluded combos do not count)")
+    rank.add_argument("--across", metavar="DIM",
+                      help="rank parameter combos by --by aggregated across DIM (symbol)")
+    rank.add_argument("--agg", default="median", metavar="HOW",
+                      help="with --across: median (default), mean or min")
+    rank.add_argument("--pareto", metavar="M1,M2",
+                      help="print the non-dominated combos by these metrics, e.g. "
+                           "sharpe,max_drawdown")
+    rank.add_argument("--pbo", action="store_true",
+                      help="print the probability of backtest overfitting (CSCV) per symbol")
     rank.set_defaults(func=cmd_rank)
 
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
@@ -268,11 +281,23 @@ def interrupted_message(out: str, earlier: dict | None = None, resume: bool = Fa
 
 
 def cmd_rank(args) -> int:
-    from .rank import rank, to_records
+    from .rank import pareto_front, pbo_table, rank, to_records
     from .results import open_results, store_status
 
+    if args.agg != "median" and not args.across:
+        print("barsweep: error: --agg: only with --across symbol", file=sys.stderr)
+        return 2
     ds = open_results(args.results, partial=args.partial)
-    frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending)
+    if args.pbo:
+        return print_pbo(pbo_table(ds, where=args.where), args.json)
+    if args.pareto:
+        metrics = [m.strip() for m in args.pareto.split(",")]
+        frame = pareto_front(ds, metrics, where=args.where)
+        by = metrics[0]
+    else:
+        frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending,
+                     smooth=args.smooth, across=args.across, agg=args.agg)
+        by = args.by
     pending, total = store_status(args.results)
     if pending:
         n_done = int(ds["n_trades"].notnull().sum())
@@ -283,23 +308,95 @@ def cmd_rank(args) -> int:
               f"{n_done:,}{of} combos computed so far", file=sys.stderr)
     if not len(frame):
         reason = (f"passes --where {args.where!r}" if args.where
-                  else f"has a defined {args.by}")
+                  else f"has a defined {by}" + (" on every symbol" if args.across else ""))
         print(f"barsweep: no combo of {args.results} to rank: none {reason}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(to_records(frame), indent=1, allow_nan=False))
+        records = to_records(frame)
+        if args.across:
+            records = across_records(records, args.by, args.agg)
+        print(json.dumps(records, indent=1, allow_nan=False))
+    elif args.pareto:
+        print(f"non-dominated by {', '.join(metrics)} ({len(frame)} combos):")
+        print(format_table(frame, metrics[0], extra=metrics[1:]))
+    elif args.across:
+        print(format_across(frame))
     else:
-        print(format_table(frame, args.by))
+        extra = [c for c in ("psr", "dsr", f"{by}_smooth") if c in frame.columns and c != by]
+        print(format_table(frame, by, extra=extra))
     return 0
 
 
-def format_table(frame, by: str) -> str:
-    """A compact table for people: identity, the ranking metric, then key metrics."""
+def across_records(records: list[dict], by: str, agg: str) -> list[dict]:
+    """``rank --across symbol --json`` rows: the parameters, ``metric``, ``agg``, the
+    aggregate as ``value`` (``smoothed`` with --smooth) and ``by_symbol``."""
+    out = []
+    for row in records:
+        new, per_symbol = {}, {}
+        for key, value in row.items():
+            if key.startswith(f"{by}[") and key.endswith("]"):
+                per_symbol[key[len(by) + 1:-1]] = value
+            elif key == f"{by}_{agg}":
+                new.update(metric=by, agg=agg, value=value)
+            elif key == f"{by}_smooth_{agg}":
+                new["smoothed"] = value
+            else:
+                new[key] = value
+        new["by_symbol"] = per_symbol
+        out.append(new)
+    return out
+
+
+def format_across(frame) -> str:
+    """``rank --across``'s table: parameters, the aggregate, each symbol's value."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20,
+                           "display.float_format", "{:.4f}".format):
+        return frame.to_string()
+
+
+def print_pbo(table, as_json: bool) -> int:
+    """``rank --pbo``: one block (or JSON object) per symbol."""
+    rows = []
+    for labels, res in table:
+        rows.append({**labels, "pbo": res.pbo, "n_splits": res.n_splits,
+                     "sampled": res.sampled, "n_combos": res.n_combos,
+                     "logit_quartiles": list(res.logit_quartiles),
+                     "degradation_slope": res.slope, "degradation_intercept": res.intercept})
+    if as_json:
+        def finite(value):
+            return None if isinstance(value, float) and not math.isfinite(value) else value
+
+        clean = [{k: [finite(q) for q in v] if k == "logit_quartiles" else finite(v)
+                  for k, v in row.items()} for row in rows]
+        print(json.dumps(clean, indent=1, allow_nan=False))
+        return 0
+    for row in rows:
+        where = " ".join(f"{k}={row[k]}" for k in row if k not in _PBO_KEYS)
+        how = "a seeded random sample of" if row["sampled"] else "all"
+        q1, q2, q3 = row["logit_quartiles"]
+        print(f"{where}: PBO {row['pbo']:.3f} over {how} {row['n_splits']:,} CSCV splits of "
+              f"{row['n_combos']:,} combos; logit quartiles {q1:.3f} {q2:.3f} {q3:.3f}; "
+              f"degradation slope {row['degradation_slope']:.3f} "
+              f"(OOS Sharpe on IS Sharpe of the IS winner)")
+    return 0
+
+
+_PBO_KEYS = {"pbo", "n_splits", "sampled", "n_combos", "logit_quartiles",
+             "degradation_slope", "degradation_intercept"}
+
+
+def format_table(frame, by: str, extra=()) -> str:
+    """A compact table for people: identity, the ranking metric (then ``extra``
+    columns: psr, dsr, the smoothed metric), then key metrics."""
     import pandas as pd
 
     key = ["total_return", "sharpe", "max_drawdown", "n_trades", "win_rate", "exposure"]
-    params = [c for c in frame.columns if c not in _metric_names()]
-    cols = params + [by] + [k for k in key if k != by]
+    shown = [by, *extra]
+    computed = {"psr", "dsr", f"{by}_smooth"}
+    params = [c for c in frame.columns if c not in _metric_names() and c not in computed]
+    cols = params + shown + [k for k in key if k not in shown]
     with pd.option_context("display.width", 160, "display.max_columns", 20,
                            "display.float_format", "{:.4f}".format):
         return frame[cols].to_string()

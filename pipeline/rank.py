@@ -3,12 +3,20 @@
 Never first: NaN (never ranked at all), an infinite value, a ruined combo, and, by a
 metric that doing nothing wins (volatility, ulcer_index, max_drawdown, ruined, or any
 ranked ascending), a combo that never traded.
+
+Beyond one metric in sample (docs/ROBUST.md): the probabilistic and deflated Sharpe
+ratios as rankable columns (``by="psr"``, ``by="dsr"``), ranking by a metric smoothed
+over each combo's parameter neighbourhood (``smooth``), by a metric aggregated across
+symbols (``across="symbol"``), the Pareto front of several metrics
+(:func:`pareto_front`) and the probability of backtest overfitting (:func:`pbo_table`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,8 +24,15 @@ import xarray as xr
 
 from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ..errors import SpecError
+from . import robust
 from .expr import check_names, parse_expr
 from .results import open_results
+
+#: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
+COMPUTED = ("psr", "dsr")
+
+#: How ``across`` aggregates a metric over symbols.
+AGGREGATES = ("median", "mean", "min")
 
 
 def param_dims(ds: xr.Dataset) -> tuple[str, ...]:
@@ -31,6 +46,10 @@ def rank(
     top: int = 20,
     where: str | None = None,
     ascending: bool | None = None,
+    *,
+    smooth: int | None = None,
+    across: str | None = None,
+    agg: str = "median",
 ) -> pd.DataFrame:
     """The ``top`` combos by metric ``by``.
 
@@ -39,12 +58,25 @@ def rank(
     results : str, os.PathLike or xarray.Dataset
         The path of a results store, or the Dataset opened from it.
     by : str
-        A metric name; descending unless lower is better (volatility, ulcer_index).
+        A metric name, or ``psr`` / ``dsr`` (computed from ``sharpe``, ``skew`` and
+        ``kurtosis``: :func:`barsweep.pipeline.robust.dsr_columns`; both then appear as
+        columns); descending unless lower is better (volatility, ulcer_index).
     top : int
     where : str, optional
         A filter over metric and parameter names, e.g. ``"n_trades >= 10"``.
     ascending : bool, optional
         Override the metric's natural direction.
+    smooth : int, optional
+        Rank by ``by`` averaged over each combo's box of this radius in every parameter
+        dim (:func:`barsweep.pipeline.robust.smooth`); the frame gains the column
+        ``<by>_smooth``. Combos outside ``where`` do not count in their neighbours' means.
+    across : {"symbol"}, optional
+        Rank parameter combos by ``by`` aggregated across symbols with ``agg``. A combo
+        takes part only where ``by`` is defined (and ``where`` holds) on every symbol.
+        The frame then has the parameters, ``<by>_<agg>`` (and
+        ``<by>_smooth_<agg>`` with ``smooth``) and one column ``<by>[<symbol>]`` per
+        symbol.
+    agg : {"median", "mean", "min"}
 
     Returns
     -------
@@ -56,32 +88,180 @@ def rank(
         infinite values after finite ones; then by ``by``; ties by position.
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
-    if by not in METRICS:
-        raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
+    if by not in METRICS and by not in COMPUTED:
+        raise SpecError(f"--by: unknown metric {by!r}; metrics: "
+                        f"{', '.join((*METRICS, *COMPUTED))}")
     if top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
+    if smooth is not None and (isinstance(smooth, bool) or not isinstance(smooth, int)
+                               or smooth < 1):
+        raise SpecError(f"--smooth: expected a positive radius in grid steps, got {smooth!r}")
+    if across is not None and across != "symbol":
+        raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
+    if agg not in AGGREGATES:
+        raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
+    names = list(METRICS)
+    if by in COMPUTED:
+        psr, dsr = robust.dsr_columns(ds)
+        ds = ds.assign(psr=psr, dsr=dsr)
+        names += list(COMPUTED)
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
-    score = np.asarray(ds[by].values, dtype=np.float64).ravel()
-    keep = ~np.isnan(score)
+    value = ds[by].astype(np.float64).transpose(*dims)
+    keep = value.notnull().values
     if where:
-        keep &= _where_mask(ds, where, dims, shape)
-    candidates = np.flatnonzero(keep)
+        keep &= _where_mask(ds, where, dims, shape, names).reshape(shape)
+    value = value.where(xr.DataArray(keep, dims=dims))
+    smoothed = robust.smooth(value, smooth) if smooth else None
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
-    order = rank_order(score[candidates], ascending,
-                       idle_wins=ascending or by in BEST_WHEN_IDLE,
+    idle_wins = ascending or by in BEST_WHEN_IDLE
+    if across:
+        return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
+    score = np.asarray((value if smoothed is None else smoothed).values).ravel()
+    candidates = np.flatnonzero(~np.isnan(score))
+    order = rank_order(score[candidates], ascending, idle_wins=idle_wins,
                        ruined=_flat(ds, "ruined", candidates) == 1.0,
                        traded=_flat(ds, "n_trades", candidates) > 0.0)[:top]
     chosen = candidates[order]
+    frame = _frame(ds, chosen, dims, shape, names)
+    if smoothed is not None:
+        frame[f"{by}_smooth"] = score[chosen]
+    return frame
+
+
+def _frame(ds: xr.Dataset, chosen: np.ndarray, dims: tuple[str, ...],
+           shape: tuple[int, ...], names: Sequence[str]) -> pd.DataFrame:
+    """The rows at flat positions ``chosen``: the dims' labels, then metrics ``names``."""
     index = np.unravel_index(chosen, shape)
     points = {d: xr.DataArray(ix, dims="rank") for d, ix in zip(dims, index)}
-    picked = ds[list(METRICS)].isel(points).compute()
+    picked = ds[list(names)].isel(points).compute()
     frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(dims, index)})
-    for name in METRICS:
+    for name in names:
         frame[name] = picked[name].values
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
+
+
+def _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims):
+    """Rank parameter combos by ``by`` aggregated over symbols (see :func:`rank`)."""
+    params = dims[1:]
+    shape = tuple(ds.sizes[d] for d in params)
+
+    def aggregate(da):
+        return getattr(da, agg)("symbol", skipna=False).transpose(*params)
+
+    total = aggregate(value)
+    score_da = total if smoothed is None else aggregate(smoothed)
+    score = np.asarray(score_da.values).ravel()
+    candidates = np.flatnonzero(~np.isnan(score))
+
+    def over_symbols(name, reduce):
+        if name not in ds.data_vars:
+            return np.zeros(len(candidates))
+        da = reduce(ds[name].astype(np.float64), "symbol").transpose(*params)
+        return np.asarray(da.values).ravel()[candidates]
+
+    ruined = over_symbols("ruined", lambda da, d: da.max(d)) == 1.0       # on any symbol
+    traded = over_symbols("n_trades", lambda da, d: da.sum(d)) > 0.0      # on some symbol
+    order = rank_order(score[candidates], ascending, idle_wins=idle_wins, ruined=ruined,
+                       traded=traded)[:top]
+    chosen = candidates[order]
+    index = np.unravel_index(chosen, shape)
+    frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(params, index)})
+    frame[f"{by}_{agg}"] = np.asarray(total.values).ravel()[chosen]
+    if smoothed is not None:
+        frame[f"{by}_smooth_{agg}"] = score[chosen]
+    per_symbol = np.asarray(value.transpose("symbol", *params).values).reshape(
+        ds.sizes["symbol"], -1)
+    for k, symbol in enumerate(ds["symbol"].values):
+        frame[f"{by}[{symbol}]"] = per_symbol[k, chosen]
+    frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
+    return frame
+
+
+def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str],
+                 where: str | None = None) -> pd.DataFrame:
+    """The non-dominated (symbol, combo) rows by ``metrics``, each in its own better
+    direction (:func:`barsweep.pipeline.robust.pareto`), best first by the first metric.
+
+    Rows with a NaN metric, or failing ``where``, take no part.
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`rank`'s: ``symbol``, the parameters, every metric.
+    """
+    ds = results if isinstance(results, xr.Dataset) else open_results(results)
+    metrics = list(metrics)
+    names = list(METRICS)
+    if any(m in COMPUTED for m in metrics):
+        psr, dsr = robust.dsr_columns(ds)
+        ds = ds.assign(psr=psr, dsr=dsr)
+        names += list(COMPUTED)
+    unknown = [m for m in metrics if m not in names]
+    if unknown or len(metrics) < 2 or len(set(metrics)) < len(metrics):
+        raise SpecError(f"--pareto: expected two or more distinct metrics separated by "
+                        f"commas, e.g. sharpe,max_drawdown; got {','.join(metrics)!r}"
+                        + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    dims = ("symbol", *param_dims(ds))
+    shape = tuple(ds.sizes[d] for d in dims)
+    columns = {m: np.asarray(ds[m].values, dtype=np.float64).ravel() for m in metrics}
+    keep = np.ones(int(np.prod(shape)), dtype=bool)
+    if where:
+        keep &= _where_mask(ds, where, dims, shape, names)
+    for m in metrics:
+        keep &= ~np.isnan(columns[m])
+    rows = np.flatnonzero(keep)
+    front = rows[robust.pareto({m: c[rows] for m, c in columns.items()}, metrics)]
+    first = columns[metrics[0]][front]
+    order = np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER else -first))
+    return _frame(ds, front[order], dims, shape, names)
+
+
+def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None, *,
+              max_splits: int = 5000, seed: int = 0) -> list[tuple[dict, robust.PBOResult]]:
+    """The probability of backtest overfitting of each symbol's grid (and each window's
+    and sample's, where the store has them) from the stored segment sums.
+
+    The trials are the combos with a finite ``sharpe`` that pass ``where``.
+
+    Returns
+    -------
+    list of (labels, PBOResult)
+        ``labels`` maps the non-parameter dims (``symbol``, ...) to the group's values.
+    """
+    ds = results if isinstance(results, xr.Dataset) else open_results(results)
+    missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
+    if missing:
+        raise SpecError(f"--pbo: the results store lacks the segment sums "
+                        f"({', '.join(missing)}); rerun the sweep with this version of "
+                        f"barsweep")
+    dims = ("symbol", *param_dims(ds))
+    shape = tuple(ds.sizes[d] for d in dims)
+    params = [d for d in dims if d not in robust.NON_PARAM_DIMS]
+    groups = [d for d in dims if d in robust.NON_PARAM_DIMS]
+    keep = np.isfinite(np.asarray(ds["sharpe"].values, dtype=np.float64)).ravel()
+    if where:
+        keep &= _where_mask(ds, where, dims, shape, list(METRICS))
+    keep_da = xr.DataArray(keep.reshape(shape), dims=dims)
+    out = []
+    for labels in itertools.product(*(range(ds.sizes[g]) for g in groups)):
+        at = dict(zip(groups, labels))
+        sums = ds["seg_sum_r"].isel(at).transpose(*params, "segment")
+        sums2 = ds["seg_sum_r2"].isel(at).transpose(*params, "segment")
+        n_seg = ds.sizes["segment"]
+        mask = np.asarray(keep_da.isel(at).transpose(*params).values).ravel()
+        r = np.asarray(sums.values, dtype=np.float64).reshape(-1, n_seg)[mask]
+        r2 = np.asarray(sums2.values, dtype=np.float64).reshape(-1, n_seg)[mask]
+        seg_n = np.asarray(ds["seg_n"].isel({g: i for g, i in at.items()
+                                             if g in ds["seg_n"].dims}).values)
+        name = {g: _label(ds[g].values[i]) for g, i in at.items()}
+        if len(r) < 2:
+            raise SpecError(f"--pbo: {name}: fewer than two combos with a finite sharpe "
+                            f"to choose among")
+        out.append((name, robust.pbo(r, r2, seg_n, max_splits=max_splits, seed=seed)))
+    return out
 
 
 def rank_order(score: np.ndarray, ascending: bool, idle_wins: bool, ruined: np.ndarray,
@@ -115,13 +295,19 @@ def _flat(ds: xr.Dataset, name: str, index: np.ndarray) -> np.ndarray:
     return np.asarray(ds[name].values, dtype=np.float64).ravel()[index]
 
 
+def _label(value):
+    """A coordinate value as a plain Python scalar (for printing and JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
-                shape: tuple[int, ...]) -> np.ndarray:
+                shape: tuple[int, ...], names: Sequence[str] = METRICS) -> np.ndarray:
+    """``where`` over metrics ``names`` and the parameters, flat over ``dims``."""
     expr = parse_expr(where)
-    check_names(expr, set(METRICS) | set(dims[1:]), what="--where")
+    check_names(expr, set(names) | set(dims[1:]), what="--where")
     env = {}
     for name in expr.names:
-        if name in METRICS:
+        if name in names:
             env[name] = np.asarray(ds[name].values, dtype=np.float64).ravel()
         else:
             axis = dims.index(name)
