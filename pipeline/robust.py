@@ -20,6 +20,7 @@ import xarray as xr
 from numba import njit, prange
 
 from ..engine import LOWER_IS_BETTER
+from ..errors import DataError, SpecError
 
 #: The Euler-Mascheroni constant (the gamma of Bailey & Lopez de Prado 2014, eq. 2).
 EULER_GAMMA = 0.5772156649015329
@@ -178,8 +179,6 @@ def dsr_columns(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     if "periods_per_year" not in ds.attrs:
         missing.append("the periods_per_year attribute")
     if missing:
-        from ..errors import SpecError
-
         raise SpecError(f"--by psr/dsr: the results store lacks {', '.join(missing)}; "
                         f"rerun the sweep with this version of barsweep")
     sharpe, skew, kurtosis = (ds[name].astype(np.float64).compute()
@@ -297,17 +296,17 @@ def pbo(seg_sum_r, seg_sum_r2, seg_n, *, max_splits: int = 5000, seed: int = 0,
     sum_r2 = np.asarray(seg_sum_r2, dtype=np.float64)
     counts = np.asarray(seg_n, dtype=np.float64)
     if sum_r.ndim != 2 or sum_r.shape != sum_r2.shape or counts.shape != sum_r.shape[1:]:
-        raise ValueError(f"pbo: seg_sum_r and seg_sum_r2 must have shape (n_combos, S) and "
+        raise DataError(f"pbo: seg_sum_r and seg_sum_r2 must have shape (n_combos, S) and "
                          f"seg_n shape (S,); got {sum_r.shape}, {sum_r2.shape} and "
                          f"{counts.shape}")
     n_seg = sum_r.shape[1]
     if n_seg < 2 or n_seg % 2:
-        raise ValueError(f"pbo: the number of segments must be even and at least 2, got "
+        raise DataError(f"pbo: the number of segments must be even and at least 2, got "
                          f"{n_seg}")
     keep = np.isfinite(sum_r).all(axis=1) & np.isfinite(sum_r2).all(axis=1)
     rows = np.flatnonzero(keep)
     if len(rows) < 2:
-        raise ValueError(f"pbo: needs at least two combos with finite segment sums, got "
+        raise DataError(f"pbo: needs at least two combos with finite segment sums, got "
                          f"{len(rows)}")
     sum_r, sum_r2 = sum_r[rows], sum_r2[rows]
     splits, sampled = _cscv_splits(n_seg, max_splits, seed)
@@ -315,7 +314,7 @@ def pbo(seg_sum_r, seg_sum_r2, seg_n, *, max_splits: int = 5000, seed: int = 0,
     n_in = np.array([counts[list(h)].sum() for h in canon])
     n_out = counts.sum() - n_in
     if (n_in < 2).any() or (n_out < 2).any():
-        raise ValueError("pbo: every half of the segments needs at least two bars")
+        raise DataError("pbo: every half of the segments needs at least two bars")
     canon = np.array(canon, dtype=np.int64)
 
     n_combos = len(rows)
@@ -488,22 +487,30 @@ def smooth(da: xr.DataArray, radius: int) -> xr.DataArray:
 
     Parameter dims are those not in ``NON_PARAM_DIMS`` (symbol, window, sample,
     segment). NaN (excluded, undefined) combos do not count in a neighbour's mean, and
-    stay NaN themselves. At the grid's edges the box is cut short (xarray ``rolling``
-    with ``center=True, min_periods=1``).
+    stay NaN themselves. At the grid's edges the box is cut short. The box sums of the
+    values and of the finite-value counts are xarray ``rolling(..., center=True,
+    min_periods=1)`` sums along one dim after another; it equals
+    ``da.rolling({d: 2 R + 1 for d in params}, center=True, min_periods=1).mean()``
+    without its (2 R + 1)^dims copies of the grid.
 
     >>> da = xr.DataArray([[1.0, 2.0, np.nan, 4.0]], dims=("symbol", "p"))
     >>> smooth(da, 1).values.tolist()
     [[1.5, 1.5, nan, 4.0]]
     """
     if radius < 0:
-        raise ValueError(f"smooth: radius must be >= 0, got {radius}")
+        raise DataError(f"smooth: radius must be >= 0, got {radius}")
     params = [d for d in da.dims if d not in NON_PARAM_DIMS]
     if radius == 0 or not params:
         return da.copy()
-    window = {d: 2 * radius + 1 for d in params}
     values = da.where(np.isfinite(da))
-    mean = values.rolling(window, center=True, min_periods=1).mean()
-    return mean.where(values.notnull())
+    # a box sum is a 1-D rolling sum along each dim in turn: memory O(combos), where one
+    # rolling over all dims at once would hold (2 R + 1)^dims values per combo
+    total = values.fillna(0.0)
+    count = values.notnull().astype(np.float64)
+    for d in params:
+        total = total.rolling({d: 2 * radius + 1}, center=True, min_periods=1).sum()
+        count = count.rolling({d: 2 * radius + 1}, center=True, min_periods=1).sum()
+    return (total / count).where(values.notnull()).transpose(*da.dims)
 
 
 def pareto(data, metrics) -> np.ndarray:
@@ -538,14 +545,9 @@ def pareto(data, metrics) -> np.ndarray:
     order = np.lexsort(tuple(-pts[:, j] for j in range(pts.shape[1] - 1, -1, -1)))
     if pts.shape[1] == 2:
         return np.sort(candidates[order[_front_2d(pts[order])]])
-    front: list[int] = []
-    for i in order:
-        p = pts[i]
-        if front:
-            f = pts[front]
-            if ((f >= p).all(axis=1) & (f > p).any(axis=1)).any():
-                continue
-        front.append(i)
+    front = np.empty(len(order), dtype=np.int64)
+    n_front = _front_cpu(np.ascontiguousarray(pts[order]), front)
+    front = order[front[:n_front]]
     return np.sort(candidates[front])
 
 
@@ -564,3 +566,30 @@ def _front_2d(pts: np.ndarray) -> np.ndarray:
     best_before = np.r_[-np.inf, np.maximum.accumulate(head_b)[:-1]]
     dominated = (best_before[group] >= b) | (head_b[group] > b)
     return np.flatnonzero(~dominated)
+
+
+@njit(cache=True)
+def _front_cpu(pts, out_front):
+    """The non-dominated rows of ``pts`` (shape (n, k), higher is better, sorted best
+    first lexicographically, so that only earlier rows can dominate a row): written to
+    ``out_front[:m]``, returns m. Each row is checked against the front found so far."""
+    n_front = 0
+    for i in range(pts.shape[0]):
+        dominated = False
+        for j in range(n_front):
+            f = out_front[j]
+            at_least = True
+            better = False
+            for k in range(pts.shape[1]):
+                if pts[f, k] < pts[i, k]:
+                    at_least = False
+                    break
+                if pts[f, k] > pts[i, k]:
+                    better = True
+            if at_least and better:
+                dominated = True
+                break
+        if not dominated:
+            out_front[n_front] = i
+            n_front += 1
+    return n_front

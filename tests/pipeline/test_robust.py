@@ -227,6 +227,14 @@ def test_smooth_ranks_a_broad_plateau_above_an_isolated_spike():
     assert rank(ds, by="sharpe", top=1)[["fast", "slow"]].values.tolist() == [[7, 7]]
     top = rank(ds, by="sharpe", top=1, smooth=1)
     assert top[["fast", "slow", "sharpe", "sharpe_smooth"]].values.tolist() == [[2, 2, 1, 1]]
+    # the separable box sums equal xarray's multi-dim rolling mean
+    rng = np.random.default_rng(7)
+    noisy = xr.DataArray(rng.normal(size=(2, 7, 5, 4)), dims=("symbol", "a", "b", "c"))
+    noisy = noisy.where(rng.uniform(size=noisy.shape) > 0.2)
+    for radius in (1, 2):
+        want = noisy.rolling({d: 2 * radius + 1 for d in "abc"}, center=True,
+                             min_periods=1).mean().where(noisy.notnull())
+        np.testing.assert_allclose(robust.smooth(noisy, radius), want, rtol=1e-12)
     # symbol is not a parameter: never averaged over
     two = xr.concat([da, da * 0 + 5.0], dim="symbol")
     assert robust.smooth(two, 1).isel(symbol=1, fast=7, slow=7).item() == 5.0
