@@ -284,8 +284,15 @@ def cmd_rank(args) -> int:
     from .rank import pareto_front, pbo_table, rank, to_records
     from .results import open_results, store_status
 
-    if args.agg != "median" and not args.across:
-        print("barsweep: error: --agg: only with --across symbol", file=sys.stderr)
+    clash = next((f"{a} and {b}" for a, b, both in (
+        ("--agg", "no --across", args.agg != "median" and not args.across),
+        ("--pbo", "--pareto", args.pbo and args.pareto),
+        ("--pbo", "--smooth/--across", args.pbo and (args.smooth or args.across)),
+        ("--pareto", "--smooth/--across", args.pareto and (args.smooth or args.across)),
+    ) if both), None)
+    if clash:
+        print(f"barsweep: error: {clash} do not go together; --agg needs --across symbol, "
+              f"and --pbo and --pareto each stand alone", file=sys.stderr)
         return 2
     ds = open_results(args.results, partial=args.partial)
     if args.pbo:

@@ -344,6 +344,8 @@ def test_rank_by_dsr_psr_smooth_across(store):
     assert len(top) == 23 and {"psr", "dsr"} <= set(top.columns)
     assert top["dsr"].is_monotonic_decreasing and (top["dsr"] <= top["psr"]).all()
     assert rank(path, by="psr", top=1)["psr"].iloc[0] == top["psr"].max()
+    picky = rank(path, by="dsr", top=30, where="psr > 0.9 and fast >= 3")
+    assert (picky["psr"] > 0.9).all() and (picky["fast"] >= 3).all()
     sm = rank(path, by="sharpe", top=30, smooth=1)
     assert sm["sharpe_smooth"].is_monotonic_decreasing and "sharpe" in sm
     ds = xr.open_zarr(path, consolidated=False).load()
@@ -423,6 +425,8 @@ def test_rank_cli_flags_end_to_end(store, capsys):
     (["--agg", "min"], "--agg"),
     (["--pareto", "sharpe"], "--pareto"),
     (["--by", "nope"], "--by"),
+    (["--pbo", "--smooth", "1"], "--pbo"),
+    (["--pareto", "sharpe,max_drawdown", "--across", "symbol"], "--pareto"),
 ])
 def test_rank_cli_bad_flag_is_one_line(store, capsys, argv, flag):
     path, _ = store
