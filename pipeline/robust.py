@@ -100,7 +100,8 @@ def expected_max_sharpe(n_trials, sharpe_var):
         SR* = sqrt(V) ((1 - gamma) Phi^-1(1 - 1/N) + gamma Phi^-1(1 - 1/(N e)))
 
     with gamma the Euler-Mascheroni constant. One trial is not deflated: SR* = 0 for
-    N = 1. NaN for N < 1, N or V NaN, or V < 0.
+    N = 1, whatever V (NaN from one value with ddof 1). NaN for N < 1, N or V NaN, or
+    V < 0.
 
     >>> round(float(expected_max_sharpe(100, 0.5 / 250)), 4)
     0.1132
@@ -111,10 +112,10 @@ def expected_max_sharpe(n_trials, sharpe_var):
     out = np.full(n_flat.shape, np.nan)
     for i in np.ndindex(n_flat.shape):
         trials, var = n_flat[i], v_flat[i]
-        if not (trials >= 1.0 and var >= 0.0):
-            continue
-        if trials == 1.0:
+        if trials == 1.0:  # whatever V: one trial has no variance estimate (ddof 1)
             out[i] = 0.0
+            continue
+        if not (trials > 1.0 and var >= 0.0):
             continue
         z = ((1.0 - EULER_GAMMA) * _NORMAL.inv_cdf(1.0 - 1.0 / trials)
              + EULER_GAMMA * _NORMAL.inv_cdf(1.0 - 1.0 / (trials * math.e)))

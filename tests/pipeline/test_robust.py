@@ -66,6 +66,7 @@ def test_dsr_equals_a_direct_scipy_computation():
                                psr_scipy(sr, n, g3, g4, sr0), rtol=1e-10, atol=1e-15)
     # one trial is not deflated; no trials, or no variance estimate, gives NaN
     assert robust.expected_max_sharpe(1, 0.01) == 0.0
+    assert robust.expected_max_sharpe(1, np.nan) == 0.0  # one trial's variance, ddof 1
     assert np.isnan(robust.expected_max_sharpe([0, 5], [0.01, np.nan])).all()
 
 
@@ -442,6 +443,6 @@ def test_pbo_and_dsr_refused_on_a_store_without_their_inputs(tmp_path, capsys):
     write_block(path, (slice(0, 1), slice(0, 3)), metrics, 0)
     assert main(["rank", path, "--pbo"]) == 2
     assert "--pbo" in capsys.readouterr().err
-    if "skew" not in METRICS:  # until the engine stores skew and kurtosis
-        assert main(["rank", path, "--by", "dsr"]) == 2
-        assert "--by psr/dsr" in capsys.readouterr().err
+    assert main(["rank", path, "--by", "dsr"]) == 2      # no n_bars, no periods_per_year
+    err = capsys.readouterr().err
+    assert "--by psr/dsr" in err and "n_bars" in err and "periods_per_year" in err
