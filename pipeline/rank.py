@@ -58,9 +58,11 @@ def rank(
     results : str, os.PathLike or xarray.Dataset
         The path of a results store, or the Dataset opened from it.
     by : str
-        A metric name, or ``psr`` / ``dsr`` (computed from ``sharpe``, ``skew`` and
-        ``kurtosis``: :func:`barsweep.pipeline.robust.dsr_columns`; both then appear as
-        columns); descending unless lower is better (volatility, ulcer_index).
+        A metric name, or ``psr`` / ``dsr`` (computed from ``sharpe``, ``skew``,
+        ``kurtosis``, ``n_bars`` and ``periods_per_year``:
+        :func:`barsweep.pipeline.robust.dsr_columns`; both are columns of the frame, and
+        names for ``where``, whenever the store holds those); descending unless lower is
+        better (volatility, ulcer_index).
     top : int
     where : str, optional
         A filter over metric and parameter names, e.g. ``"n_trades >= 10"``.
@@ -100,11 +102,7 @@ def rank(
         raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
     if agg not in AGGREGATES:
         raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
-    names = list(METRICS)
-    if by in COMPUTED:
-        psr, dsr = robust.dsr_columns(ds)
-        ds = ds.assign(psr=psr, dsr=dsr)
-        names += list(COMPUTED)
+    ds, names = _with_computed(ds, need=by in COMPUTED)
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
     value = ds[by].astype(np.float64).transpose(*dims)
@@ -128,6 +126,15 @@ def rank(
     if smoothed is not None:
         frame[f"{by}_smooth"] = score[chosen]
     return frame
+
+
+def _with_computed(ds: xr.Dataset, need: bool) -> tuple[xr.Dataset, list[str]]:
+    """``ds`` with ``psr`` and ``dsr`` when the store holds their inputs (refused when
+    ``need`` and it does not), and the metric names the frame shows."""
+    if not (need or robust.has_dsr_inputs(ds)):
+        return ds, list(METRICS)
+    psr, dsr = robust.dsr_columns(ds)
+    return ds.assign(psr=psr, dsr=dsr), [*METRICS, *COMPUTED]
 
 
 def _frame(ds: xr.Dataset, chosen: np.ndarray, dims: tuple[str, ...],
@@ -194,11 +201,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
     metrics = list(metrics)
-    names = list(METRICS)
-    if any(m in COMPUTED for m in metrics):
-        psr, dsr = robust.dsr_columns(ds)
-        ds = ds.assign(psr=psr, dsr=dsr)
-        names += list(COMPUTED)
+    ds, names = _with_computed(ds, need=any(m in COMPUTED for m in metrics))
     unknown = [m for m in metrics if m not in names]
     if unknown or len(metrics) < 2 or len(set(metrics)) < len(metrics):
         raise SpecError(f"--pareto: expected two or more distinct metrics separated by "

@@ -29,7 +29,6 @@ EULER_GAMMA = 0.5772156649015329
 NON_PARAM_DIMS = frozenset({"symbol", "window", "sample", "segment"})
 
 _NORMAL = NormalDist()
-_ERFC = np.frompyfunc(math.erfc, 1, 1)
 
 
 def normal_cdf(x):
@@ -42,8 +41,16 @@ def normal_cdf(x):
     0.5
     """
     x = np.asarray(x, dtype=np.float64)
-    out = np.asarray(_ERFC(-x / math.sqrt(2.0)), dtype=np.float64) * 0.5
+    out = np.empty_like(x)
+    _normal_cdf_cpu(x.ravel(), out.reshape(-1))
     return out if out.ndim else out[()]
+
+
+@njit(cache=True)
+def _normal_cdf_cpu(x, out):
+    """``out[i] = Phi(x[i])`` (shape (n,), float64; ``out`` written)."""
+    for i in range(x.shape[0]):
+        out[i] = 0.5 * math.erfc(-x[i] / math.sqrt(2.0))
 
 
 def probabilistic_sharpe(sharpe, n_obs, skew, kurtosis, benchmark=0.0):
@@ -154,6 +161,12 @@ def deflated_sharpe(sharpe, n_obs, skew, kurtosis, n_trials, sharpe_var):
     """
     sr0 = expected_max_sharpe(n_trials, sharpe_var)
     return probabilistic_sharpe(sharpe, n_obs, skew, kurtosis, benchmark=sr0)
+
+
+def has_dsr_inputs(ds: xr.Dataset) -> bool:
+    """Whether ``ds`` holds what :func:`dsr_columns` needs."""
+    return (all(name in ds.data_vars for name in ("sharpe", "skew", "kurtosis"))
+            and "n_bars" in ds.variables and "periods_per_year" in ds.attrs)
 
 
 def dsr_columns(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:

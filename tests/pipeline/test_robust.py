@@ -345,6 +345,8 @@ def test_rank_by_dsr_psr_smooth_across(store):
     assert len(top) == 23 and {"psr", "dsr"} <= set(top.columns)
     assert top["dsr"].is_monotonic_decreasing and (top["dsr"] <= top["psr"]).all()
     assert rank(path, by="psr", top=1)["psr"].iloc[0] == top["psr"].max()
+    plain = rank(path, by="sharpe", top=30)                # the store has their inputs
+    assert {"psr", "dsr"} <= set(plain.columns) and plain["sharpe"].is_monotonic_decreasing
     picky = rank(path, by="dsr", top=30, where="psr > 0.9 and fast >= 3")
     assert (picky["psr"] > 0.9).all() and (picky["fast"] >= 3).all()
     sm = rank(path, by="sharpe", top=30, smooth=1)
