@@ -10,11 +10,11 @@ import numpy as np
 
 from ..errors import SpecError
 from .block import BAR_COLUMNS, prepare_block
-from .execution import execution_of
+from .execution import execution_of, span_xp
 from .fills import EXIT_REASONS
 from .hoist import hoist
 from .metrics import METRICS, N_METRICS
-from .simulate import N_TRADE_FIELDS
+from .simulate import N_TRADE_FIELDS, no_segments
 from .strategies import get_strategy
 from .strategies.base import Strategy
 
@@ -65,6 +65,7 @@ def backtest(
     *,
     ppy: float | None = None,
     year_days: float = 365.0,
+    span: tuple[int, int] | None = None,
     **execution,
 ) -> BacktestResult:
     """Backtest one combo with full traces.
@@ -81,6 +82,10 @@ def backtest(
         Bars per year; by default ``year_days * 1 day / median bar spacing``.
     year_days : float
         365 for markets that trade every day, 252 for equities.
+    span : (start, end), optional
+        Run over bars ``[start, end)`` only, as one walk-forward window: flat with
+        ``init_cash`` at ``start``, the indicators warmed up on the bars before it; the
+        metrics, equity and trades are those of that run (bar numbers stay the series').
     **execution
         ``fill``, ``fees``, ``fixed_fee``, ``slippage``, ``init_cash``, ``direction``,
         ``stop_loss``, ``take_profit``, ``trailing_stop``, ``funding`` (see
@@ -109,11 +114,16 @@ def backtest(
     one = {name: np.array([value]) for name, value in params.items()}
     block = prepare_block(strat, columns, one, exe, ppy)
     n_bars = len(block.columns[3])
+    start, end = (0, n_bars) if span is None else (int(span[0]), int(span[1]))
+    if not 0 <= start < end <= n_bars:
+        raise SpecError(f"backtest(): span must be (start, end) with 0 <= start < end <= "
+                        f"{n_bars}, got {span}")
     ind, rows = hoist(strat, block.ohlc, block.strategy_params, 1)
     out = np.empty((1, N_METRICS))
     rec_equity = np.empty(n_bars)
     rec_trades = np.full((n_bars + 1, N_TRADE_FIELDS), np.nan)
-    strat.kernel(block.columns, ind, rows, block.fparams, block.stops, block.xp, out,
+    strat.kernel(block.columns, ind, rows, block.fparams, block.stops,
+                 span_xp(block.xp, block.columns[5], start, end), out, no_segments(1),
                  rec_equity, rec_trades)
 
     import pandas as pd  # lazily: the sweep path never needs pandas
@@ -121,10 +131,11 @@ def backtest(
     metrics = dict(zip(METRICS, out[0].tolist()))
     index = pd.to_datetime(time_ns, utc=True) if time_ns is not None else pd.RangeIndex(n_bars)
     index = index.rename("time")
-    equity = pd.Series(rec_equity, index=index, name="equity")
+    equity = pd.Series(rec_equity[start:end], index=index[start:end], name="equity")
     trades = _trades_frame(rec_trades[: int(metrics["n_trades"])], index)
     return BacktestResult(metrics=metrics, equity=equity, trades=trades,
-                          close=pd.Series(block.columns[3], index=index, name="close"))
+                          close=pd.Series(block.columns[3][start:end], index=index[start:end],
+                                          name="close"))
 
 
 def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:

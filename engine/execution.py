@@ -31,7 +31,9 @@ XP_ALLOW_LONG = 7
 XP_ALLOW_SHORT = 8
 XP_FIXED_FEE = 9
 XP_FUNDING = 10
-N_XP = 11
+XP_START = 11  # the first bar simulated (a window's; 0 for a whole run)
+XP_END = 12  # one past the last bar simulated
+N_XP = 13
 
 # Columns of ``stops``: per-combo fractions of STOP_PARAMS, 0 = no such stop.
 STOP_LOSS = 0
@@ -137,7 +139,8 @@ def benchmark_returns(close: np.ndarray) -> np.ndarray:
 
 
 def pack_xp(execution: Execution, ppy: float, bench: np.ndarray) -> np.ndarray:
-    """The ``xp`` vector (shape (N_XP,), float64) the kernels read their settings from."""
+    """The ``xp`` vector (shape (N_XP,), float64) the kernels read their settings from,
+    for a run over every bar (:func:`span_xp` narrows it to a window)."""
     xp = np.empty(N_XP)
     xp[XP_NEXT_OPEN] = 1.0 if execution.fill == "next_open" else 0.0
     xp[XP_FEE_RATE] = execution.fees
@@ -150,6 +153,21 @@ def pack_xp(execution: Execution, ppy: float, bench: np.ndarray) -> np.ndarray:
     xp[XP_ALLOW_LONG] = 1.0 if execution.direction in ("long", "both") else 0.0
     xp[XP_ALLOW_SHORT] = 1.0 if execution.direction in ("short", "both") else 0.0
     xp[XP_FUNDING] = 1.0 if execution.funding else 0.0
+    return span_xp(xp, bench, 0, len(bench))
+
+
+def span_xp(xp: np.ndarray, bench: np.ndarray, start: int, end: int) -> np.ndarray:
+    """``xp`` for a run over bars ``[start, end)`` only: a copy with the bounds and the
+    benchmark sums of those bars, whose first return counts as 0 (as the first bar of a
+    run: there is no close before it in the run)."""
+    if not 0 <= start < end <= len(bench):
+        raise ValueError(f"need 0 <= start < end <= {len(bench)}, got [{start}, {end})")
+    xp = xp.copy()
+    held = bench[start + 1:end]
+    xp[XP_START] = start
+    xp[XP_END] = end
+    xp[XP_SUM_B] = held.sum()
+    xp[XP_SUM_B2] = (held * held).sum()
     return xp
 
 

@@ -31,14 +31,14 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 from numba import config, cuda
 
 from ..errors import BackendError, SpecError
 from .block import locality_order, prepare_block
-from .execution import Execution
+from .execution import Execution, span_xp
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS
 from .simulate import N_TRADE_FIELDS, simulate
@@ -102,11 +102,11 @@ def sweep_kernel(strategy: Strategy):
 def _build_kernel(signal, scan):
     @cuda.jit
     def kernel(open_, high, low, close, funding, bench, ind, rows, fparams, stops, xp, out,
-               rec_equity, rec_trades):
+               segs, rec_equity, rec_trades):
         bars = (open_, high, low, close, funding, bench)
         for c in range(cuda.grid(1), rows.shape[0], cuda.gridsize(1)):
             simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                     rec_equity, rec_trades)
+                     segs[c], rec_equity, rec_trades)
 
     return kernel
 
@@ -150,6 +150,9 @@ def sweep_cuda(
     ppy: float,
     bars_key: Hashable | None = None,
     timings: dict[str, float] | None = None,
+    *,
+    spans: Sequence[tuple[int, int]] | None = None,
+    seg_sums: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`barsweep.engine.sweep` on the GPU: the same arguments, the same result.
 
@@ -160,7 +163,8 @@ def sweep_cuda(
 
     Returns
     -------
-    ndarray, shape (n_combos, N_METRICS), float64, in ``METRICS`` order.
+    ndarray, shape (n_combos, N_METRICS) (with ``spans``: (n_spans, n_combos,
+    N_METRICS)), float64, in ``METRICS`` order.
     """
     require_cuda()
     clock = _Clock(timings)
@@ -172,19 +176,26 @@ def sweep_cuda(
                                   d_bars)
     clock.lap("hoist")
     order = locality_order(rows)
-    d_out = cuda.device_array((block.n_combos, N_METRICS))
+    runs = [block.xp] if spans is None else [
+        span_xp(block.xp, block.columns[5], start, end) for start, end in spans]
+    n_segs = 0 if seg_sums is None else seg_sums.shape[1]
+    d_out = cuda.device_array((len(runs), block.n_combos, N_METRICS))
+    d_segs = cuda.device_array((block.n_combos, max(n_segs, 1), 2))[:, :n_segs]
     kernel = sweep_kernel(strategy)
     blocks, threads = launch_shape(block.n_combos)
     args = (*d_bars, ind, cuda.to_device(rows[order]), cuda.to_device(block.fparams[order]),
-            cuda.to_device(block.stops[order]), cuda.to_device(block.xp), d_out,
-            *no_record_device())
+            cuda.to_device(block.stops[order]))
     clock.lap("pack")
-    kernel[blocks, threads](*args)
+    for k, xp in enumerate(runs):
+        kernel[blocks, threads](*args, cuda.to_device(xp), d_out[k], d_segs,
+                                *no_record_device())
     clock.lap("kernel")
-    out = np.empty((block.n_combos, N_METRICS))
-    out[order] = d_out.copy_to_host()
+    out = np.empty((len(runs), block.n_combos, N_METRICS))
+    out[:, order] = d_out.copy_to_host()
+    if seg_sums is not None:
+        seg_sums[order] = d_segs.copy_to_host()
     clock.lap("copy_back")
-    return out
+    return out[0] if spans is None else out
 
 
 def no_record_device() -> tuple:

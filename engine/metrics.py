@@ -30,6 +30,8 @@ METRICS: tuple[str, ...] = (
     "alpha",
     "beta",
     "ruined",
+    "skew",
+    "kurtosis",
 )
 N_METRICS = len(METRICS)
 METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
@@ -51,6 +53,8 @@ M_EXPOSURE = METRIC_INDEX["exposure"]
 M_ALPHA = METRIC_INDEX["alpha"]
 M_BETA = METRIC_INDEX["beta"]
 M_RUINED = METRIC_INDEX["ruined"]
+M_SKEW = METRIC_INDEX["skew"]
+M_KURTOSIS = METRIC_INDEX["kurtosis"]
 
 #: Metrics where a smaller value ranks first. Every other metric ranks descending
 #: (max_drawdown is <= 0, so descending puts the shallowest drawdown first).
@@ -60,26 +64,29 @@ LOWER_IS_BETTER = frozenset({"volatility", "ulcer_index", "ruined"})
 #: curve has no volatility, no drawdown, no ruin): rankings by them put such combos last.
 BEST_WHEN_IDLE = frozenset({"volatility", "ulcer_index", "max_drawdown", "ruined"})
 
-RET_ACC0 = (0.0, 0.0, 0.0, 0.0)
+RET_ACC0 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 DD_ACC0 = (-math.inf, 0.0, 0.0, 0.0, 0.0)
 TRADE_ACC0 = (0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @njit(cache=True)
 def acc_returns(acc, r, b):
-    """Add bar return ``r`` (benchmark ``b``) to ``(sum r, sum r², sum min(r,0)², sum r·b)``."""
-    s_r, s_r2, s_neg2, s_rb = acc
+    """Add bar return ``r`` (benchmark ``b``) to ``(sum r, sum r², sum min(r,0)², sum r·b,
+    sum r³, sum r⁴)``."""
+    s_r, s_r2, s_neg2, s_rb, s_r3, s_r4 = acc
     neg = r if r < 0.0 else 0.0
-    return (s_r + r, s_r2 + r * r, s_neg2 + neg * neg, s_rb + r * b)
+    r2 = r * r
+    return (s_r + r, s_r2 + r2, s_neg2 + neg * neg, s_rb + r * b, s_r3 + r2 * r,
+            s_r4 + r2 * r2)
 
 
 @njit(cache=True)
 def acc_returns_held(acc, b):
     """``acc_returns(acc, b, b)``: a bar held all-in long returns the benchmark's ``b``."""
-    s_r, s_r2, s_neg2, s_rb = acc
+    s_r, s_r2, s_neg2, s_rb, s_r3, s_r4 = acc
     neg = b if b < 0.0 else 0.0
     b2 = b * b
-    return (s_r + b, s_r2 + b2, s_neg2 + neg * neg, s_rb + b2)
+    return (s_r + b, s_r2 + b2, s_neg2 + neg * neg, s_rb + b2, s_r3 + b2 * b, s_r4 + b2 * b2)
 
 
 @njit(cache=True)
@@ -153,7 +160,7 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
     formulas give total_return = cagr = max_drawdown = calmar = -1 and finite ratios.
     """
     nan = math.nan
-    s_r, s_r2, s_neg2, s_rb = ret_acc
+    s_r, s_r2, s_neg2, s_rb, s_r3, s_r4 = ret_acc
     min_dd, s_dd2 = flush_drawdown(dd_acc)
     n_tr, n_win, gross_win, gross_loss, s_tret = trade_acc
     s_b, s_b2 = bench
@@ -194,3 +201,15 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
         out[M_ALPHA] = nan
         out[M_BETA] = nan
     out[M_RUINED] = 1.0 if ruined else 0.0
+    # the returns' population skewness and raw kurtosis (scipy's defaults), from the
+    # central moments expanded in the raw sums
+    m2 = s_r2 / n - mean_r * mean_r
+    if m2 > 0.0:
+        m3 = s_r3 / n - mean_r * (3.0 * s_r2 / n - 2.0 * mean_r * mean_r)
+        m4 = s_r4 / n - mean_r * (4.0 * s_r3 / n - mean_r * (6.0 * s_r2 / n
+                                                            - 3.0 * mean_r * mean_r))
+        out[M_SKEW] = m3 / (m2 * math.sqrt(m2))
+        out[M_KURTOSIS] = m4 / (m2 * m2)
+    else:
+        out[M_SKEW] = nan
+        out[M_KURTOSIS] = nan

@@ -47,6 +47,7 @@ from .execution import (  # the layouts of ``xp`` and ``stops``, beside their pa
     TRAILING_STOP,
     XP_ALLOW_LONG,
     XP_ALLOW_SHORT,
+    XP_END,
     XP_FEE_RATE,
     XP_FIXED_FEE,
     XP_FUNDING,
@@ -54,6 +55,7 @@ from .execution import (  # the layouts of ``xp`` and ``stops``, beside their pa
     XP_NEXT_OPEN,
     XP_PPY,
     XP_SLIPPAGE,
+    XP_START,
     XP_SUM_B,
     XP_SUM_B2,
 )
@@ -174,8 +176,14 @@ def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill,
 
 
 @njit(inline="always", cache=True)
-def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
-    """Run one combo over every bar and write its metrics into ``out``.
+def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_equity,
+             rec_trades):
+    """Run one combo over the bars ``[xp[XP_START], xp[XP_END])`` and write its metrics
+    into ``out`` (and its returns' sums per segment into ``segs``).
+
+    The run starts flat with ``init_cash`` at its first bar and reads the indicators as
+    they are there (computed from the first bar of the series: warmed up); its metrics
+    are those of a run over exactly its bars. A walk-forward window is such a run.
 
     Inlined (numba IR level) into each strategy's kernel, so ``signal`` becomes a
     direct call there and the kernel stays cacheable.
@@ -197,16 +205,23 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
     stops : ndarray, shape (N_STOPS,), float64
         This combo's stop loss, take profit and trailing stop (0 = none).
     xp : ndarray, shape (N_XP,), float64
-        Execution settings and benchmark sums (``XP_*`` indices).
+        Execution settings, the bars simulated and their benchmark sums (``XP_*``
+        indices; :func:`barsweep.engine.execution.span_xp`).
     out : ndarray, shape (N_METRICS,), float64
         Written: the metrics, in ``METRICS`` order.
+    segs : ndarray, shape (S, 2) or (0, 2), float64
+        Written when non-empty: the sum of the bar returns and of their squares over
+        each of S equal segments of the bars run, segment ``k`` holding bars
+        ``[start + k * L // S, start + (k + 1) * L // S)`` with ``L = end - start``
+        (:func:`segment_bounds`).
     rec_equity : ndarray, shape (n_bars,) or (0,), float64
         Written when non-empty: the equity at each close.
     rec_trades : ndarray, shape (n_max, N_TRADE_FIELDS) or (0, N_TRADE_FIELDS)
         Written when ``rec_equity`` is non-empty: one row per trade.
     """
     open_, high, low, close, funding, bench = bars
-    n = close.shape[0]
+    t0 = int(xp[XP_START])
+    n = int(xp[XP_END])  # one past the last bar of the run
     next_open = xp[XP_NEXT_OPEN] != 0.0
     fee_rate = xp[XP_FEE_RATE]
     fixed_fee = xp[XP_FIXED_FEE]
@@ -238,27 +253,39 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
     trade_acc = TRADE_ACC0
 
     simple = not use_stops and not use_funding
-    t = 0
+    n_segs = segs.shape[0]
+    seg = 0
+    seg_end = segment_end(t0, n, n_segs, 0)
+    seg_r = 0.0  # the return sums when the current segment began
+    seg_r2 = 0.0
+    t = t0
     end = n
     while t < end:
+        while t >= seg_end:  # a segment is complete: its sums are the accumulators' growth
+            segs[seg, 0] = ret_acc[0] - seg_r
+            segs[seg, 1] = ret_acc[1] - seg_r2
+            seg_r = ret_acc[0]
+            seg_r2 = ret_acc[1]
+            seg += 1
+            seg_end = segment_end(t0, n, n_segs, seg)
         # Fast stretches, where only the signal can change anything: flat with nothing
         # queued (equity constant: no return, a constant drawdown), and held all-in long
         # without stops or funding (the return is the benchmark's). They end at the first
         # bar whose signal acts, which the general step below then handles.
         if not pending_exit and pending_side == 0 and position == 0.0:
             start = t
-            t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
+            t = scan(ind, rows, fparams, bars, t, seg_end, allow_long, allow_short)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
                 if record:
                     for k in range(start, t):
                         rec_equity[k] = equity
-            if t >= n:
-                break
+            if t >= seg_end:
+                continue
         elif not pending_exit and pending_side == 0 and (
                 simple and position > 0.0 and cash == 0.0):
             start = t
-            while t < n:
+            while t < seg_end:
                 long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,
                                                                         bars, t)
                 exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
@@ -276,8 +303,8 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                 if record:  # here, not in the loop: a store there could alias ``rows``
                     for k in range(start, t):
                         rec_equity[k] = position * close[k]
-            if t >= n:
-                break
+            if t >= seg_end:
+                continue
 
         filled = False
         # 1. orders queued at the previous close fill at this open
@@ -367,6 +394,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
         # liquidation or an exit that left nothing, or an entry at this close already
         # under water (a short slipped by 50% or more), which is liquidated here.
         equity = cash + position * close[t]
+        b = bench[t] if t > t0 else 0.0  # the run's first bar has no close before it
         if filled:
             if equity <= 0.0:
                 if position != 0.0:
@@ -377,11 +405,11 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
                 equity = 0.0
                 ruined = True
                 end = t + 1  # the last bar simulated: equity stays 0, nothing is traded
-            ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
+            ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, b)
         elif position != 0.0 and (position < 0.0 or cash != 0.0):
-            ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t])
+            ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, b)
         elif position != 0.0:
-            ret_acc = acc_returns_held(ret_acc, bench[t])
+            ret_acc = acc_returns_held(ret_acc, b)
         if position != 0.0:
             n_exposed += 1
         dd_acc = acc_drawdown(dd_acc, equity)
@@ -395,12 +423,39 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, rec_equity,
         if record:
             for k in range(t, n):
                 rec_equity[k] = 0.0
+    while seg < n_segs:  # the last segment, and those after a ruin (no returns)
+        segs[seg, 0] = ret_acc[0] - seg_r
+        segs[seg, 1] = ret_acc[1] - seg_r2
+        seg_r = ret_acc[0]
+        seg_r2 = ret_acc[1]
+        seg += 1
     if position != 0.0:  # marked at the last close, no exit fee
         trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
                                entry_equity, close[n - 1], equity, EXIT_END)
 
-    finalize(out, n, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
+    finalize(out, n - t0, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
              (xp[XP_SUM_B], xp[XP_SUM_B2]), ruined)
+
+
+@njit(cache=True)
+def segment_end(start, end, n_segs, k):
+    """One past the last bar of segment ``k`` of ``n_segs`` equal segments of the bars
+    ``[start, end)``; ``end`` when there are none."""
+    if n_segs == 0:
+        return end
+    return start + (k + 1) * (end - start) // n_segs
+
+
+def segment_bounds(start: int, end: int, n_segs: int) -> np.ndarray:
+    """The ``(first, one past last)`` bar of each segment, shape (n_segs, 2), int64."""
+    k = np.arange(n_segs + 1, dtype=np.int64)
+    edges = start + k * (end - start) // max(n_segs, 1)
+    return np.stack([edges[:-1], edges[1:]], axis=1)
+
+
+def no_segments(n_combos: int = 0) -> np.ndarray:
+    """No segment sums: shape (n_combos, 0, 2)."""
+    return np.empty((n_combos, 0, 2))
 
 
 def no_record() -> tuple[np.ndarray, np.ndarray]:

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import SpecError
 from .block import locality_order, prepare_block
-from .execution import Execution
+from .execution import Execution, span_xp
 from .hoist import hoist
 from .metrics import N_METRICS
-from .simulate import no_record
+from .simulate import no_record, no_segments
 from .strategies.base import Strategy
 
 
@@ -25,6 +25,8 @@ def sweep(
     *,
     backend: str = "cpu",
     bars_key: Hashable | None = None,
+    spans: Sequence[tuple[int, int]] | None = None,
+    seg_sums: np.ndarray | None = None,
 ) -> np.ndarray:
     """Metrics of every combo of a block, never materializing combos x bars.
 
@@ -42,11 +44,19 @@ def sweep(
         ``cuda`` runs :func:`barsweep.engine.gpu.sweep_cuda` (same arithmetic, same
         result), keeping the bars on the device under ``bars_key`` for later calls in
         this process (None: copied each call).
+    spans : sequence of (start, end), optional
+        Runs over bars ``[start, end)`` only, one per span (walk-forward windows): each
+        starts flat with ``init_cash`` at its first bar, the indicators warmed up on every
+        bar before it (``simulate``). None: one run over every bar.
+    seg_sums : ndarray, shape (n_combos, S, 2), optional
+        Written (without ``spans``): the sums of each combo's bar returns and of their
+        squares over S equal segments of the bars (``simulate``'s ``segs``).
 
     Returns
     -------
     ndarray, shape (n_combos, N_METRICS), float64
-        Columns in ``METRICS`` order.
+        Columns in ``METRICS`` order; with ``spans``, shape (n_spans, n_combos,
+        N_METRICS).
 
     Examples
     --------
@@ -57,20 +67,30 @@ def sweep(
     >>> out = sweep(get_strategy("ema_cross"), bars,
     ...             dict(fast=np.array([5, 10]), slow=np.array([20, 40])), Execution(), 8760)
     >>> out.shape
-    (2, 16)
+    (2, 18)
     """
+    if seg_sums is not None and spans is not None:
+        raise ValueError("seg_sums are summed over one run of every bar: not with spans")
     if backend == "cuda":
         from .gpu import sweep_cuda  # imports numba.cuda: only where it is asked for
 
-        return sweep_cuda(strategy, bars, params, execution, ppy, bars_key)
+        return sweep_cuda(strategy, bars, params, execution, ppy, bars_key, spans=spans,
+                          seg_sums=seg_sums)
     if backend != "cpu":
         raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     block = prepare_block(strategy, bars, params, execution, ppy)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
     order = locality_order(rows)
-    swept = np.empty((block.n_combos, N_METRICS))
-    strategy.kernel(block.columns, ind, rows[order], block.fparams[order], block.stops[order],
-                    block.xp, swept, *no_record())
+    runs = [block.xp] if spans is None else [
+        span_xp(block.xp, block.columns[5], start, end) for start, end in spans]
+    swept = np.empty((len(runs), block.n_combos, N_METRICS))
+    segs = (no_segments(block.n_combos) if seg_sums is None
+            else np.empty((block.n_combos, *seg_sums.shape[1:])))
+    for k, xp in enumerate(runs):
+        strategy.kernel(block.columns, ind, rows[order], block.fparams[order],
+                        block.stops[order], xp, swept[k], segs, *no_record())
+    if seg_sums is not None:
+        seg_sums[order] = segs
     out = np.empty_like(swept)
-    out[order] = swept
-    return out
+    out[:, order] = swept
+    return out[0] if spans is None else out

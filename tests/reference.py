@@ -283,6 +283,13 @@ def ref_metrics(equity, close, trades, exposed, init_cash, ppy, ruined=False):
     else:
         m["alpha"] = m["beta"] = nan
     m["ruined"] = 1.0 if ruined else 0.0
+    # population moments about the mean, as scipy.stats.skew / kurtosis(fisher=False)
+    m2 = statistics.fmean((x - mean) ** 2 for x in r)
+    if m2 > 0:
+        m["skew"] = statistics.fmean((x - mean) ** 3 for x in r) / m2 ** 1.5
+        m["kurtosis"] = statistics.fmean((x - mean) ** 4 for x in r) / m2 ** 2
+    else:
+        m["skew"] = m["kurtosis"] = nan
     return m
 
 

@@ -52,10 +52,10 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(parallel=True, cache={cache})
-def kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades):
+def kernel(bars, ind, rows, fparams, stops, xp, out, segs, rec_equity, rec_trades):
     for c in prange(rows.shape[0]):
         simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 rec_equity, rec_trades)
+                 segs[c], rec_equity, rec_trades)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}  # signal -> the module holding its scan and kernel
@@ -73,8 +73,9 @@ def compiled(signal) -> ModuleType:
     Returns
     -------
     module with ``scan(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t`` and
-    ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity, rec_trades)`` (writes
-    ``out``, shape (n_combos, N_METRICS), and the records).
+    ``kernel(bars, ind, rows, fparams, stops, xp, out, segs, rec_equity, rec_trades)``
+    (writes ``out``, shape (n_combos, N_METRICS), ``segs``, shape (n_combos, S, 2), and
+    the records).
 
     Examples
     --------

@@ -17,6 +17,9 @@ import numpy as np
 N_BARS = 500
 N_COMBOS = 64
 BARS_SEED = 11
+#: walk-forward windows (train, test of two windows) and PBO segments run on the GPU too
+SPANS = ((0, 200), (200, 260), (60, 260), (260, 320))
+N_SEGMENTS = 6
 
 #: Execution settings; each strategy runs under two of them, ema_cross under all.
 EXECUTIONS = {

@@ -50,7 +50,8 @@ def main() -> None:
         strategy = get_strategy(name)
         args = (*[bar] * 6, ind, typeof(np.zeros((n, 2), dtype=np.int64)),
                 typeof(np.zeros((n, len(strategy.params)))), typeof(np.zeros((n, N_STOPS))),
-                typeof(np.zeros(N_XP)), typeof(np.zeros((n, N_METRICS))), bar,
+                typeof(np.zeros(N_XP)), typeof(np.zeros((n, N_METRICS))),
+                typeof(np.zeros((n, 2, 2))), bar,
                 typeof(np.zeros((0, N_TRADE_FIELDS))))
         ptx, _ = cuda.compile_ptx(gpu.sweep_kernel(strategy).py_func, args, cc=CC)
         report[name] = {"ptx_chars": len(ptx), "fma": ptx.count("fma.rn.f64")}

@@ -23,7 +23,9 @@ from gpu_cases import (  # noqa: E402
     BARS_SEED,
     MODULES,
     N_BARS,
+    N_SEGMENTS,
     RUIN_BARS,
+    SPANS,
     cases,
     ruin_bars,
     ruin_cases,
@@ -53,6 +55,14 @@ def main(out: str) -> None:
         results[case_id] = gpu.sweep_cuda(get_strategy(strategy), wild, params,
                                           Execution(**execution), 8760.0)
     np.savez(out, **results)
+    # walk-forward spans and PBO segment sums, on the first case with a grid
+    case_id, strategy, _, params, execution = next(c for c in cases() if c[3])
+    spans = gpu.sweep_cuda(get_strategy(strategy), bars, params, Execution(**execution),
+                           8760.0, spans=SPANS)
+    segs = np.empty((len(next(iter(params.values()))), N_SEGMENTS, 2))
+    segmented = gpu.sweep_cuda(get_strategy(strategy), bars, params, Execution(**execution),
+                               8760.0, seg_sums=segs)
+    np.savez(spans_file(out), spans=spans, segmented=segmented, seg_sums=segs)
     # the bars stay on the device under their key, and a later call reuses them
     first = gpu.device_bars(bar_tuple(bars), ("bars", 1))
     again = gpu.device_bars(bar_tuple(bars), ("bars", 1))
@@ -67,6 +77,11 @@ def main(out: str) -> None:
     checks["evicted_oldest"] = ("bars", 1) not in gpu._BARS
     checks["kept"] = len(gpu._BARS)
     print("CHECKS " + json.dumps(checks))
+
+
+def spans_file(out: str | Path) -> Path:
+    """Where the spans and segment sums are saved, beside ``out``."""
+    return Path(out).with_suffix(".spans.npz")
 
 
 if __name__ == "__main__":

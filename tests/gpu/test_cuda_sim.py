@@ -22,7 +22,9 @@ from gpu_cases import (
     EXECUTIONS,
     MODULES,
     N_BARS,
+    N_SEGMENTS,
     RUIN_BARS,
+    SPANS,
     cases,
     ruin_bars,
     ruin_cases,
@@ -54,7 +56,7 @@ def simulated(tmp_path_factory):
     checks = json.loads(next(line[7:] for line in stdout.splitlines()
                              if line.startswith("CHECKS ")))
     with np.load(out) as data:
-        return {k: data[k] for k in data.files}, checks
+        return {k: data[k] for k in data.files}, checks, out.with_suffix(".spans.npz")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,7 @@ def assert_same_metrics(gpu: np.ndarray, cpu: np.ndarray, rtol: float, label: st
                          ids=[c[0] for c in CASES])
 def test_cuda_kernel_equals_cpu_kernel(simulated, bars, case_id, strategy, execution, params,
                                        kwargs):
-    results, _ = simulated
+    results, *_ = simulated
     cpu = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
     assert_same_metrics(results[case_id], cpu, RTOL, case_id)
 
@@ -92,7 +94,7 @@ def test_cuda_kernel_equals_cpu_kernel_where_combos_are_ruined(simulated, case_i
                                                                execution, params, kwargs):
     """Ruin (liquidation inside a bar, at a gap or a close; exits that cannot pay their
     fee; funding beyond the equity) on the GPU as on the CPU; some combos ruined."""
-    results, _ = simulated
+    results, *_ = simulated
     cpu = sweep(get_strategy(strategy), ruin_bars(**RUIN_BARS), params, Execution(**kwargs),
                 8760.0)
     assert_same_metrics(results[case_id], cpu, RTOL, case_id)
@@ -101,7 +103,7 @@ def test_cuda_kernel_equals_cpu_kernel_where_combos_are_ruined(simulated, case_i
 
 
 def test_cases_cover_every_strategy_and_trade(simulated):
-    results, _ = simulated
+    results, *_ = simulated
     trades = METRICS.index("n_trades")
     assert all(np.nanmax(r[:, trades]) > 0 for r in results.values())
     assert len(results) == len(CASES) + len(RUIN_CASES) and len(CASES) >= 20
@@ -131,7 +133,7 @@ def test_every_execution_setting_matters_in_the_cases(bars, execution):
 
 
 def test_bars_stay_on_the_device_per_key(simulated):
-    _, checks = simulated
+    _, checks, _ = simulated
     assert checks == {"reused": True, "distinct_key_copied": True, "cached_keys": 2,
                       "evicted_oldest": True, "kept": 4}
 
@@ -190,3 +192,18 @@ def test_pipeline_on_the_gpu_matches_the_cpu(tmp_path):
                 Execution(fill="next_open", direction="both", fees=0.001, stop_loss=0.02),
                 periods_per_year("1h"))
     assert_same_metrics(gpu, cpu, RTOL, "pipeline")
+
+
+def test_cuda_spans_and_segment_sums_equal_the_cpu(simulated, bars):
+    """Walk-forward spans and PBO segment sums: the same arithmetic on the GPU."""
+    with np.load(simulated[2]) as data:
+        results = {k: data[k] for k in data.files}
+    case_id, strategy, _, params, kwargs = next(c for c in CASES if c[3])
+    cpu = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0, spans=SPANS)
+    for k, span in enumerate(SPANS):
+        assert_same_metrics(results["spans"][k], cpu[k], RTOL, f"span {span}")
+    segs = np.empty((len(cpu[0]), N_SEGMENTS, 2))
+    whole = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0,
+                  seg_sums=segs)
+    assert_same_metrics(results["segmented"], whole, RTOL, "segmented")
+    np.testing.assert_allclose(results["seg_sums"], segs, rtol=RTOL, atol=1e-15)
