@@ -261,27 +261,25 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
     t = t0
     end = n
     while t < end:
-        while t >= seg_end:  # a segment is complete: its sums are the accumulators' growth
-            segs[seg, 0] = ret_acc[0] - seg_r
-            segs[seg, 1] = ret_acc[1] - seg_r2
-            seg_r = ret_acc[0]
-            seg_r2 = ret_acc[1]
-            seg += 1
-            seg_end = segment_end(t0, n, n_segs, seg)
+        seg, seg_end, seg_r, seg_r2 = book_segments(segs, t, seg, seg_end, seg_r, seg_r2,
+                                                    ret_acc, t0, n)
         # Fast stretches, where only the signal can change anything: flat with nothing
         # queued (equity constant: no return, a constant drawdown), and held all-in long
         # without stops or funding (the return is the benchmark's). They end at the first
         # bar whose signal acts, which the general step below then handles.
         if not pending_exit and pending_side == 0 and position == 0.0:
             start = t
-            t = scan(ind, rows, fparams, bars, t, seg_end, allow_long, allow_short)
+            t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
                 if record:
                     for k in range(start, t):
                         rec_equity[k] = equity
-            if t >= seg_end:
-                continue
+            if t >= n:
+                break
+            # flat bars add no return: the segments passed end with the sums as they are
+            seg, seg_end, seg_r, seg_r2 = book_segments(segs, t, seg, seg_end, seg_r,
+                                                        seg_r2, ret_acc, t0, n)
         elif not pending_exit and pending_side == 0 and (
                 simple and position > 0.0 and cash == 0.0):
             start = t
@@ -423,18 +421,30 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
         if record:
             for k in range(t, n):
                 rec_equity[k] = 0.0
-    while seg < n_segs:  # the last segment, and those after a ruin (no returns)
-        segs[seg, 0] = ret_acc[0] - seg_r
-        segs[seg, 1] = ret_acc[1] - seg_r2
-        seg_r = ret_acc[0]
-        seg_r2 = ret_acc[1]
-        seg += 1
+    # the last segment, and those after a ruin or a flat end (no returns)
+    book_segments(segs, n, seg, seg_end, seg_r, seg_r2, ret_acc, t0, n)
     if position != 0.0:  # marked at the last close, no exit fee
         trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
                                entry_equity, close[n - 1], equity, EXIT_END)
 
     finalize(out, n - t0, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
              (xp[XP_SUM_B], xp[XP_SUM_B2]), ruined)
+
+
+@njit(inline="always", cache=True)
+def book_segments(segs, t, seg, seg_end, seg_r, seg_r2, ret_acc, start, end):
+    """Write the sums of every segment that ends at or before bar ``t``: the growth of
+    the return accumulators since the segment began. Returns the segment now running,
+    its end, and the sums at its start."""
+    n_segs = segs.shape[0]
+    while t >= seg_end and seg < n_segs:
+        segs[seg, 0] = ret_acc[0] - seg_r
+        segs[seg, 1] = ret_acc[1] - seg_r2
+        seg_r = ret_acc[0]
+        seg_r2 = ret_acc[1]
+        seg += 1
+        seg_end = segment_end(start, end, n_segs, seg)
+    return seg, seg_end, seg_r, seg_r2
 
 
 @njit(cache=True)

@@ -10,17 +10,18 @@ combos the constraints keep, and writes its region of the store, then its ``done
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import N_METRICS, Execution, get_strategy, sweep
+from ..engine import METRICS, N_METRICS, Execution, get_strategy, sweep
 from ..engine.backend import limit_threads
 from ..engine.strategies import import_strategy_module
 from .expr import Expr
 from .grid import box_combos, constraint_mask
-from .results import write_block
+from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
 
 
@@ -75,6 +76,12 @@ class BlockTask:
     store_id : str
         The results store's ``store_id`` attribute: a worker writes only the store it
         finds at ``out`` with this id, else returns the metrics to the driver.
+    spans : tuple of (start, end), optional
+        A walk-forward window's train and test bars: the block runs each (its region
+        then spans the window's ``sample`` dim). None: one run over every bar.
+    segments : int
+        Equal segments of the bars over which the returns' sums are kept for PBO
+        (``seg_sum_r``, ``seg_sum_r2``); 0: none.
     """
 
     block_id: int
@@ -90,36 +97,52 @@ class BlockTask:
     threads: int = 1
     backend: str = "cpu"
     store_id: str = ""
+    spans: tuple[tuple[int, int], ...] | None = None
+    segments: int = 0
 
 
 @dataclass(frozen=True)
 class BlockReport:
     """What a finished block tells the driver; ``metrics`` (the block's region of every
-    metric) only when its worker could not write the store, for the driver to write
-    (which then sets ``written_by_driver``)."""
+    variable, by name) only when its worker could not write the store, for the driver
+    to write (which then sets ``written_by_driver``)."""
 
     block_id: int
     n_combos: int
     n_bars: int
     seconds: float
-    metrics: np.ndarray | None = None
+    metrics: dict[str, np.ndarray] | None = None
     written_by_driver: bool = False
 
 
-def block_metrics(task: BlockTask) -> tuple[np.ndarray, int, int]:
-    """Compute a block: metrics shaped ``(N_METRICS, 1, *block shape)``, NaN where excluded.
+def block_metrics(task: BlockTask) -> tuple[dict[str, np.ndarray], int, int]:
+    """Compute a block: each variable's region of the store by name (NaN where a combo
+    is excluded): the metrics shaped ``(1, *block shape)``, or ``(1, 1, 2, *block
+    shape)`` over a walk-forward window's samples, and the segment sums ``(1, S,
+    *block shape)``.
 
-    Returns the metrics, the number of combos computed and the number of bars.
+    Returns the variables, the number of combos computed and the number of bars.
     """
     params, keep = block_combos(task)
     bars = task.bars.arrays()
     shape = tuple(len(values) for _, values in task.axes)
-    metrics = np.full((N_METRICS, keep.size), np.nan)
+    runs = 1 if task.spans is None else len(task.spans)
+    metrics = np.full((N_METRICS, runs, keep.size), np.nan)
+    segs = np.full((2, task.segments, keep.size), np.nan)
     n_kept = int(keep.sum())
     if n_kept:
         kept = {name: values[keep] for name, values in params.items()}
-        metrics[:, keep] = block_sweep(task, bars, kept, bars_key=task.bars).T
-    return metrics.reshape((N_METRICS, 1, *shape)), n_kept, len(bars["close"])
+        sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
+        out = block_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums)
+        metrics[:, :, keep] = out.reshape(runs, n_kept, N_METRICS).transpose(2, 0, 1)
+        if sums is not None:
+            segs[:, :, keep] = sums.transpose(2, 1, 0)
+    lead = (1,) if task.spans is None else (1, 1, runs)
+    values = {name: metrics[k].reshape(*lead, *shape) for k, name in enumerate(METRICS)}
+    if task.segments:
+        values.update({name: segs[k].reshape(1, task.segments, *shape)
+                       for k, name in enumerate(SEGMENT_SUMS)})
+    return values, n_kept, len(bars["close"])
 
 
 def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -133,14 +156,17 @@ def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
-                bars_key: BarsRef | None) -> np.ndarray:
-    """The task's kernel on the given combos, on its backend: ``(n_combos, N_METRICS)``.
+                bars_key: BarsRef | None, seg_sums: np.ndarray | None = None) -> np.ndarray:
+    """The task's kernel on the given combos, on its backend: ``(n_combos, N_METRICS)``,
+    or ``(n_spans, n_combos, N_METRICS)`` over the task's spans (``seg_sums`` written
+    when given).
 
     On ``cuda`` the bars stay on the worker's device under ``bars_key`` for its later
     blocks (None: not cached, e.g. the warm-up's truncated bars).
     """
     return sweep(get_strategy(task.strategy), bars, params, task.execution, task.ppy,
-                 backend=task.backend, bars_key=bars_key)
+                 backend=task.backend, bars_key=bars_key, spans=task.spans,
+                 seg_sums=seg_sums)
 
 
 def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
@@ -150,7 +176,11 @@ def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
     store."""
     params, keep = block_combos(task)
     keep = np.flatnonzero(keep)[:2]
-    block_sweep(task, head, {k: v[keep] for k, v in params.items()}, bars_key=None)
+    n = len(head["close"])
+    warm = dataclasses.replace(task, spans=None if task.spans is None else ((0, n),) * 2)
+    sums = np.empty((len(keep), task.segments, 2)) if task.segments else None
+    block_sweep(warm, head, {k: v[keep] for k, v in params.items()}, bars_key=None,
+                seg_sums=sums)
 
 
 def run_block(task: BlockTask) -> BlockReport:

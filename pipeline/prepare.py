@@ -33,6 +33,7 @@ class Prepared:
     grid: Grid
     n_bars: int
     prints: dict
+    symbol_bars: tuple[int, ...] = ()
     spec_path: str | None = None
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
@@ -48,21 +49,22 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         raise ResultsError("--overwrite and --resume exclude each other: choose one")
     out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
     spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
-    n_bars = 0
+    symbol_bars = []
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                        spec.data.end)
-        n_bars = max(n_bars, ds.sizes["time"])
+        symbol_bars.append(ds.sizes["time"])
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     grid = build_grid(spec)
     chunks = resumable_chunks(out, spec, prints) if resume else None
-    return Prepared(spec, out, grid, n_bars, prints,
+    return Prepared(spec, out, grid, max(symbol_bars), prints, tuple(symbol_bars),
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite)
 
 
 #: The spec's sections that decide a store's contents: a resume must not change them.
-RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution")
+RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution",
+                   "analysis")
 
 
 def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:

@@ -26,6 +26,10 @@ from ..errors import ResultsError, RunError
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 
+#: The per-segment sums of each combo's bar returns and of their squares (PBO's input,
+#: :mod:`barsweep.pipeline.robust`), over dims ``(symbol, segment, *params)``.
+SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
+
 
 #: The group attribute that marks a directory as a barsweep results store (its value is
 #: the layout's version). Stores made before it existed are recognised by ``spec`` and
@@ -43,6 +47,10 @@ def create_store(
     n_blocks: int,
     attrs: Mapping[str, str],
     excluded: Sequence[int] = (),
+    *,
+    lead: Sequence[tuple[str, np.ndarray, int]] = (),
+    segments: int = 0,
+    coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]] | None = None,
 ) -> None:
     """Write the store's metadata and coordinates; no metric chunk is written.
 
@@ -66,27 +74,51 @@ def create_store(
         Group attributes (the spec as YAML, version, fingerprint as JSON...).
     excluded : sequence of int
         Blocks the constraints exclude entirely (flagged ``EXCLUDED``, never computed).
+    lead : sequence of (name, values, chunk)
+        Dims between ``symbol`` and the parameters, with their chunk length: a
+        walk-forward run's ``window`` (chunk 1) and ``sample`` (chunk 2).
+    segments : int
+        With S > 0, the variables :data:`SEGMENT_SUMS` over ``(symbol, segment,
+        *params)``, one chunk over the segments.
+    coords : mapping of name to (dims, values), optional
+        More coordinates (``n_bars`` over symbol, the windows' bounds over window...).
     """
     import dask.array as da
     import xarray as xr
 
-    dims = ("symbol", *[name for name, _ in axes])
-    shape = (len(symbols), *[len(values) for _, values in axes])
-    block = (1, *chunks)
-    coords = {"symbol": np.asarray(symbols, dtype=object)}
-    coords.update({name: values for name, values in axes})
+    params = [name for name, _ in axes]
+    dims = ("symbol", *[name for name, _, _ in lead], *params)
+    shape = (len(symbols), *[len(v) for _, v, _ in lead], *[len(v) for _, v in axes])
+    block = (1, *[c for _, _, c in lead], *chunks)
+    every = {"symbol": np.asarray(symbols, dtype=object)}
+    every.update({name: values for name, values, _ in lead})
+    every.update({name: values for name, values in axes})
+    every.update(coords or {})
+    coords = every
     data_vars = {
         name: (dims, da.full(shape, np.nan, chunks=block, dtype=np.float64)) for name in METRICS
     }
+    if segments:
+        seg_dims = ("symbol", "segment", *params)
+        seg_shape = (len(symbols), segments, *[len(v) for _, v in axes])
+        seg_block = (1, segments, *chunks)
+        data_vars.update({name: (seg_dims, da.full(seg_shape, np.nan, chunks=seg_block,
+                                                   dtype=np.float64))
+                          for name in SEGMENT_SUMS})
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
     ds = xr.Dataset(data_vars, coords=coords,
                     attrs={**attrs, STORE_MARK: STORE_LAYOUT, "complete": False})
     ds["done"].attrs["flag_values"] = [PENDING, COMPUTED, EXCLUDED]
     ds["done"].attrs["flag_meanings"] = "pending computed excluded"
     encoding = {name: {"chunks": block, "fill_value": np.nan} for name in METRICS}
+    if segments:
+        encoding.update({name: {"chunks": seg_block, "fill_value": np.nan}
+                         for name in SEGMENT_SUMS})
     encoding["done"] = {"chunks": (1,), "fill_value": PENDING}
     encoding["symbol"] = {"chunks": (len(symbols),)}
     for name, values in axes:
+        encoding[name] = {"chunks": (len(values),)}
+    for name, values, _ in lead:
         encoding[name] = {"chunks": (len(values),)}
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -117,19 +149,25 @@ def create_store(
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_block(path: str, region: tuple[slice, ...], metrics: np.ndarray, block_id: int) -> None:
-    """Write one block's metrics, then mark it done.
+def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.ndarray],
+                block_id: int) -> None:
+    """Write one block's variables, then mark it done.
 
     Parameters
     ----------
     region : tuple of slice
-        ``(symbol, *params)`` slices; must cover whole chunks.
-    metrics : ndarray, shape (N_METRICS, *block shape), float64
-        NaN where a combo is excluded.
+        The metrics' ``(symbol, *lead, *params)`` slices; must cover whole chunks. The
+        segment sums take ``(symbol, every segment, *params)``.
+    values : mapping of variable name to ndarray, or ndarray, float64
+        Each variable's region (``blocks.block_metrics``), or the metrics' regions in
+        ``METRICS`` order as one array; NaN where a combo is excluded.
     """
+    if isinstance(values, np.ndarray):
+        values = dict(zip(METRICS, values, strict=True))
     group = zarr.open_group(path, mode="r+")
-    for k, name in enumerate(METRICS):
-        group[name][region] = metrics[k]
+    for name, array in values.items():
+        where = (region[0], slice(None), *region[1:]) if name in SEGMENT_SUMS else region
+        group[name][where] = array
     group["done"][block_id] = COMPUTED
 
 
@@ -349,4 +387,8 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
     if pending:  # a block cut short may have written some metrics before its flag: hide them
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)
         ds = ds.assign({name: ds[name].where(mask) for name in METRICS})
+        for name in SEGMENT_SUMS:
+            if name in ds:
+                ds[name] = ds[name].where(mask.isel({d: 0 for d in mask.dims
+                                                     if d not in ds[name].dims}))
     return ds

@@ -17,12 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 
+import numpy as np
 from distributed import Client, as_completed
 
 from .. import __version__
 from ..datasets import mapped_arrays, periods_per_year, to_ns
 from ..engine import METRICS
 from ..engine.backend import process_gpu
+from ..engine.simulate import segment_bounds
 from ..errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
@@ -143,6 +145,18 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
 
 
+def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
+    """Coordinates of the store beyond its dims: ``n_bars`` over ``symbol`` (the bars
+    each symbol's runs cover) and, with PBO segments, ``seg_n`` over ``(symbol,
+    segment)`` (the bars of each segment, as the kernels cut them)."""
+    coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
+    n_segs = spec.analysis.pbo_segments
+    if n_segs:
+        seg_n = [np.diff(segment_bounds(0, n, n_segs), axis=1)[:, 0] for n in symbol_bars]
+        coords["seg_n"] = (("symbol", "segment"), np.asarray(seg_n, dtype=np.int64))
+    return coords
+
+
 def plan(spec: Spec, out: str, block_size: int,
          grid: Grid | None = None, backend: str = "cpu", prints: dict | None = None,
          run_id: str = "", store_id: str = "") -> Plan:
@@ -194,7 +208,8 @@ def plan(spec: Spec, out: str, block_size: int,
         for b, axes, slices, n_valid in boxes:
             tasks.append(BlockTask(s * per_symbol + b, out, bars, spec.strategy, axes,
                                    (row, *slices), grid.constraints, execution, ppy, modules,
-                                   backend=backend, store_id=store_id))
+                                   backend=backend, store_id=store_id,
+                                   segments=spec.analysis.pbo_segments))
             task_combos.append(n_valid)
         excluded.extend(s * per_symbol + b for b in empty)
     return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
@@ -413,9 +428,12 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             "metrics": json.dumps(list(METRICS)),
             "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
             "n_combos_exact": the_plan.n_combos_exact,
+            "periods_per_year": periods_per_year(spec.data.timeframe, spec.data.year_days),
         }
         create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
-                     the_plan.n_blocks, attrs, excluded=the_plan.excluded)
+                     the_plan.n_blocks, attrs, excluded=the_plan.excluded,
+                     segments=spec.analysis.pbo_segments,
+                     coords=store_coords(spec, prepared.symbol_bars))
         todo, skipped = the_plan.tasks, 0
     shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
     try:

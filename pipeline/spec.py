@@ -46,6 +46,7 @@ from .spec_files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 
 __all__ = [
     "MAX_COMBOS",
+    "AnalysisSpec",
     "ClusterSpec",
     "DataSpec",
     "RangeSpec",
@@ -141,6 +142,28 @@ class RunSpec(BaseModel):
     worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
 
 
+class AnalysisSpec(BaseModel):
+    """What a run keeps beyond the metrics for the analyses after it.
+
+    ``pbo_segments``: S equal segments of each symbol's bars over which every combo's
+    return sums are stored (``seg_sum_r``, ``seg_sum_r2``), the input of the probability
+    of backtest overfitting (:func:`barsweep.pipeline.robust.pbo`); an even number, or 0
+    for none. A walk-forward run keeps none (its windows are its out-of-sample test).
+    """
+
+    model_config = _CONFIG
+
+    pbo_segments: int = Field(10, ge=0, le=32, strict=True)
+
+    @field_validator("pbo_segments")
+    @classmethod
+    def _even(cls, value: int) -> int:
+        if value % 2:
+            raise ValueError(f"pbo_segments must be even (two halves per split) or 0, "
+                             f"got {value}")
+        return value
+
+
 class Spec(BaseModel):
     """A whole sweep: data, strategy, grid, constraints, execution, run and cluster.
 
@@ -175,6 +198,7 @@ class Spec(BaseModel):
     grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
     run: RunSpec = Field(default_factory=RunSpec)
     cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
@@ -185,7 +209,7 @@ class Spec(BaseModel):
     def _empty_sections(cls, value: Any) -> Any:
         """A section left empty in YAML (``grid:``) means its default."""
         if isinstance(value, Mapping):
-            optional = ("grid", "constraints", "execution", "run")
+            optional = ("grid", "constraints", "execution", "analysis", "run")
             return {k: v for k, v in value.items() if not (k in optional and v is None)}
         return value
 

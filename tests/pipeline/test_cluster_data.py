@@ -168,7 +168,7 @@ def test_a_worker_that_joins_after_the_bars_were_checked_gets_them(project, tmp_
     create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, {"store_id": "id-late", "spec": spec.to_yaml(),
                                      "barsweep_version": "test"},
-                 excluded=the_plan.excluded)
+                 excluded=the_plan.excluded, segments=spec.analysis.pbo_segments)
     with wait_for(address, 1) as client:
         shipper = BarsShipper(client, {t.bars: None for t in the_plan.tasks})
         calls = []

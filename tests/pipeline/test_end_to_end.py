@@ -77,7 +77,7 @@ def test_cli_run_then_rank_equals_backtest_and_reference(synth_store, tmp_path, 
     assert len(ranked) == 5
     assert [r["sharpe"] for r in ranked] == sorted((r["sharpe"] for r in ranked), reverse=True)
     assert all(r["n_trades"] >= 10 and r["symbol"] == "BTCUSDT" for r in ranked)
-    assert set(METRICS) | {"symbol", "fast", "slow"} == set(ranked[0])
+    assert set(METRICS) | {"symbol", "fast", "slow", "psr", "dsr"} == set(ranked[0])
 
     bars = open_bars(synth_store, "BTCUSDT", "1h")
     close, open_ = list(bars["close"].values[:, 0]), list(bars["open"].values[:, 0])
@@ -281,3 +281,42 @@ def test_backend_cuda_without_a_gpu_is_refused_and_auto_runs_on_the_cpu(
     assert attrs["backend"] == "cpu" and attrs["backend_requested"] == "auto"
     assert attrs["backend_reason"].startswith("auto: CPU, since tcp://")
     assert "no NVIDIA driver" in attrs["backend_reason"]
+
+
+def test_a_run_keeps_pbo_segments_and_dsr_inputs(synth_store, tmp_path, capsys):
+    """The store carries what the analyses need: the segment sums (equal to each combo's
+    bar returns summed per segment), n_bars, periods_per_year; rank --pbo and --by dsr
+    run on it."""
+    out = tmp_path / "results.zarr"
+    spec = write_spec(tmp_path / "spec.yaml", synth_store, out, block_size=150,
+                      analysis={"pbo_segments": 6})
+    assert main(["run", str(spec), "--workers", "2", "--no-progress"]) == 0
+    capsys.readouterr()
+    ds = xr.open_zarr(out, consolidated=False)
+    assert ds["seg_sum_r"].dims == ("symbol", "segment", "fast", "slow")
+    assert ds["n_bars"].values.tolist() == [N_BARS]
+    assert ds["seg_n"].values.tolist() == [[333, 333, 334, 333, 333, 334]]
+    assert ds.attrs["periods_per_year"] == periods_per_year("1h")
+    bars = open_bars(synth_store, "BTCUSDT", "1h")
+    edges = np.cumsum([0, *ds["seg_n"].values[0]])
+    for f, s in [(2, 10), (7, 45), (30, 115)]:
+        i, j = ds.indexes["fast"].get_loc(f), ds.indexes["slow"].get_loc(s)
+        single = backtest(bars, "ema_cross", dict(fast=f, slow=s), ppy=periods_per_year("1h"),
+                          fill="next_open", fees=0.001, slippage=0.0002)
+        equity = single.equity.to_numpy()
+        r = equity / np.concatenate([[10_000.0], equity[:-1]]) - 1
+        sums = [[r[a:b].sum(), (r[a:b] ** 2).sum()] for a, b in zip(edges[:-1], edges[1:])]
+        stored = np.stack([ds["seg_sum_r"].values[0, :, i, j],
+                           ds["seg_sum_r2"].values[0, :, i, j]], axis=1)
+        np.testing.assert_allclose(stored, sums, rtol=1e-10, atol=1e-15)
+        assert float(ds["sharpe"].values[0, i, j]) == single.metrics["sharpe"]
+    excluded = ds["seg_sum_r"].values[0, :, ds.indexes["fast"].get_loc(30),
+                                      ds.indexes["slow"].get_loc(10)]
+    assert np.isnan(excluded).all()  # fast >= slow: excluded, as its metrics are
+    assert main(["rank", str(out), "--pbo", "--json"]) == 0
+    pbo = json.loads(capsys.readouterr().out)
+    assert pbo and 0.0 <= pbo[0]["pbo"] <= 1.0 and pbo[0]["n_splits"] == 20
+    assert main(["rank", str(out), "--by", "dsr", "--top", "3", "--json"]) == 0
+    top = json.loads(capsys.readouterr().out)
+    assert len(top) == 3 and all(0.0 <= t["dsr"] <= 1.0 for t in top)
+    assert top[0]["dsr"] >= top[1]["dsr"] >= top[2]["dsr"]
