@@ -11,15 +11,16 @@ import json
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import yaml
 
 from .. import __version__
 from ..datasets import fingerprint, open_bars
 from ..engine import METRICS
-from ..errors import ResultsError
+from ..errors import ResultsError, SpecError
 from .grid import Grid
 from .results import check_out, store_attrs
-from .spec import Spec, build_grid
+from .spec import DataSpec, Spec, build_grid
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         raise ResultsError("--overwrite and --resume exclude each other: choose one")
     out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
     spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
+    if spec.data.align == "inner" and len(spec.data.symbols) > 1:
+        spec = spec.model_copy(update={"data": common_range(spec.data)})
     symbol_bars = []
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
@@ -60,6 +63,26 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     return Prepared(spec, out, grid, max(symbol_bars), prints, tuple(symbol_bars),
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite)
+
+
+def common_range(data: DataSpec) -> DataSpec:
+    """``data`` with ``start`` and ``end`` narrowed to the range every symbol covers
+    (whole seconds, end exclusive: one second after the earliest last bar), so every
+    later step, and the spec stored with the results, reads the same bars."""
+    firsts, lasts = [], []
+    for symbol in data.symbols:
+        time = open_bars(data.store, symbol, data.timeframe, data.start, data.end)["time"]
+        time = time.values[[0, -1]].astype("datetime64[ns]")
+        firsts.append((time[0], symbol))
+        lasts.append((time[1], symbol))
+    (start, late), (last, early) = max(firsts), min(lasts)
+    if start > last:
+        raise SpecError(f"data.align: inner: the symbols share no bars: {late}'s start "
+                        f"{np.datetime_as_string(start, unit='s')} is after {early}'s last bar "
+                        f"{np.datetime_as_string(last, unit='s')}")
+    end = last.astype("datetime64[s]") + np.timedelta64(1, "s")
+    return data.model_copy(update={"start": np.datetime_as_string(start, unit="s"),
+                                   "end": np.datetime_as_string(end, unit="s")})
 
 
 #: The spec's sections that decide a store's contents: a resume must not change them.

@@ -65,7 +65,9 @@ class DataSpec(BaseModel):
     """Which bars to sweep over.
 
     ``start`` and ``end`` are ISO dates or datetimes (YAML dates are accepted and kept as
-    ISO strings); ``year_days`` is 365 for crypto, 252 for equities.
+    ISO strings); ``year_days`` is 365 for crypto, 252 for equities. ``align``: ``own``
+    (default) runs each symbol over its own bars within start/end, however many; ``inner``
+    over the range every symbol covers (from the latest first bar to the earliest last).
     """
 
     model_config = _CONFIG
@@ -76,6 +78,7 @@ class DataSpec(BaseModel):
     start: str | None = None
     end: str | None = None
     year_days: float = Field(365.0, gt=0, strict=True, allow_inf_nan=False)
+    align: Literal["own", "inner"] = "own"
 
     @field_validator("symbols", mode="before")
     @classmethod
