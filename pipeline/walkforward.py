@@ -1,0 +1,510 @@
+"""Walk-forward optimisation: windows, the choice in each train sample, the stitched
+out-of-sample result.
+
+A walk-forward run sweeps the grid over every window's train and test bars (the store's
+dims ``(symbol, window, sample, *params)``, ``sample`` being ``"train"`` and
+``"test"``); :func:`walkforward` then picks, in each window, the best combo in train and
+reports its test metrics and the chain of the chosen combos' test runs
+(docs/EXECUTION.md, "Walk-forward windows").
+
+The spec's ``walk_forward`` section is :class:`WalkForwardSpec`; :func:`bars_of` turns a
+length into bars and :func:`window_bounds` lists the windows.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from ..datasets.timeframes import timeframe_seconds
+from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
+from ..errors import DataError, SpecError
+from .expr import check_names, parse_expr
+from .rank import rank_order, to_records
+from .results import open_results
+
+__all__ = [
+    "DURATION_PATTERN",
+    "STITCHED_METRICS",
+    "WalkForward",
+    "WalkForwardSpec",
+    "bars_of",
+    "format_walkforward",
+    "walkforward",
+    "window_bounds",
+]
+
+#: A window length given as a duration: a positive count and a unit, ``d`` (days), ``w``
+#: (weeks), ``M`` (months: ``year_days / 12`` days) or ``y`` (years: ``year_days`` days).
+DURATION_PATTERN = re.compile(r"^([1-9][0-9]*)(d|w|M|y)$")
+
+#: The bounds of each window, bar indices (end exclusive) and times (first and last bar).
+BOUND_NAMES = ("train_start", "train_end", "test_start", "test_end")
+
+#: What the stitched out-of-sample curve reports, beyond its extent.
+STITCHED_METRICS = ("total_return", "cagr", "sharpe", "max_drawdown", "n_trades")
+
+_LENGTH_HELP = ("a positive number of bars, or a duration: a positive count and d (days), "
+                "w (weeks), M (months) or y (years), e.g. 730d, 26w, 6M, 2y")
+
+
+def _check_length(value: Any) -> int | str:
+    """A window length as given (int bars or duration string), or ValueError."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value >= 1:
+            return int(value)
+    elif isinstance(value, str) and DURATION_PATTERN.match(value):
+        return value
+    raise ValueError(f"expected {_LENGTH_HELP}; got {value!r}")
+
+
+def bars_of(length: int | str, timeframe: str, year_days: float, *,
+            key: str = "walk_forward") -> int:
+    """A window length in bars of ``timeframe``.
+
+    An int is a number of bars. A duration ``"<n>d"``, ``"<n>w"``, ``"<n>M"`` or
+    ``"<n>y"`` (n a positive integer) is ``n`` calendar days, ``7 n`` days,
+    ``n * year_days / 12`` days or ``n * year_days`` days, each day being
+    ``86400 / timeframe_seconds(timeframe)`` bars; the result is rounded to the nearest
+    bar (halves up) and refused when below one bar.
+
+    Parameters
+    ----------
+    length : int or str
+    timeframe : str
+        The bars' timeframe, e.g. ``"1h"`` (:func:`barsweep.datasets.timeframe_seconds`).
+    year_days : float
+        Days in a year (``data.year_days``): 365, or 252 for equities' trading days.
+    key : str
+        The spec key named in a refusal (``walk_forward.train``).
+
+    Returns
+    -------
+    int
+        Bars, >= 1.
+
+    Raises
+    ------
+    SpecError
+        A length that is neither form, or less than one bar of the timeframe.
+
+    Examples
+    --------
+    >>> bars_of("2y", "1d", 252), bars_of("6M", "1d", 252), bars_of("730d", "1h", 365)
+    (504, 126, 17520)
+    """
+    try:
+        length = _check_length(length)
+    except ValueError as err:
+        raise SpecError(f"{key}: {err}") from None
+    if isinstance(length, int):
+        return length
+    try:
+        bars_per_day = 86_400 / timeframe_seconds(timeframe)
+    except DataError as err:
+        raise SpecError(f"{key}: {err}") from None
+    count, unit = DURATION_PATTERN.match(length).groups()
+    days = int(count) * {"d": 1.0, "w": 7.0, "M": year_days / 12.0, "y": year_days}[unit]
+    bars = math.floor(days * bars_per_day + 0.5)
+    if bars < 1:
+        raise SpecError(f"{key}: {length!r} is {days * bars_per_day:.3g} bars of "
+                        f"{timeframe} bars, less than one; give a longer duration")
+    return bars
+
+
+class WalkForwardSpec(BaseModel):
+    """The spec's ``walk_forward`` section: window lengths and whether train is anchored.
+
+    ``train``, ``test`` and ``step`` are each a positive number of bars or a duration
+    (:func:`bars_of`); ``step`` defaults to ``test`` (test windows that tile the data).
+    Window w trains on ``[s_w, s_w + train)`` and tests on ``[s_w + train, s_w + train +
+    test)``, ``s_w = w * step``; ``anchored`` makes every train window start at bar 0.
+
+    Examples
+    --------
+    >>> spec = WalkForwardSpec(train="2y", test="6M")
+    >>> spec.step, spec.lengths("1d", 252)
+    ('6M', (504, 126, 126))
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    train: int | str
+    test: int | str
+    step: int | str
+    anchored: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _step_is_test(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("step") is None and "test" in value:
+            return {**value, "step": value["test"]}
+        return value
+
+    @field_validator("train", "test", "step", mode="before")
+    @classmethod
+    def _length(cls, value: Any) -> int | str:
+        return _check_length(value)
+
+    def lengths(self, timeframe: str, year_days: float) -> tuple[int, int, int]:
+        """``(train, test, step)`` in bars (:func:`bars_of`)."""
+        return tuple(bars_of(getattr(self, k), timeframe, year_days, key=f"walk_forward.{k}")
+                     for k in ("train", "test", "step"))
+
+    def bounds(self, n_bars: int, timeframe: str, year_days: float) -> np.ndarray:
+        """The windows over ``n_bars`` bars (:func:`window_bounds`)."""
+        return window_bounds(n_bars, *self.lengths(timeframe, year_days),
+                             anchored=self.anchored)
+
+
+def window_bounds(n_bars: int, train: int, test: int, step: int,
+                  anchored: bool = False) -> np.ndarray:
+    """Every walk-forward window that fits in ``n_bars`` bars.
+
+    Window w trains on ``[s_w, s_w + train)`` and tests on ``[s_w + train, s_w + train +
+    test)``, with ``s_w = w * step``; ``anchored``: its train window is ``[0, s_w +
+    train)``. Windows are listed while their test end is ``<= n_bars``.
+
+    Parameters
+    ----------
+    n_bars, train, test, step : int
+        Positive counts of bars.
+    anchored : bool
+
+    Returns
+    -------
+    ndarray, shape (W, 4), int64
+        ``[train_start, train_end, test_start, test_end]`` per window, ends exclusive.
+
+    Raises
+    ------
+    SpecError
+        A count that is not a positive integer, or no window fitting (one line naming
+        ``walk_forward`` and the numbers).
+
+    Examples
+    --------
+    >>> window_bounds(10, 4, 2, 2).tolist()
+    [[0, 4, 4, 6], [2, 6, 6, 8], [4, 8, 8, 10]]
+    >>> window_bounds(10, 4, 2, 2, anchored=True)[:, 0].tolist()
+    [0, 0, 0]
+    """
+    for name, value in (("n_bars", n_bars), ("train", train), ("test", test), ("step", step)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            raise SpecError(f"walk_forward: {name} must be a positive number of bars, "
+                            f"got {value!r}")
+    n_windows = (n_bars - train - test) // step + 1 if train + test <= n_bars else 0
+    if n_windows < 1:
+        raise SpecError(f"walk_forward: no window fits: train {train} + test {test} = "
+                        f"{train + test} bars, the data has {n_bars}; shorten train or test "
+                        f"or use more bars")
+    start = np.arange(n_windows, dtype=np.int64) * step
+    out = np.empty((n_windows, 4), dtype=np.int64)
+    out[:, 0] = 0 if anchored else start
+    out[:, 1] = start + train
+    out[:, 2] = start + train
+    out[:, 3] = start + train + test
+    return out
+
+
+@dataclass(frozen=True)
+class WalkForward:
+    """The outcome of :func:`walkforward` for one symbol.
+
+    Attributes
+    ----------
+    symbol : str
+    by : str
+        The metric the train samples were ranked by.
+    where : str or None
+    windows : pandas.DataFrame
+        One row per window (index ``window``): its bounds as times (``train_start`` ...
+        ``test_end``: first and last bar of each part) and bar indices (``*_bar``, ends
+        exclusive); ``chosen`` (whether a combo passed ``where`` with a defined ``by``),
+        ``combo`` (its flat index in the grid, -1 when none), its parameters, then
+        ``train_<metric>`` and ``test_<metric>`` for every metric.
+    stitched : dict
+        The chained out-of-sample curve (:func:`walkforward`): ``total_return``,
+        ``cagr``, ``sharpe``, ``max_drawdown``, ``n_trades``, ``n_bars``, ``start``,
+        ``end``, ``n_windows`` (chained) of ``windows_total``, ``in_sample_cagr``,
+        ``efficiency``.
+    equity : pandas.Series
+        The chained curve, indexed by time, starting from ``init_cash``.
+    """
+
+    symbol: str
+    by: str
+    where: str | None
+    windows: pd.DataFrame
+    stitched: dict
+    equity: pd.Series = field(repr=False)
+
+    def to_json(self) -> dict:
+        """``{"symbol", "by", "where", "windows": [...], "stitched": {...}}``, JSON-ready
+        (times as ISO strings, NaN as None)."""
+        frame = self.windows.reset_index()
+        for name in BOUND_NAMES:
+            frame[name] = [_iso(t) for t in frame[name]]
+        stitched = to_records(pd.DataFrame([{k: _iso(v) if k in ("start", "end") else v
+                                             for k, v in self.stitched.items()}]))[0]
+        return {"symbol": self.symbol, "by": self.by, "where": self.where,
+                "windows": to_records(frame), "stitched": stitched}
+
+
+def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
+                where: str | None = None, symbol: str | None = None, *,
+                bars: Any = None) -> WalkForward:
+    """Choose a combo in each window's train sample and chain their test runs.
+
+    Parameters
+    ----------
+    results : str, os.PathLike or xarray.Dataset
+        A walk-forward results store (or the Dataset opened from it): metric variables
+        over ``(symbol, window, sample, *params)``, ``sample`` holding ``"train"`` and
+        ``"test"``; coordinates over ``window`` (or ``(symbol, window)``)
+        ``train_start_bar``, ``train_end_bar``, ``test_start_bar``, ``test_end_bar``
+        (ints, ends exclusive) and ``train_start`` ... ``test_end`` (times); attributes
+        ``spec`` (the run's spec as YAML) and ``periods_per_year``.
+    by : str
+        The metric ranked in train: descending unless lower is better, with
+        :func:`barsweep.pipeline.rank.rank_order`'s rules (NaN never chosen; ruined
+        combos, infinite values and, by a metric doing nothing wins, idle combos never
+        first; ties to the lower flat index).
+    where : str, optional
+        A filter over metric and parameter names, evaluated on the train metrics.
+    symbol : str, optional
+        Required when the store holds several symbols.
+    bars : optional
+        The symbol's bars (anything :func:`barsweep.engine.backtest` takes); by default
+        opened from the spec's ``data`` (store, timeframe, start, end).
+
+    Returns
+    -------
+    WalkForward
+
+    Notes
+    -----
+    The stitched curve chains the chosen combos' test runs, each rebuilt with
+    ``backtest(bars, strategy, params, ppy=periods_per_year, span=(test_start_bar,
+    end))``, compounded one after the other: each window's bar returns in turn, its
+    first bar's return taken against ``init_cash`` (a run starts flat). ``end`` is the
+    window's test end, or the next chained window's test start when test windows overlap
+    (``step < test``), so no bar counts twice. Windows without a choice are left out.
+    ``cagr`` and ``sharpe`` use the engine's formulas over the chained bars;
+    ``max_drawdown`` is the chained curve's; ``n_trades`` the sum of the runs' trades.
+    ``in_sample_cagr`` chains the chosen combos' train runs the same way (from their
+    stored ``total_return``: ``prod(1 + total_return) ** (ppy / train bars) - 1``), and
+    ``efficiency = cagr / in_sample_cagr``, NaN unless ``in_sample_cagr > 0``.
+    """
+    from .spec import parse_spec  # here: the spec module imports this one
+
+    ds = results if hasattr(results, "data_vars") else open_results(results)
+    if by not in METRICS:
+        raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
+    dims = ds[METRICS[0]].dims
+    if dims[:3] != ("symbol", "window", "sample"):
+        raise SpecError(f"walkforward: the results store is not a walk-forward run (its "
+                        f"metrics are over {', '.join(dims)}; a run with walk_forward has "
+                        f"symbol, window, sample, then the parameters)")
+    params = dims[3:]
+    symbol = _one_symbol(ds, symbol)
+    ds = ds.sel(symbol=symbol)
+    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
+    ppy = float(ds.attrs["periods_per_year"])
+    shape = tuple(ds.sizes[p] for p in params)
+    expr = None
+    if where:
+        expr = parse_expr(where)
+        check_names(expr, set(METRICS) | set(params), what="--where")
+    bounds = np.stack([np.asarray(ds[f"{n}_bar"].values, dtype=np.int64)
+                       for n in BOUND_NAMES], axis=1)
+    rows, combos = [], []
+    for w in range(ds.sizes["window"]):
+        train = ds[list(METRICS)].isel(window=w).sel(sample="train")
+        flat = _choose(train, by, expr, params, shape)
+        at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
+        combo = {p: _scalar(ds[p].values[i]) for p, i in at.items()} if flat >= 0 else None
+        combos.append(combo)
+        row = {"window": w, **{n: ds[n].values[w] for n in BOUND_NAMES},
+               **{f"{n}_bar": int(bounds[w, i]) for i, n in enumerate(BOUND_NAMES)},
+               "chosen": flat >= 0, "combo": flat,
+               **{p: None if combo is None else combo[p] for p in params}}
+        picked = ds[list(METRICS)].isel(window=w, **at).load()
+        for sample in ("train", "test"):
+            values = picked.sel(sample=sample)
+            row.update({f"{sample}_{m}": float(values[m]) if flat >= 0 else math.nan
+                        for m in METRICS})
+        rows.append(row)
+    windows = pd.DataFrame(rows).set_index("window")
+    if bars is None:
+        from ..datasets import open_bars
+
+        bars = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
+                         spec.data.end)
+    equity, stitched = _stitch(windows, combos, spec, bars, ppy)
+    return WalkForward(symbol=symbol, by=by, where=where, windows=windows,
+                       stitched=stitched, equity=equity)
+
+
+def _one_symbol(ds, symbol: str | None) -> str:
+    """The symbol to report: ``symbol``, or the store's only one."""
+    symbols = [str(s) for s in ds["symbol"].values]
+    if symbol is None:
+        if len(symbols) != 1:
+            raise SpecError(f"walkforward: the store holds {len(symbols)} symbols "
+                            f"({', '.join(symbols)}); name one (--symbol SYMBOL)")
+        return symbols[0]
+    if symbol not in symbols:
+        raise SpecError(f"walkforward: symbol {symbol!r} is not in the store; it holds "
+                        f"{', '.join(symbols)}")
+    return symbol
+
+
+def _choose(train, by: str, expr, params: tuple[str, ...], shape: tuple[int, ...]) -> int:
+    """The flat index of the best train combo (rank's rules), or -1 when none qualifies."""
+    score = np.asarray(train[by].transpose(*params).values, dtype=np.float64).ravel()
+    keep = ~np.isnan(score)
+    if expr is not None:
+        env = {}
+        for name in expr.names:
+            if name in METRICS:
+                env[name] = np.asarray(train[name].transpose(*params).values,
+                                       dtype=np.float64).ravel()
+            else:
+                axis = params.index(name)
+                view = train[name].values.reshape([-1 if i == axis else 1
+                                                   for i in range(len(params))])
+                env[name] = np.broadcast_to(view, shape).ravel()
+        keep &= np.asarray(expr.evaluate(env), dtype=bool)
+    candidates = np.flatnonzero(keep)
+    if not len(candidates):
+        return -1
+
+    def column(name):
+        return np.asarray(train[name].transpose(*params).values,
+                          dtype=np.float64).ravel()[candidates]
+
+    ascending = by in LOWER_IS_BETTER
+    order = rank_order(score[candidates], ascending, idle_wins=ascending or by in BEST_WHEN_IDLE,
+                       ruined=column("ruined") == 1.0, traded=column("n_trades") > 0.0)
+    return int(candidates[order[0]])
+
+
+def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
+            ppy: float) -> tuple[pd.Series, dict]:
+    """The chained test curve of the chosen combos (``combos[w]``, None where window w
+    has no choice) and its summary (see :func:`walkforward`)."""
+    from ..engine.execution import STOP_PARAMS
+
+    execution = spec.execution.model_dump()
+    init_cash = float(execution["init_cash"])
+    chosen = [w for w, combo in enumerate(combos) if combo is not None]
+    starts = windows["test_start_bar"].to_numpy()
+    ends = windows["test_end_bar"].to_numpy()
+    parts, indexes, n_trades, level = [], [], 0.0, 1.0
+    for k, w in enumerate(chosen):
+        end = int(ends[w]) if k + 1 == len(chosen) else min(int(ends[w]),
+                                                            int(starts[chosen[k + 1]]))
+        combo = combos[w]
+        settings = {**execution, **{p: v for p, v in combo.items() if p in STOP_PARAMS}}
+        run = backtest(bars, spec.strategy,
+                       {p: v for p, v in combo.items() if p not in STOP_PARAMS},
+                       ppy=ppy, span=(int(starts[w]), end), **settings)
+        growth = level * (run.equity.to_numpy() / init_cash)  # this run, compounded on
+        level = float(growth[-1])
+        parts.append(growth)
+        indexes.append(run.equity.index)
+        n_trades += run.metrics["n_trades"]
+    growth = np.concatenate(parts) if parts else np.empty(0)
+    index = indexes[0].append(indexes[1:]) if indexes else pd.DatetimeIndex([], name="time")
+    equity = pd.Series(init_cash * growth, index=index, name="equity")
+    n = len(growth)
+    stitched = {"n_windows": len(chosen), "windows_total": len(windows), "n_bars": n,
+                "start": index[0] if n else None, "end": index[-1] if n else None}
+    stitched.update(_curve_metrics(growth, ppy))
+    stitched["n_trades"] = n_trades
+    picked = windows.iloc[chosen]
+    tr = picked["train_total_return"].to_numpy()
+    train_bars = int((picked["train_end_bar"] - picked["train_start_bar"]).sum())
+    in_growth = float(np.prod(1.0 + tr)) if len(tr) else math.nan
+    in_cagr = in_growth ** (ppy / train_bars) - 1.0 if in_growth >= 0.0 else math.nan
+    stitched["in_sample_cagr"] = in_cagr
+    stitched["efficiency"] = stitched["cagr"] / in_cagr if in_cagr > 0.0 else math.nan
+    return equity, stitched
+
+
+def _curve_metrics(growth: np.ndarray, ppy: float) -> dict:
+    """total_return, cagr, sharpe, max_drawdown of an equity curve ``growth`` (in units
+    of the starting cash), by the engine's formulas (``metrics.finalize``): bar returns
+    against the previous bar (the first against 1), 0 after a ruin; the drawdown against
+    the running peak of the marked values."""
+    n = len(growth)
+    if not n:
+        return dict.fromkeys(("total_return", "cagr", "sharpe", "max_drawdown"), math.nan)
+    prev = np.concatenate([[1.0], growth[:-1]])
+    r = np.where(prev > 0, growth / np.where(prev > 0, prev, 1.0) - 1.0, 0.0)
+    var = float(np.var(r, ddof=1)) if n > 1 else math.nan
+    peak = np.maximum.accumulate(growth)
+    drawdown = np.where(peak > 0, growth / np.where(peak > 0, peak, 1.0) - 1.0, -1.0)
+    total = float(growth[-1])
+    return {
+        "total_return": total - 1.0,
+        "cagr": total ** (ppy / n) - 1.0,
+        "sharpe": float(np.mean(r)) / math.sqrt(var) * math.sqrt(ppy) if var > 0 else math.nan,
+        "max_drawdown": min(0.0, float(drawdown.min())),
+    }
+
+
+def format_walkforward(wf: WalkForward) -> str:
+    """The CLI's text: one line per window (bounds, choice, train ``by``, test metrics),
+    then the stitched out-of-sample lines."""
+    frame = wf.windows
+    params = [c for c in frame.columns if c not in _FIXED_COLUMNS]
+    table = pd.DataFrame({
+        "train": [f"{_day(a)}..{_day(b)}" for a, b in zip(frame["train_start"],
+                                                           frame["train_end"])],
+        "test": [f"{_day(a)}..{_day(b)}" for a, b in zip(frame["test_start"],
+                                                         frame["test_end"])],
+    }, index=frame.index)
+    for p in params:
+        table[p] = [v if ok else "-" for v, ok in zip(frame[p], frame["chosen"])]
+    table[f"train {wf.by}"] = frame[f"train_{wf.by}"]
+    for m in dict.fromkeys((wf.by, "total_return", "sharpe", "max_drawdown", "n_trades")):
+        table[f"test {m}"] = frame[f"test_{m}"]
+    s = wf.stitched
+    lines = [f"walk-forward of {wf.symbol}: best train {wf.by}"
+             + (f" where {wf.where}" if wf.where else ""),
+             table.to_string(float_format=lambda x: f"{x:.4g}"), "",
+             f"stitched out of sample: {s['n_windows']} of {s['windows_total']} windows, "
+             f"{s['n_bars']} bars ({_day(s['start'])}..{_day(s['end'])})"]
+    for key in (*STITCHED_METRICS, "in_sample_cagr", "efficiency"):
+        lines.append(f"  {key:<15}{s[key]:.6g}")
+    return "\n".join(lines)
+
+
+_FIXED_COLUMNS = frozenset({*BOUND_NAMES, *(f"{n}_bar" for n in BOUND_NAMES), "chosen", "combo",
+                            *(f"{s}_{m}" for s in ("train", "test") for m in METRICS)})
+
+
+def _scalar(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _iso(value) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return pd.Timestamp(value).isoformat()
+
+
+def _day(value) -> str:
+    if value is None:
+        return "-"
+    return str(pd.Timestamp(value))[:19]
