@@ -418,6 +418,7 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
         run = backtest(bars, spec.strategy,
                        {p: v for p, v in combo.items() if p not in STOP_PARAMS},
                        ppy=ppy, span=(int(starts[w]), end), **settings)
+        _check_bars(run.equity.index, windows["test_start"].iloc[w], w, int(starts[w]))
         growth = level * (run.equity.to_numpy() / init_cash)  # this run, compounded on
         level = float(growth[-1])
         parts.append(growth)
@@ -439,6 +440,16 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
     stitched["in_sample_cagr"] = in_cagr
     stitched["efficiency"] = stitched["cagr"] / in_cagr if in_cagr > 0.0 else math.nan
     return equity, stitched
+
+
+def _check_bars(index, stored, w: int, bar: int) -> None:
+    """Refuse bars whose time at a window's first test bar is not the store's."""
+    if isinstance(index, pd.DatetimeIndex) and not pd.isna(stored):
+        first, stored = index[0].tz_convert(None), pd.Timestamp(stored).tz_localize(None)
+        if first != stored:
+            raise DataError(f"walkforward: the bars are not the run's: window {w} tests from "
+                            f"bar {bar}, at {stored} in the results store and at {first} in "
+                            f"the bars; open the bars the run swept (its spec's data)")
 
 
 def _curve_metrics(growth: np.ndarray, ppy: float) -> dict:
@@ -499,12 +510,8 @@ def _scalar(value):
 
 
 def _iso(value) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return pd.Timestamp(value).isoformat()
+    return None if value is None or pd.isna(value) else pd.Timestamp(value).isoformat()
 
 
 def _day(value) -> str:
-    if value is None:
-        return "-"
-    return str(pd.Timestamp(value))[:19]
+    return "-" if value is None or pd.isna(value) else str(pd.Timestamp(value))[:19]

@@ -22,7 +22,7 @@ from barsweep.engine import (
     get_strategy,
     sweep,
 )
-from barsweep.errors import SpecError
+from barsweep.errors import DataError, SpecError
 from barsweep.pipeline.walkforward import (
     WalkForwardSpec,
     bars_of,
@@ -299,7 +299,7 @@ def test_several_symbols_need_one_named(tmp_path):
 
 def test_refusals(tmp_path):
     bounds = window_bounds(N_BARS, 400, 250, 250)
-    path, _ = write_store(tmp_path, bounds, dict(fill="close"))
+    path, bar_store = write_store(tmp_path, bounds, dict(fill="close"))
     with pytest.raises(SpecError, match="--by: unknown metric 'sharp'"):
         walkforward(path, by="sharp")
     with pytest.raises(SpecError, match="--where"):
@@ -310,6 +310,12 @@ def test_refusals(tmp_path):
     nothing = walkforward(path, where="n_trades > 1e9")
     assert not nothing.windows["chosen"].any() and nothing.stitched["n_windows"] == 0
     assert math.isnan(nothing.stitched["total_return"])
+    assert json.loads(json.dumps(nothing.to_json()))["stitched"]["start"] is None
+    assert "0 of 2 windows" in format_walkforward(nothing)
+    later = open_bars(bar_store, "SYN", "1h", start="2020-01-02")  # 24 bars fewer
+    with pytest.raises(DataError, match=r"the bars are not the run's: window 0 tests from "
+                                        r"bar 400, at 2020-01-17 16:00:00 in the results"):
+        walkforward(path, bars=later)
 
 
 # ------------------------------------------------------------------ vectorbt, one window
@@ -327,23 +333,28 @@ def test_one_test_window_equals_vectorbt_fed_talib_signals(tmp_path):
     ds = xr.open_zarr(path, consolidated=False)
     close = open_bars(bar_store, "SYN", "1h")["close"].values[:, 0].astype(np.float64)
     index = pd.date_range("2020-01-01", periods=len(close), freq="1h")
-    checked = 0
-    for fast, slow in [c for c in grid_combos() if c is not None]:
+    combos = [c for c in grid_combos() if c is not None]
+    entries = np.zeros((len(close), len(combos)), dtype=bool)
+    exits = np.zeros((len(close), len(combos)), dtype=bool)
+    for j, (fast, slow) in enumerate(combos):
         f, s = talib.EMA(close, fast), talib.EMA(close, slow)  # on the whole series
-        entries = np.zeros(len(close), dtype=bool)
-        exits = np.zeros(len(close), dtype=bool)
         for t in range(1, len(close)):
-            entries[t] = cross_above(f[t - 1], s[t - 1], f[t], s[t])
-            exits[t] = cross_below(f[t - 1], s[t - 1], f[t], s[t])
-        for w in (0, 3):
-            _, _, c, d = bounds[w]
-            window = slice(int(c), int(d))  # then sliced to the window
-            pf = vbt.Portfolio.from_signals(
-                pd.Series(close[window], index=index[window]), entries[window],
-                exits[window], fees=0.001, init_cash=10_000.0, freq="1h")
+            entries[t, j] = cross_above(f[t - 1], s[t - 1], f[t], s[t])
+            exits[t, j] = cross_below(f[t - 1], s[t - 1], f[t], s[t])
+    checked = 0
+    for w in (0, 3):
+        _, _, c, d = bounds[w]
+        window = slice(int(c), int(d))  # then sliced to the window
+        pf = vbt.Portfolio.from_signals(
+            pd.Series(close[window], index=index[window]),
+            pd.DataFrame(entries[window], index=index[window]),
+            pd.DataFrame(exits[window], index=index[window]),
+            fees=0.001, init_cash=10_000.0, freq="1h")
+        total, count = pf.total_return().to_numpy(), pf.trades.count().to_numpy()
+        for j, (fast, slow) in enumerate(combos):
             ours = ds.sel(symbol="SYN", sample="test", fast=fast, slow=slow).isel(window=w)
-            assert float(ours["total_return"]) == pytest.approx(pf.total_return(), rel=1e-9,
-                                                                abs=1e-12)
-            assert float(ours["n_trades"]) == pf.trades.count()
+            assert float(ours["total_return"]) == pytest.approx(total[j], rel=1e-9,
+                                                                abs=1e-12), (w, fast, slow)
+            assert float(ours["n_trades"]) == count[j], (w, fast, slow)
             checked += float(ours["n_trades"]) > 0
     assert checked > 5
