@@ -358,3 +358,40 @@ def test_one_test_window_equals_vectorbt_fed_talib_signals(tmp_path):
             assert float(ours["n_trades"]) == count[j], (w, fast, slow)
             checked += float(ours["n_trades"]) > 0
     assert checked > 5
+
+
+# ------------------------------------------------------------------ a real run's store
+
+@pytest.mark.slow
+def test_a_run_with_walk_forward_equals_the_literal_loop(tmp_path):
+    from barsweep.pipeline.cluster import connect
+    from barsweep.pipeline.run import run_sweep
+    from barsweep.pipeline.spec import Spec, parse_spec
+
+    if "walk_forward" not in Spec.model_fields:
+        pytest.skip("the spec has no walk_forward section yet")
+    bar_store = tmp_path / "bars"
+    write_synth(bar_store, "SYN", "1h", N_BARS, seed=28)
+    execution = dict(fill="close", fees=0.0005, direction="both")
+    spec = parse_spec({
+        "data": {"store": str(bar_store), "symbols": ["SYN"], "timeframe": "1h"},
+        "strategy": "ema_cross", "grid": {"fast": FAST, "slow": SLOW},
+        "constraints": ["fast < slow"], "execution": execution,
+        "walk_forward": {"train": "12d", "test": 100},  # 12 days: 288 bars
+        "run": {"block_size": 4, "out": str(tmp_path / "wf.zarr")}})
+    with connect("local", n_workers=2) as client:
+        run_sweep(spec, client, progress=False)
+    bounds = window_bounds(N_BARS, 288, 100, 100)
+    wf = walkforward(tmp_path / "wf.zarr", by="sharpe")
+    assert wf.windows[["train_start_bar", "train_end_bar", "test_start_bar",
+                       "test_end_bar"]].to_numpy().tolist() == bounds.tolist()
+    picks, ref_stitched, ref_curve = ref_walkforward(open_bars(bar_store, "SYN", "1h"),
+                                                     bounds, execution, "sharpe")
+    for w, pick in enumerate(picks):
+        row = wf.windows.loc[w]
+        assert row["combo"] == pick["flat"], w
+        for sample in ("train", "test"):
+            assert_close({m: row[f"{sample}_{m}"] for m in METRICS}, pick[sample],
+                         (w, sample))
+    assert_close(wf.stitched, ref_stitched, "stitched")
+    np.testing.assert_allclose(wf.equity.to_numpy(), ref_curve, rtol=1e-12)
