@@ -121,6 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the probability of backtest overfitting (CSCV) per symbol")
     rank.set_defaults(func=cmd_rank)
 
+    wf = sub.add_parser("walkforward", help="a walk-forward store: the combo chosen in each "
+                        "window's train sample, its test, and the stitched out-of-sample run")
+    wf.add_argument("results")
+    wf.add_argument("--by", default="sharpe", help="metric the train sample chooses by "
+                    "(default sharpe)")
+    wf.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    wf.add_argument("--symbol", help="the symbol, when the store holds several")
+    wf.add_argument("--json", action="store_true", help="print one JSON object for scripts")
+    wf.set_defaults(func=cmd_walkforward)
+
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
     demo.add_argument("--workers", type=int)
@@ -278,6 +288,14 @@ def interrupted_message(out: str, earlier: dict | None = None, resume: bool = Fa
     pending, total = store_status(out)
     return (f"{total - pending} of {total} blocks are done in {out}; "
             f"resume with `{resume_hint(out, attrs)}`")
+
+
+def cmd_walkforward(args) -> int:
+    from .walkforward import format_walkforward, walkforward
+
+    result = walkforward(args.results, by=args.by, where=args.where, symbol=args.symbol)
+    print(json.dumps(result.to_json(), indent=1) if args.json else format_walkforward(result))
+    return 0
 
 
 def cmd_rank(args) -> int:

@@ -35,6 +35,8 @@ class Prepared:
     n_bars: int
     prints: dict
     symbol_bars: tuple[int, ...] = ()
+    windows: np.ndarray | None = None
+    window_times: dict | None = None
     spec_path: str | None = None
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
@@ -52,15 +54,19 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
     if spec.data.align == "inner" and len(spec.data.symbols) > 1:
         spec = spec.model_copy(update={"data": common_range(spec.data)})
-    symbol_bars = []
+    symbol_bars, times = [], []
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                        spec.data.end)
         symbol_bars.append(ds.sizes["time"])
+        times.append(ds["time"].values.astype("datetime64[ns]"))
+    windows, window_times = (None, None) if spec.walk_forward is None else (
+        walk_forward_windows(spec, times))
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     grid = build_grid(spec)
     chunks = resumable_chunks(out, spec, prints) if resume else None
     return Prepared(spec, out, grid, max(symbol_bars), prints, tuple(symbol_bars),
+                    windows, window_times,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite)
 
@@ -85,9 +91,31 @@ def common_range(data: DataSpec) -> DataSpec:
                                    "end": np.datetime_as_string(end, unit="s")})
 
 
+def walk_forward_windows(spec: Spec, times: list[np.ndarray]) -> tuple[np.ndarray, dict]:
+    """The walk-forward windows of ``spec`` over its bars (:func:`window_bounds`, one
+    set for every symbol, which must then cover the same bars) and their coordinates:
+    the bar indices and the times of the first and last bar of each part."""
+    wf = spec.walk_forward
+    first = times[0]
+    for symbol, other in zip(spec.data.symbols[1:], times[1:], strict=True):
+        if len(other) != len(first) or (other[[0, -1]] != first[[0, -1]]).any():
+            raise SpecError(
+                f"walk_forward needs every symbol over the same bars: {spec.data.symbols[0]} "
+                f"has {len(first):,} bars from {first[0]} to {first[-1]}, {symbol} "
+                f"{len(other):,} from {other[0]} to {other[-1]}; set data.align: inner "
+                f"(or data.start/end), or sweep them in separate runs")
+    windows = wf.bounds(len(first), spec.data.timeframe, spec.data.year_days)
+    coords = {}
+    for k, part in enumerate(("train_start", "train_end", "test_start", "test_end")):
+        bars = windows[:, k]
+        coords[f"{part}_bar"] = (("window",), bars)
+        coords[part] = (("window",), first[bars - 1 if part.endswith("_end") else bars])
+    return windows, coords
+
+
 #: The spec's sections that decide a store's contents: a resume must not change them.
 RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution",
-                   "analysis")
+                   "analysis", "walk_forward")
 
 
 def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
@@ -119,7 +147,10 @@ def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
                            f"{'; '.join(problems)}; use --overwrite to start again")
     import zarr
 
-    return tuple(zarr.open_group(out, mode="r")[METRICS[0]].chunks[1:])
+    metric = zarr.open_group(out, mode="r")[METRICS[0]]
+    names = metric.metadata.dimension_names or ()
+    return tuple(c for c, d in zip(metric.chunks, names, strict=True)
+                 if d not in ("symbol", "window", "sample"))
 
 
 def _differences(was, now, key: str) -> dict[str, tuple]:

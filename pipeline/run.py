@@ -151,7 +151,7 @@ def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
     segment)`` (the bars of each segment, as the kernels cut them)."""
     coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
     n_segs = spec.analysis.pbo_segments
-    if n_segs:
+    if n_segs and spec.walk_forward is None:
         seg_n = [np.diff(segment_bounds(0, n, n_segs), axis=1)[:, 0] for n in symbol_bars]
         coords["seg_n"] = (("symbol", "segment"), np.asarray(seg_n, dtype=np.int64))
     return coords
@@ -159,7 +159,7 @@ def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
 
 def plan(spec: Spec, out: str, block_size: int,
          grid: Grid | None = None, backend: str = "cpu", prints: dict | None = None,
-         run_id: str = "", store_id: str = "") -> Plan:
+         run_id: str = "", store_id: str = "", windows: np.ndarray | None = None) -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
     ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
@@ -169,6 +169,8 @@ def plan(spec: Spec, out: str, block_size: int,
     files they see against it (and GPU workers key their device copy of the bars on it);
     ``run_id`` names the Dask datasets of bars shipped to workers that cannot read them,
     and ``store_id`` is the results store's id (workers write only that store).
+    ``windows`` (walk-forward: ``(W, 4)`` train and test bounds) makes a block of each
+    window of each box: its train and test runs, the store's ``window``/``sample`` dims.
 
     The grid is never enumerated: each block is decided by interval bounds and counted
     by :meth:`~barsweep.pipeline.grid.Grid.block_counts` within a fixed budget, so
@@ -199,20 +201,26 @@ def plan(spec: Spec, out: str, block_size: int,
     tasks, task_combos, excluded = [], [], []
     modules = tuple(spec.modules)
     files = (prints or {}).get("files", [{}] * len(spec.data.symbols))
+    spans = [None] if windows is None else [((a, b), (c, d)) for a, b, c, d in windows.tolist()]
+    segments = spec.analysis.pbo_segments if windows is None else 0
     for s, symbol in enumerate(spec.data.symbols):
         bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
                        to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
                        (prints or {}).get("blake2b", ""), files[s].get("blake2b", ""),
                        f"barsweep-bars-{run_id}-{s}" if run_id else "")
-        row = slice(s, s + 1)
-        for b, axes, slices, n_valid in boxes:
-            tasks.append(BlockTask(s * per_symbol + b, out, bars, spec.strategy, axes,
-                                   (row, *slices), grid.constraints, execution, ppy, modules,
-                                   backend=backend, store_id=store_id,
-                                   segments=spec.analysis.pbo_segments))
-            task_combos.append(n_valid)
-        excluded.extend(s * per_symbol + b for b in empty)
-    return Plan(grid, chunks, per_symbol * len(spec.data.symbols), tuple(tasks),
+        for w, span in enumerate(spans):
+            first = (s * len(spans) + w) * per_symbol  # block ids: symbol, window, box
+            lead = (slice(s, s + 1),) if span is None else (
+                slice(s, s + 1), slice(w, w + 1), slice(0, 2))
+            for b, axes, slices, n_valid in boxes:
+                tasks.append(BlockTask(first + b, out, bars, spec.strategy, axes,
+                                       (*lead, *slices), grid.constraints, execution, ppy,
+                                       modules, backend=backend, store_id=store_id,
+                                       spans=span, segments=segments))
+                task_combos.append(n_valid)
+            excluded.extend(first + b for b in empty)
+    n_blocks = per_symbol * len(spec.data.symbols) * len(spans)
+    return Plan(grid, chunks, n_blocks, tuple(tasks),
                 tuple(excluded), sum(task_combos), bool(exact.all()), tuple(task_combos))
 
 
@@ -404,7 +412,8 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
     run_id = uuid.uuid4().hex[:12]
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
                 is not None else uuid.uuid4().hex)
-    the_plan = plan(spec, out, block_size, grid, backend, prepared.prints, run_id, store_id)
+    the_plan = plan(spec, out, block_size, grid, backend, prepared.prints, run_id, store_id,
+                    prepared.windows)
     if prepared.resume_chunks is not None:
         if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
             raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
@@ -430,10 +439,15 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             "n_combos_exact": the_plan.n_combos_exact,
             "periods_per_year": periods_per_year(spec.data.timeframe, spec.data.year_days),
         }
+        windows = prepared.windows
         create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                      the_plan.n_blocks, attrs, excluded=the_plan.excluded,
-                     segments=spec.analysis.pbo_segments,
-                     coords=store_coords(spec, prepared.symbol_bars))
+                     segments=spec.analysis.pbo_segments if windows is None else 0,
+                     coords={**store_coords(spec, prepared.symbol_bars),
+                             **(prepared.window_times or {})},
+                     lead=() if windows is None else (
+                         ("window", np.arange(len(windows)), 1),
+                         ("sample", np.array(["train", "test"], dtype=object), 2)))
         todo, skipped = the_plan.tasks, 0
     shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
     try:

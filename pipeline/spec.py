@@ -43,6 +43,7 @@ from .expr import check_names, parse_expr
 from .grid import AXIS, AXIS_TAGS, MAX_COUNTABLE, Grid, RangeSpec, as_kind, expand
 from .spec_cluster import ClusterSpec, with_scheduler
 from .spec_files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
+from .walkforward import WalkForwardSpec, bars_of
 
 __all__ = [
     "MAX_COMBOS",
@@ -202,6 +203,7 @@ class Spec(BaseModel):
     constraints: list[str] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    walk_forward: WalkForwardSpec | None = None
     run: RunSpec = Field(default_factory=RunSpec)
     cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
@@ -212,7 +214,7 @@ class Spec(BaseModel):
     def _empty_sections(cls, value: Any) -> Any:
         """A section left empty in YAML (``grid:``) means its default."""
         if isinstance(value, Mapping):
-            optional = ("grid", "constraints", "execution", "analysis", "run")
+            optional = ("grid", "constraints", "execution", "analysis", "walk_forward", "run")
             return {k: v for k, v in value.items() if not (k in optional and v is None)}
         return value
 
@@ -299,6 +301,13 @@ class Spec(BaseModel):
                 problem = next(filter(None, map(check, dict(axes)[key].tolist())), None)
                 if problem:
                     problems.append((f"grid.{key}", problem))
+        if self.walk_forward is not None:
+            for key in ("train", "test", "step"):
+                try:
+                    bars_of(getattr(self.walk_forward, key), self.data.timeframe,
+                            self.data.year_days)
+                except SpecError as err:
+                    problems.append((f"walk_forward.{key}", str(err)))
         strategy = get_strategy(self.strategy)
         grid = Grid(axes, tuple(parse_expr(text) for text in
                                 (*self.constraints, *strategy.requirement_texts)))
