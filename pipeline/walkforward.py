@@ -84,7 +84,8 @@ def bars_of(length: int | str, timeframe: str, year_days: float, *,
     year_days : float
         Days in a year (``data.year_days``): 365, or 252 for equities' trading days.
     key : str
-        The spec key named in a refusal (``walk_forward.train``).
+        The spec key that starts a refusal's message (``walk_forward.train: ...``); ""
+        for none (a caller that names the key itself).
 
     Returns
     -------
@@ -101,21 +102,22 @@ def bars_of(length: int | str, timeframe: str, year_days: float, *,
     >>> bars_of("2y", "1d", 252), bars_of("6M", "1d", 252), bars_of("730d", "1h", 365)
     (504, 126, 17520)
     """
+    where = f"{key}: " if key else ""
     try:
         length = _check_length(length)
     except ValueError as err:
-        raise SpecError(f"{key}: {err}") from None
+        raise SpecError(f"{where}{err}") from None
     if isinstance(length, int):
         return length
     try:
         bars_per_day = 86_400 / timeframe_seconds(timeframe)
     except DataError as err:
-        raise SpecError(f"{key}: {err}") from None
+        raise SpecError(f"{where}{err}") from None
     count, unit = DURATION_PATTERN.match(length).groups()
     days = int(count) * {"d": 1.0, "w": 7.0, "M": year_days / 12.0, "y": year_days}[unit]
     bars = math.floor(days * bars_per_day + 0.5)
     if bars < 1:
-        raise SpecError(f"{key}: {length!r} is {days * bars_per_day:.3g} bars of "
+        raise SpecError(f"{where}{length!r} is {days * bars_per_day:.3g} bars of "
                         f"{timeframe} bars, less than one; give a longer duration")
     return bars
 
@@ -139,7 +141,7 @@ class WalkForwardSpec(BaseModel):
 
     train: int | str
     test: int | str
-    step: int | str
+    step: int | str | None = None  # never None once made: test's when not given
     anchored: bool = False
 
     @model_validator(mode="before")
@@ -151,8 +153,8 @@ class WalkForwardSpec(BaseModel):
 
     @field_validator("train", "test", "step", mode="before")
     @classmethod
-    def _length(cls, value: Any) -> int | str:
-        return _check_length(value)
+    def _length(cls, value: Any) -> int | str | None:
+        return None if value is None else _check_length(value)
 
     def lengths(self, timeframe: str, year_days: float) -> tuple[int, int, int]:
         """``(train, test, step)`` in bars (:func:`bars_of`)."""

@@ -58,8 +58,10 @@ def test_lengths_refused_name_the_key_and_the_forms(length):
 
 
 def test_a_duration_below_one_bar_is_refused():
-    with pytest.raises(SpecError, match=r"walk_forward: '3d' is 0.429 bars of 1w bars"):
+    with pytest.raises(SpecError, match=r"^walk_forward: '3d' is 0.429 bars of 1w bars"):
         bars_of("3d", "1w", 365)
+    with pytest.raises(SpecError, match=r"^'3d' is 0.429 bars of 1w bars, less than one"):
+        bars_of("3d", "1w", 365, key="")
 
 
 def test_the_spec_section_defaults_step_to_test_and_refuses_by_key():
@@ -71,6 +73,8 @@ def test_the_spec_section_defaults_step_to_test_and_refuses_by_key():
                                      [0, 120, 120, 140]]
     with pytest.raises(ValidationError, match=r"step\n.*expected a positive number of bars"):
         WalkForwardSpec(train=100, test=20, step="3q")
+    with pytest.raises(ValidationError, match=r"1 validation error.*\ntest\n  Field required"):
+        WalkForwardSpec(train=100)  # step is test's: only test is missing
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         WalkForwardSpec(train=100, test=20, stride=5)
     with pytest.raises(ValidationError, match="frozen"):
