@@ -7,6 +7,7 @@ explicit arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -222,10 +223,10 @@ def cmd_run(args) -> int:
 
 
 def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=False,
-             spec_path=None):
+             spec_path=None, client=None):
     """Check the run on the driver (output, bars, grid, resume), then start or reach the
-    cluster (``spec.cluster``) and run it. Ctrl-C stops it with one line saying what is
-    done and how to resume (:class:`~barsweep.errors.Interrupted`)."""
+    cluster (``spec.cluster``; or use ``client``) and run it. Ctrl-C stops it with one
+    line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`)."""
     from .cluster import connect
     from .prepare import prepare_run
     from .results import resume_hint, store_attrs
@@ -240,7 +241,8 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
     try:
-        with connect(spec.cluster, n_workers or spec.n_workers) as client:
+        with (contextlib.nullcontext(client) if client is not None
+              else connect(spec.cluster, n_workers or spec.n_workers)) as client:
             print(f"dask dashboard: {client.dashboard_link}", flush=True)
             try:
                 summary = run_prepared(prepared, client, progress=progress,
@@ -435,8 +437,10 @@ def _metric_names() -> tuple[str, ...]:
 
 def cmd_demo(args) -> int:
     from ..datasets import write_synth
+    from .cluster import connect
     from .rank import rank
-    from .spec import parse_spec
+    from .spec import load_spec, parse_spec
+    from .walkforward import walkforward
 
     root = Path(args.dir)
     store = root / "bars"
@@ -452,11 +456,27 @@ def cmd_demo(args) -> int:
         "run": {"out": str(root / "results.zarr")},
     }, source="demo")
     out = root / "results.zarr"
-    summary = run_spec(spec, n_workers=args.workers, overwrite=out.exists())
-    print(f"\ntop 10 of {summary.out} by sharpe, n_trades >= 10:")
-    print(format_table(rank(summary.out, by="sharpe", top=10, where="n_trades >= 10"),
-                       "sharpe"))
-    print(f"\nmore: barsweep rank {summary.out} --by calmar --top 20")
+    example = Path(__file__).parent / "examples" / "ema_cross_walkforward.yaml"
+    wf_out = root / "results_wf.zarr"
+    wf_spec = load_spec(example, {"data": {"store": str(store)}, "run": {"out": str(wf_out)}})
+    with connect("local", args.workers) as client:
+        summary = run_spec(spec, overwrite=out.exists(), client=client)
+        print(f"\ntop 10 of {summary.out} by sharpe, n_trades >= 10:")
+        top = rank(summary.out, by="sharpe", top=10, where="n_trades >= 10")
+        print(format_table(top, "sharpe"))
+        print(f"\nwalk-forward ({example.name}):", flush=True)
+        run_spec(wf_spec, overwrite=wf_out.exists(), progress=False, client=client)
+    wf = walkforward(wf_out, by="sharpe", where="n_trades >= 3")
+    best = top.iloc[0]
+    stitched = wf.stitched
+    print(f"\nbest combo: fast {best['fast']}, slow {best['slow']}: sharpe "
+          f"{best['sharpe']:.3f}, deflated sharpe (DSR) {best['dsr']:.3f} after "
+          f"{summary.n_combos:,} trials")
+    print(f"walk-forward, best train sharpe in each of {len(wf.windows)} windows: "
+          f"out-of-sample cagr {stitched['cagr']:.1%}, sharpe {stitched['sharpe']:.2f}, "
+          f"efficiency {stitched['efficiency']:.2f} (out-of-sample / in-sample cagr)")
+    print(f"\nmore: barsweep rank {summary.out} --by dsr --top 20; barsweep rank "
+          f"{summary.out} --pbo; barsweep walkforward {wf_out}")
     return 0
 
 
