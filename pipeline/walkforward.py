@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..datasets.timeframes import timeframe_seconds
+from ..datasets.timeframes import periods_per_year, timeframe_seconds
 from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ..errors import DataError, SpecError
 from .expr import check_names, parse_expr
@@ -274,7 +274,8 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
         ``"test"``; coordinates over ``window`` (or ``(symbol, window)``)
         ``train_start_bar``, ``train_end_bar``, ``test_start_bar``, ``test_end_bar``
         (ints, ends exclusive) and ``train_start`` ... ``test_end`` (times); attributes
-        ``spec`` (the run's spec as YAML) and ``periods_per_year``.
+        ``spec`` (the run's spec as YAML) and ``periods_per_year`` (by default that of
+        the spec's ``data.timeframe`` and ``data.year_days``).
     by : str
         The metric ranked in train: descending unless lower is better, with
         :func:`barsweep.pipeline.rank.rank_order`'s rules (NaN never chosen; ruined
@@ -319,8 +320,12 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     params = dims[3:]
     symbol = _one_symbol(ds, symbol)
     ds = ds.sel(symbol=symbol)
+    if "spec" not in ds.attrs:
+        raise SpecError("walkforward: the results store has no 'spec' attribute (the run's "
+                        "spec as YAML), so its strategy, execution and bars are unknown")
     spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
-    ppy = float(ds.attrs["periods_per_year"])
+    ppy = float(ds.attrs.get("periods_per_year")
+                or periods_per_year(spec.data.timeframe, spec.data.year_days))
     shape = tuple(ds.sizes[p] for p in params)
     expr = None
     if where:
@@ -511,9 +516,15 @@ def _scalar(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _iso(value) -> str | None:
-    return None if value is None or pd.isna(value) else pd.Timestamp(value).isoformat()
+def _iso(value) -> str | int | None:
+    """A time as ISO text; a bar number (bars without times) as it is; None for none."""
+    if value is None or pd.isna(value):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return pd.Timestamp(value).isoformat()
 
 
 def _day(value) -> str:
-    return "-" if value is None or pd.isna(value) else str(pd.Timestamp(value))[:19]
+    text = _iso(value)
+    return "-" if text is None else str(text).replace("T", " ")[:19]

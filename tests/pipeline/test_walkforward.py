@@ -311,6 +311,10 @@ def test_refusals(tmp_path):
     plain = xr.open_zarr(path, consolidated=False).isel(window=0, sample=0, drop=True)
     with pytest.raises(SpecError, match="not a walk-forward run"):
         walkforward(plain)
+    bare = xr.open_zarr(path, consolidated=False)
+    bare.attrs.pop("spec")
+    with pytest.raises(SpecError, match="the results store has no 'spec' attribute"):
+        walkforward(bare)
     nothing = walkforward(path, where="n_trades > 1e9")
     assert not nothing.windows["chosen"].any() and nothing.stitched["n_windows"] == 0
     assert math.isnan(nothing.stitched["total_return"])
@@ -321,6 +325,20 @@ def test_refusals(tmp_path):
                                         r"bar 400, at 2020-01-17 16:00:00 in the results"):
         walkforward(path, bars=later)
 
+
+
+def test_bars_without_times_give_bar_numbers(tmp_path):
+    bounds = window_bounds(N_BARS, 400, 250, 250)
+    path, bar_store = write_store(tmp_path, bounds, dict(fill="close"))
+    ds = open_bars(bar_store, "SYN", "1h").isel(symbol=0)
+    bare = {c: ds[c].values for c in ("open", "high", "low", "close")}
+    wf, timed = walkforward(path, bars=bare), walkforward(path)
+    assert wf.stitched["total_return"] == timed.stitched["total_return"]
+    assert (wf.stitched["start"], wf.stitched["end"]) == (400, N_BARS - 1)
+    assert timed.stitched["start"].value == ds["time"].values[400]  # ns, UTC
+    doc = json.loads(json.dumps(wf.to_json()))
+    assert (doc["stitched"]["start"], doc["stitched"]["end"]) == (400, N_BARS - 1)
+    assert "(400..899)" in format_walkforward(wf)
 
 # ------------------------------------------------------------------ vectorbt, one window
 
