@@ -27,8 +27,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from ..datasets.timeframes import periods_per_year, timeframe_seconds
 from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ..errors import DataError, SpecError
-from .expr import check_names, parse_expr
-from .rank import rank_order, to_records
+from .rank import _where_mask, rank_order, to_records
 from .results import open_results
 
 __all__ = [
@@ -295,17 +294,11 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
 
     Notes
     -----
-    The stitched curve chains the chosen combos' test runs, each rebuilt with
-    ``backtest(bars, strategy, params, ppy=periods_per_year, span=(test_start_bar,
-    end))``, compounded one after the other: each window's bar returns in turn, its
-    first bar's return taken against ``init_cash`` (a run starts flat). ``end`` is the
-    window's test end, or the next chained window's test start when test windows overlap
-    (``step < test``), so no bar counts twice. Windows without a choice are left out.
-    ``cagr`` and ``sharpe`` use the engine's formulas over the chained bars;
-    ``max_drawdown`` is the chained curve's; ``n_trades`` the sum of the runs' trades.
-    ``in_sample_cagr`` chains the chosen combos' train runs the same way (from their
-    stored ``total_return``: ``prod(1 + total_return) ** (ppy / train bars) - 1``), and
-    ``efficiency = cagr / in_sample_cagr``, NaN unless ``in_sample_cagr > 0``.
+    The stitched curve chains the chosen combos' test runs (``backtest(..., span=)``),
+    each compounded where the previous one ended, up to the next chained window's test
+    start when test windows overlap; ``efficiency`` is its ``cagr`` over the chosen
+    combos' train runs chained likewise (``in_sample_cagr``), NaN unless that is > 0.
+    Every rule: docs/EXECUTION.md, "Walk-forward windows".
     """
     from .spec import parse_spec  # here: the spec module imports this one
 
@@ -327,16 +320,12 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     ppy = float(ds.attrs.get("periods_per_year")
                 or periods_per_year(spec.data.timeframe, spec.data.year_days))
     shape = tuple(ds.sizes[p] for p in params)
-    expr = None
-    if where:
-        expr = parse_expr(where)
-        check_names(expr, set(METRICS) | set(params), what="--where")
     bounds = np.stack([np.asarray(ds[f"{n}_bar"].values, dtype=np.int64)
                        for n in BOUND_NAMES], axis=1)
     rows, combos = [], []
     for w in range(ds.sizes["window"]):
         train = ds[list(METRICS)].isel(window=w).sel(sample="train")
-        flat = _choose(train, by, expr, params, shape)
+        flat = _choose(train, by, where, params, shape)
         at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
         combo = {p: _scalar(ds[p].values[i]) for p, i in at.items()} if flat >= 0 else None
         combos.append(combo)
@@ -375,22 +364,14 @@ def _one_symbol(ds, symbol: str | None) -> str:
     return symbol
 
 
-def _choose(train, by: str, expr, params: tuple[str, ...], shape: tuple[int, ...]) -> int:
+def _choose(train, by: str, where: str | None, params: tuple[str, ...],
+            shape: tuple[int, ...]) -> int:
     """The flat index of the best train combo (rank's rules), or -1 when none qualifies."""
     score = np.asarray(train[by].transpose(*params).values, dtype=np.float64).ravel()
     keep = ~np.isnan(score)
-    if expr is not None:
-        env = {}
-        for name in expr.names:
-            if name in METRICS:
-                env[name] = np.asarray(train[name].transpose(*params).values,
-                                       dtype=np.float64).ravel()
-            else:
-                axis = params.index(name)
-                view = train[name].values.reshape([-1 if i == axis else 1
-                                                   for i in range(len(params))])
-                env[name] = np.broadcast_to(view, shape).ravel()
-        keep &= np.asarray(expr.evaluate(env), dtype=bool)
+    if where:  # rank's --where, over this window's train metrics
+        keep &= _where_mask(train.transpose(*params).expand_dims("symbol"), where,
+                            ("symbol", *params), (1, *shape))
     candidates = np.flatnonzero(keep)
     if not len(candidates):
         return -1
