@@ -305,7 +305,7 @@ class Spec(BaseModel):
             for key in ("train", "test", "step"):
                 try:
                     bars_of(getattr(self.walk_forward, key), self.data.timeframe,
-                            self.data.year_days)
+                            self.data.year_days, key="")
                 except SpecError as err:
                     problems.append((f"walk_forward.{key}", str(err)))
         strategy = get_strategy(self.strategy)
