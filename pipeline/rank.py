@@ -236,6 +236,9 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
     missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
+    if missing and "window" in ds.dims:
+        raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "
+                        "its out-of-sample test): see `barsweep walkforward`")
     if missing:
         raise SpecError(f"--pbo: the results store lacks the segment sums "
                         f"({', '.join(missing)}); rerun the sweep with this version of "

@@ -513,3 +513,17 @@ def test_the_grid_is_built_once_per_spec(monkeypatch):
     params, keep = block_combos(the_plan.tasks[0])
     assert keep.sum() == (params["fast"] < params["slow"]).sum() > 0
     assert len(built) == 1
+
+
+def test_walk_forward_and_analysis_are_validated_when_the_spec_is_loaded():
+    base = {"data": {"store": "bars/", "symbols": "X", "timeframe": "1w"},
+            "strategy": "ema_cross", "grid": {"fast": [2], "slow": [5]}}
+    with pytest.raises(SpecError, match=r"walk_forward\.train: '1d' is 0\.143 bars of 1w"):
+        parse_spec({**base, "walk_forward": {"train": "1d", "test": 5}})
+    with pytest.raises(SpecError, match=r"walk_forward\.test: expected a positive number"):
+        parse_spec({**base, "walk_forward": {"train": 10, "test": "6h"}})
+    with pytest.raises(SpecError, match=r"analysis\.pbo_segments: .*must be even"):
+        parse_spec({**base, "analysis": {"pbo_segments": 7}})
+    spec = parse_spec({**base, "walk_forward": {"train": "1y", "test": "13w"}})
+    assert spec.walk_forward.step == "13w" and spec.analysis.pbo_segments == 10
+    assert spec.walk_forward.lengths("1w", 365.0) == (52, 13, 13)
