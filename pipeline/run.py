@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import math
 import sys
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 
+import dask
 import numpy as np
 from distributed import Client, as_completed
 
@@ -245,9 +247,12 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
     the bars were shipped) is run again, up to ``RETRIES`` times, after ``ship()``.
     """
     run_id = uuid.uuid4().hex[:12]
-    futures = client.map(run_block, tasks,
-                         key=[f"barsweep-block-{run_id}-{t.block_id}" for t in tasks],
-                         pure=False, retries=RETRIES)
+    futures = []
+    for where, group in itertools.groupby(tasks, key=block_annotations):
+        group = list(group)
+        with dask.annotate(**where):  # the dashboard's task info: symbol (and window)
+            futures += client.map(run_block, group, key=[block_key(t, run_id) for t in group],
+                                  pure=False, retries=RETRIES)
     task_of = {future.key: task for future, task in zip(futures, tasks)}
     again = {}  # block id -> times run again for want of bars
     # results are fetched as each task ends and its future released at once: a worker
@@ -269,8 +274,9 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
                         raise block_failure(task, report, client)
                     ship()
                     again[task.block_id] = n + 1
-                    retry = client.submit(run_block, task, pure=False, retries=RETRIES,
-                                          key=f"barsweep-block-{run_id}-{task.block_id}-{n}")
+                    with dask.annotate(**block_annotations(task)):
+                        retry = client.submit(run_block, task, pure=False, retries=RETRIES,
+                                              key=f"{block_key(task, run_id)}-{n}")
                     task_of[retry.key], running[retry.key] = task, retry
                     pending.add(retry)
                     continue
@@ -288,6 +294,27 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
         client.cancel(list(running.values()))
         raise
     return reports
+
+
+def block_key(task: BlockTask, run_id: str) -> str:
+    """The Dask key of a block: ``sweep-<strategy>-<block id>-<run id>``, whose prefix
+    (``dask.utils.key_split``: the hyphenated words before the first number) names the
+    phase and the strategy on the dashboard, e.g. ``sweep-ema-cross``. A word of 8
+    letters that begins with a-f would read as a hex token there and end the prefix, so
+    it is capitalised (``sweep-Donchian``)."""
+    words = [w.capitalize() if len(w) == 8 and w[0] in "abcdef" else w
+             for w in task.strategy.replace("_", "-").split("-") if w]
+    words = [w for w in words if w.isalpha()]  # what key_split keeps
+    return "-".join(["sweep", *words, str(task.block_id), run_id])
+
+
+def block_annotations(task: BlockTask) -> dict:
+    """What the dashboard shows of a block besides its key: its symbol, and its
+    walk-forward window when it has one."""
+    where = {"symbol": task.bars.symbol}
+    if task.spans is not None:
+        where["window"] = int(task.region[1].start)
+    return where
 
 
 def lacks_bars(failure) -> bool:

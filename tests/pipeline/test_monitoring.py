@@ -1,0 +1,72 @@
+"""What the Dask dashboard shows of a run: task keys whose prefix names the phase and the
+strategy, and each block's symbol (and window) as annotations, on a real LocalCluster."""
+
+import numpy as np
+import pytest
+from dask.utils import key_split
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from barsweep.engine.strategies import strategy_names
+from barsweep.pipeline.blocks import BarsRef, BlockTask
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.cluster import connect
+from barsweep.pipeline.run import block_key, run_sweep
+from barsweep.pipeline.spec import parse_spec
+
+pytestmark = pytest.mark.slow
+
+
+def task(strategy: str, block_id: int = 7) -> BlockTask:
+    return BlockTask(block_id, "out.zarr", BarsRef("bars", "BTCUSDT", "1h"), strategy, (),
+                     (slice(0, 1),), (), None, 8760.0)
+
+
+@pytest.mark.parametrize("name", strategy_names())
+def test_the_key_prefix_names_the_phase_and_the_strategy(name):
+    key = block_key(task(name), "ab12cd34ef56")
+    words = name.replace("_", "-")
+    assert key_split(key).lower() == f"sweep-{words}"
+    assert key_split(block_key(task(name), "abcdefabcdef")) == key_split(key)  # all-letter id
+
+
+def test_an_eight_letter_word_from_a_to_f_stays_in_the_prefix():
+    assert key_split(block_key(task("donchian"), "0a1b2c3d4e5f")) == "sweep-Donchian"
+    assert key_split(block_key(task("bollinger"), "0a1b2c3d4e5f")) == "sweep-bollinger"
+
+
+class Seen(SchedulerPlugin):
+    """Records each task's key prefix and annotations as the scheduler first sees it."""
+
+    name = "barsweep-test-seen"
+
+    def __init__(self):
+        self.seen = {}
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if start == "released" and key not in self.seen:
+            ts = self.scheduler.tasks.get(key)
+            self.seen[key] = dict(ts.annotations) if ts is not None else {}
+
+
+def test_a_run_shows_its_strategy_symbol_and_window_on_the_dashboard(tmp_path):
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars", "800",
+                 "--seed", "1", "--store", str(tmp_path / "bars")]) == 0
+    spec = parse_spec({
+        "data": {"store": str(tmp_path / "bars"), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "strategy": "ema_cross", "grid": {"fast": [3, 5], "slow": [20, 30, 40]},
+        "walk_forward": {"train": 300, "test": 100},
+        "run": {"out": str(tmp_path / "r.zarr"), "block_size": 3}})
+    with connect("local", n_workers=1) as client:
+        plugin = Seen()
+        client.register_plugin(plugin)
+        run_sweep(spec, client, progress=False)
+        seen = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[
+            Seen.name].seen)
+    blocks = {k: v for k, v in seen.items() if key_split(k) == "sweep-ema-cross"}
+    assert len(blocks) == 5 * 2  # 5 windows x 2 boxes of 3 combos
+    assert {v["symbol"] for v in blocks.values()} == {"BTCUSDT"}
+    assert sorted({v["window"] for v in blocks.values()}) == list(range(5))
+    assert np.all([k.startswith("sweep-ema-cross-") for k in blocks])
