@@ -113,6 +113,7 @@ class BlockReport:
     seconds: float
     metrics: dict[str, np.ndarray] | None = None
     written_by_driver: bool = False
+    best_sharpe: float = float("nan")  # the block's best, for the progress line
 
 
 def block_metrics(task: BlockTask) -> tuple[dict[str, np.ndarray], int, int]:
@@ -190,12 +191,20 @@ def run_block(task: BlockTask) -> BlockReport:
     and the block stays pending for ``--resume``."""
     t0 = time.perf_counter()
     metrics, n_combos, n_bars = block_metrics(task)
+    best = best_sharpe(metrics) if task.spans is None else float("nan")
     if task_cancelled():
         metrics = None
     elif can_write(task.out, task.store_id):
         write_block(task.out, task.region, metrics, task.block_id)
         metrics = None
-    return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0, metrics)
+    return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0, metrics,
+                       best_sharpe=best)
+
+
+def best_sharpe(values: dict[str, np.ndarray]) -> float:
+    """The block's best finite Sharpe among combos not ruined (NaN if none)."""
+    sharpe = values["sharpe"][(values["ruined"] == 0) & np.isfinite(values["sharpe"])]
+    return float(sharpe.max()) if sharpe.size else float("nan")
 
 
 def task_cancelled() -> bool:

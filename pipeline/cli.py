@@ -25,7 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("barsweep").setLevel(logging.INFO)
-    quiet_dask()
+    if args.verbose:  # here and in the worker processes the CLI starts
+        os.environ["DASK_LOGGING__DISTRIBUTED"] = "info"
+        logging.getLogger("distributed").setLevel(logging.INFO)
+    else:
+        quiet_dask()
     try:
         return int(args.func(args) or 0)
     except Interrupted as exc:
@@ -48,7 +52,12 @@ def quiet_dask() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="barsweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"barsweep {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="Dask's INFO logging too (workers starting, closing...)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="the bar store: synth, import, info, verify")
@@ -90,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     run.add_argument("--workers", type=int, help="workers of the local cluster")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the final summary (for scripts)")
     run.add_argument("--max-combos", type=int, metavar="N",
                      help="refuse grids of more than N combos (default: the spec's "
                           "run.max_combos, 1,000,000,000)")
@@ -216,14 +227,14 @@ def cmd_run(args) -> int:
         spec = spec.model_copy(update={"run": spec.run.model_copy(
             update={"worker_timeout": args.worker_timeout})})
     summary = run_spec(spec, n_workers=args.workers,
-                       progress=not args.no_progress, resume=args.resume,
-                       overwrite=args.overwrite, spec_path=args.spec)
+                       progress=not (args.no_progress or args.quiet), resume=args.resume,
+                       overwrite=args.overwrite, spec_path=args.spec, quiet=args.quiet)
     print(f"results in {summary.out}")
     return 0
 
 
 def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=False,
-             spec_path=None, client=None):
+             spec_path=None, client=None, quiet=False):
     """Check the run on the driver (output, bars, grid, resume), then start or reach the
     cluster (``spec.cluster``; or use ``client``) and run it. Ctrl-C stops it with one
     line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`)."""
@@ -243,10 +254,12 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     try:
         with (contextlib.nullcontext(client) if client is not None
               else connect(spec.cluster, n_workers or spec.n_workers)) as client:
-            print(f"dask dashboard: {client.dashboard_link}", flush=True)
+            if not quiet:
+                print(f"dask dashboard: {client.dashboard_link}", flush=True)
             try:
                 summary = run_prepared(prepared, client, progress=progress,
-                                       on_start=lambda line: print(line, flush=True))
+                                       on_start=None if quiet else (
+                                           lambda line: print(line, flush=True)))
             except KeyboardInterrupt:
                 # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
                 # not news; the one line below says what is done
@@ -424,9 +437,13 @@ def format_table(frame, by: str, extra=()) -> str:
     computed = {"psr", "dsr", f"{by}_smooth"}
     params = [c for c in frame.columns if c not in _metric_names() and c not in computed]
     cols = params + shown + [k for k in key if k not in shown]
+    frame = frame[cols].copy()
+    for count in ("n_trades",):  # counts print as integers (NaN stays NaN)
+        if count in frame and frame[count].dropna().eq(frame[count].dropna().round()).all():
+            frame[count] = frame[count].astype("Int64")
     with pd.option_context("display.width", 160, "display.max_columns", 20,
                            "display.float_format", "{:.4f}".format):
-        return frame[cols].to_string()
+        return frame.to_string()
 
 
 def _metric_names() -> tuple[str, ...]:

@@ -553,11 +553,13 @@ def bars_head(ref: BarsRef, n_bars: int = 64) -> dict:
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr: blocks done, combos done, throughput, workers."""
+    """A one-line progress bar on stderr: blocks done, combos done, throughput, workers,
+    the time left at this rate and the best Sharpe so far."""
 
     def __init__(self, n_blocks: int, n_combos: int, width: int = 30) -> None:
         self.n_blocks, self.n_combos, self.width = n_blocks, n_combos, width
         self.blocks = self.combos = 0
+        self.best = -math.inf
         self.n_workers: int | None = None
         self.t0 = time.perf_counter()
         self._draw()
@@ -565,6 +567,8 @@ class ProgressBar:
     def update(self, report: BlockReport) -> None:
         self.blocks += 1
         self.combos += report.n_combos
+        if report.best_sharpe > self.best:
+            self.best = report.best_sharpe
         self._draw()
 
     def workers(self, n: int) -> None:
@@ -581,9 +585,22 @@ class ProgressBar:
         rate = self.combos / max(time.perf_counter() - self.t0, 1e-9)
         workers = "" if self.n_workers is None else (
             f", {self.n_workers} worker{'s' if self.n_workers != 1 else ''}")
+        left = (self.n_combos - self.combos) / rate if self.combos and rate > 0 else None
+        eta = "" if left is None else f", ETA {eta_text(left)}"
+        best = f", best sharpe {self.best:.3f}" if math.isfinite(self.best) else ""
         sys.stderr.write(
             f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.blocks}/{self.n_blocks} "
             f"blocks, {self.combos:,}/{self.n_combos:,} combos, {rate:,.0f} combos/s"
-            f"{workers}  "
+            f"{workers}{eta}{best}  "
         )
         sys.stderr.flush()
+
+
+def eta_text(seconds: float) -> str:
+    """``seconds`` left as ``42s``, ``3m05s`` or ``2h07m``."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

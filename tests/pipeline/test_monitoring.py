@@ -70,3 +70,54 @@ def test_a_run_shows_its_strategy_symbol_and_window_on_the_dashboard(tmp_path):
     assert {v["symbol"] for v in blocks.values()} == {"BTCUSDT"}
     assert sorted({v["window"] for v in blocks.values()}) == list(range(5))
     assert np.all([k.startswith("sweep-ema-cross-") for k in blocks])
+
+
+def small_spec(tmp_path) -> str:
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars", "600",
+                 "--seed", "2", "--store", str(tmp_path / "bars")]) == 0
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"data: {{store: {tmp_path / 'bars'}, symbols: [BTCUSDT], timeframe: 1h}}\n"
+                    "strategy: ema_cross\ngrid: {fast: [3, 5], slow: [20, 30]}\n"
+                    f"run: {{out: {tmp_path / 'r.zarr'}, block_size: 2}}\n")
+    return str(spec)
+
+
+def test_quiet_prints_only_the_summary_and_version_works(tmp_path, capsys):
+    spec = small_spec(tmp_path)
+    capsys.readouterr()
+    assert main(["run", spec, "--quiet", "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("4 combos in 2 blocks on cpu")
+    assert lines[1] == f"results in {tmp_path / 'r.zarr'}" and err == ""
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("barsweep ")
+
+
+def test_dask_info_only_with_verbose(tmp_path):
+    import subprocess
+    import sys
+
+    spec = small_spec(tmp_path)
+    run = [sys.executable, "-m", "barsweep.pipeline.cli"]
+    plain = subprocess.run([*run, "run", spec, "--no-progress", "--workers", "1"],
+                           capture_output=True, text=True, timeout=120)
+    loud = subprocess.run([*run, "-v", "run", spec, "--no-progress", "--workers", "1",
+                           "--overwrite"], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == loud.returncode == 0, plain.stderr + loud.stderr
+    assert "Scheduler at" not in plain.stderr and "Scheduler at" in loud.stderr
+
+
+def test_the_progress_line_has_eta_workers_and_the_best_sharpe(capsys):
+    from barsweep.pipeline.blocks import BlockReport
+    from barsweep.pipeline.run import ProgressBar, eta_text
+
+    assert [eta_text(s) for s in (4.4, 185, 7620)] == ["4s", "3m05s", "2h07m"]
+    bar = ProgressBar(4, 400)
+    bar.workers(2)
+    bar.update(BlockReport(0, 100, 500, 0.1, best_sharpe=0.8))
+    bar.update(BlockReport(1, 100, 500, 0.1, best_sharpe=np.nan))
+    line = capsys.readouterr().err.split("\r")[-1]
+    assert "2/4 blocks, 200/400 combos" in line and "2 workers" in line
+    assert "ETA " in line and "best sharpe 0.800" in line
