@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ def sweep(
     bars_key: Hashable | None = None,
     spans: Sequence[tuple[int, int]] | None = None,
     seg_sums: np.ndarray | None = None,
+    timings: dict[str, float] | None = None,
 ) -> np.ndarray:
     """Metrics of every combo of a block, never materializing combos x bars.
 
@@ -51,6 +53,9 @@ def sweep(
     seg_sums : ndarray, shape (n_combos, S, 2), optional
         Written (without ``spans``): the sums of each combo's bar returns and of their
         squares over S equal segments of the bars (``simulate``'s ``segs``).
+    timings : dict, optional
+        Receives the seconds spent hoisting the indicators (``indicators``) and in the
+        kernel (``kernel``); on ``cuda`` the device stages (``sweep_cuda``).
 
     Returns
     -------
@@ -74,13 +79,15 @@ def sweep(
     if backend == "cuda":
         from .gpu import sweep_cuda  # imports numba.cuda: only where it is asked for
 
-        return sweep_cuda(strategy, bars, params, execution, ppy, bars_key, spans=spans,
-                          seg_sums=seg_sums)
+        return sweep_cuda(strategy, bars, params, execution, ppy, bars_key, timings,
+                          spans=spans, seg_sums=seg_sums)
     if backend != "cpu":
         raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+    t0 = time.perf_counter()
     block = prepare_block(strategy, bars, params, execution, ppy)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
     order = locality_order(rows)
+    t1 = time.perf_counter()
     runs = [block.xp] if spans is None else [
         span_xp(block.xp, block.columns[5], start, end) for start, end in spans]
     swept = np.empty((len(runs), block.n_combos, N_METRICS))
@@ -91,6 +98,9 @@ def sweep(
                         block.stops[order], xp, swept[k], segs, *no_record())
     if seg_sums is not None:
         seg_sums[order] = segs
+    if timings is not None:
+        timings["indicators"] = t1 - t0
+        timings["kernel"] = time.perf_counter() - t1
     out = np.empty_like(swept)
     out[:, order] = swept
     return out[0] if spans is None else out

@@ -114,18 +114,24 @@ class BlockReport:
     metrics: dict[str, np.ndarray] | None = None
     written_by_driver: bool = False
     best_sharpe: float = float("nan")  # the block's best, for the progress line
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds
 
 
-def block_metrics(task: BlockTask) -> tuple[dict[str, np.ndarray], int, int]:
+def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
+                  ) -> tuple[dict[str, np.ndarray], int, int]:
     """Compute a block: each variable's region of the store by name (NaN where a combo
     is excluded): the metrics shaped ``(1, *block shape)``, or ``(1, 1, 2, *block
     shape)`` over a walk-forward window's samples, and the segment sums ``(1, S,
     *block shape)``.
 
-    Returns the variables, the number of combos computed and the number of bars.
+    Returns the variables, the number of combos computed and the number of bars;
+    ``phases`` receives the seconds of ``open_bars``, ``indicators`` and ``kernel``.
     """
+    phases = {} if phases is None else phases
     params, keep = block_combos(task)
+    t0 = time.perf_counter()
     bars = task.bars.arrays()
+    phases["open_bars"] = time.perf_counter() - t0
     shape = tuple(len(values) for _, values in task.axes)
     runs = 1 if task.spans is None else len(task.spans)
     metrics = np.full((N_METRICS, runs, keep.size), np.nan)
@@ -134,7 +140,8 @@ def block_metrics(task: BlockTask) -> tuple[dict[str, np.ndarray], int, int]:
     if n_kept:
         kept = {name: values[keep] for name, values in params.items()}
         sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
-        out = block_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums)
+        out = block_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums,
+                          timings=phases)
         metrics[:, :, keep] = out.reshape(runs, n_kept, N_METRICS).transpose(2, 0, 1)
         if sums is not None:
             segs[:, :, keep] = sums.transpose(2, 1, 0)
@@ -157,7 +164,8 @@ def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
-                bars_key: BarsRef | None, seg_sums: np.ndarray | None = None) -> np.ndarray:
+                bars_key: BarsRef | None, seg_sums: np.ndarray | None = None,
+                timings: dict[str, float] | None = None) -> np.ndarray:
     """The task's kernel on the given combos, on its backend: ``(n_combos, N_METRICS)``,
     or ``(n_spans, n_combos, N_METRICS)`` over the task's spans (``seg_sums`` written
     when given).
@@ -167,7 +175,7 @@ def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, 
     """
     return sweep(get_strategy(task.strategy), bars, params, task.execution, task.ppy,
                  backend=task.backend, bars_key=bars_key, spans=task.spans,
-                 seg_sums=seg_sums)
+                 seg_sums=seg_sums, timings=timings)
 
 
 def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
@@ -190,15 +198,18 @@ def run_block(task: BlockTask) -> BlockReport:
     cancelled meanwhile (Ctrl-C, a failed block): then nothing is written or returned
     and the block stays pending for ``--resume``."""
     t0 = time.perf_counter()
-    metrics, n_combos, n_bars = block_metrics(task)
+    phases: dict[str, float] = {}
+    metrics, n_combos, n_bars = block_metrics(task, phases)
     best = best_sharpe(metrics) if task.spans is None else float("nan")
+    t_write = time.perf_counter()
     if task_cancelled():
         metrics = None
     elif can_write(task.out, task.store_id):
         write_block(task.out, task.region, metrics, task.block_id)
         metrics = None
+        phases["write"] = time.perf_counter() - t_write
     return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0, metrics,
-                       best_sharpe=best)
+                       best_sharpe=best, phases=phases)
 
 
 def best_sharpe(values: dict[str, np.ndarray]) -> float:

@@ -503,7 +503,7 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
         "compute_and_write": round(t_done - t_plan, 4),
         "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
         "total": round(t_done - t0, 4),
-    }, "blocks_resumed": skipped, "n_combos": n_combos,
+    }, "block_phases_s": phase_summary(reports), "blocks_resumed": skipped, "n_combos": n_combos,
         "bars_shipped_to": sorted(shipper.shipped_to),
         "blocks_written_by_driver": sum(r.written_by_driver for r in reports),
         "n_combos_exact": the_plan.n_combos_exact or not skipped})
@@ -594,6 +594,19 @@ class ProgressBar:
             f"{workers}{eta}{best}  "
         )
         sys.stderr.flush()
+
+
+def phase_summary(reports: list[BlockReport]) -> dict:
+    """Per phase of a block (``open_bars``, ``indicators``, ``kernel``, ``write``; the
+    GPU's stages on ``cuda``): the total seconds over the blocks and the 50th, 90th and
+    100th percentiles of one block's, for the report and the store's attributes."""
+    phases: dict[str, list[float]] = {}
+    for report in reports:
+        for name, seconds in report.phases.items():
+            phases.setdefault(name, []).append(seconds)
+    return {name: {"total": round(float(np.sum(s)), 6),
+                   **{f"p{q}": round(float(np.percentile(s, q)), 6) for q in (50, 90, 100)}}
+            for name, s in phases.items()}
 
 
 def eta_text(seconds: float) -> str:

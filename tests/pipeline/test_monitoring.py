@@ -121,3 +121,17 @@ def test_the_progress_line_has_eta_workers_and_the_best_sharpe(capsys):
     line = capsys.readouterr().err.split("\r")[-1]
     assert "2/4 blocks, 200/400 combos" in line and "2 workers" in line
     assert "ETA " in line and "best sharpe 0.800" in line
+
+
+def test_block_phase_timings_are_kept_in_the_store(tmp_path, capsys):
+    import json
+
+    import zarr
+
+    spec = small_spec(tmp_path)
+    assert main(["run", spec, "--quiet", "--workers", "2"]) == 0
+    phases = json.loads(zarr.open_group(str(tmp_path / "r.zarr")).attrs["block_phases_s"])
+    assert set(phases) == {"open_bars", "indicators", "kernel", "write"}
+    for stats in phases.values():
+        assert 0 <= stats["p50"] <= stats["p90"] <= stats["p100"] <= stats["total"]
+    assert phases["kernel"]["total"] > 0
