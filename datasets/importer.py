@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import DataError
+from .index import entry_name, read_index
 from .parse import (
     EPOCH_UNITS,
     ParsedColumn,
@@ -58,7 +59,8 @@ class ImportReport:
         Rows dropped for missing values (only with ``drop_nan=True``).
     time_unit : str
         How times were written in the file: ``"s"``, ``"ms"``, ``"us"``, ``"ns"`` (epoch
-        integers), ``"iso"`` (strings) or ``"datetime"`` (typed datetimes).
+        integers), ``"iso"`` (strings), ``"format"`` (text read with `time_format`) or
+        ``"datetime"`` (typed datetimes).
     messages : list of str
         Notes for the user (inferred units, ignored columns, dropped rows), also logged.
     """
@@ -76,6 +78,12 @@ def import_file(
     symbol: str,
     timeframe: str,
     drop_nan: bool = False,
+    *,
+    time_format: str | None = None,
+    price_column: str | None = None,
+    ohlc_from_close: bool = False,
+    replace: bool = False,
+    force: bool = False,
 ) -> ImportReport:
     """Validate a CSV (``.csv``, ``.csv.gz``) or Parquet file of bars and store it.
 
@@ -95,6 +103,21 @@ def import_file(
         Where the bars go (see `bar_path`).
     drop_nan : bool, default False
         Drop rows with an empty or NaN time, price or volume instead of refusing the file.
+    time_format : str, optional
+        A strptime format for text times (``"%d/%m/%Y"``); typed datetimes ignore it.
+    price_column : str, optional
+        A column to store as close (``"adj_close"``; matched in any case, with spaces,
+        ``_`` and ``-`` alike). Open, high and low are scaled per bar by
+        ``price_column / close``, so each bar keeps its shape; the file's close is then
+        needed for the factor but not stored.
+    ohlc_from_close : bool, default False
+        Close-only data: open, high and low are set to the close (or `price_column`), so
+        a backtest checks stops on the close only. Open/high/low columns are ignored.
+    replace : bool, default False
+        Replace bars already stored for `symbol` and `timeframe` (atomically, index and
+        file together); without it such an import is refused before the file is read.
+    force : bool, default False
+        Import bars whose median spacing differs from `timeframe` (noted, not refused).
 
     Returns
     -------
@@ -106,7 +129,8 @@ def import_file(
         Naming the file, row and rule, for: empty input, missing columns, unparseable
         timestamps, non-numeric values, missing values (unless `drop_nan`), non-positive
         prices, negative volume, ``high < max(open, close)``, ``low > min(open, close)``,
-        unsorted or duplicate timestamps. The store is left untouched.
+        unsorted or duplicate timestamps, bars already stored (unless `replace`), a median
+        spacing other than `timeframe` (unless `force`). The store is left untouched.
 
     Examples
     --------
@@ -116,14 +140,16 @@ def import_file(
     """
     bar_path(store, symbol, timeframe)
     check_store_writable(store)
+    _refuse_existing(store, symbol, timeframe, replace)
     src = Path(path)
     messages: list[str] = []
     raw = _read_source(src, messages)
     if len(raw) == 0:
         raise DataError(f"{src}: empty input: the file has no data rows")
-    columns = _match_columns(src, [str(c) for c in raw.columns], messages)
+    found = [str(c) for c in raw.columns]
+    columns = _match_columns(src, found, messages, price_column, ohlc_from_close)
     rows = np.arange(1, len(raw) + 1)
-    time = parse_times(raw[columns["time"]])
+    time = _parse_time_column(src, raw[columns["time"]], time_format, messages)
     _refuse_bad_times(src, columns["time"], raw, time, rows)
     if time.unit in EPOCH_UNITS:
         messages.append(
@@ -138,8 +164,9 @@ def import_file(
     if rows.size == 0:
         raise DataError(f"{src}: empty input: every row was dropped for missing values")
     _refuse_bad_prices(src, values, rows)
+    _close_from(src, columns, values, rows, ohlc_from_close, messages)
     _refuse_bad_order(src, values["time"], rows)
-    _note_spacing(values["time"], timeframe, messages)
+    _check_spacing(src, values["time"], timeframe, force, messages)
     table = _table(values)
     written = write_bars(store, symbol, timeframe, table)
     for message in messages:
@@ -150,6 +177,34 @@ def import_file(
 def _fail(src: Path, row: int, rule: str, detail: str) -> DataError:
     """A DataError naming the file, the 1-based data row and the rule."""
     return DataError(f"{src}: row {row}: {rule}: {detail}")
+
+
+def _refuse_existing(store: str | os.PathLike, symbol: str, timeframe: str,
+                     replace: bool) -> None:
+    """Refuse to overwrite stored bars (a file, or an index entry) unless `replace`."""
+    if replace:
+        return
+    path = bar_path(store, symbol, timeframe)
+    indexed = Path(store).is_dir() and entry_name(store, path) in read_index(store, cached=False)
+    if path.exists() or indexed:
+        raise DataError(
+            f"store {store} already holds bars for {symbol} {timeframe} ({path}); "
+            "pass --replace (replace=True in Python) to replace them"
+        )
+
+
+def _parse_time_column(src: Path, column: pd.Series, time_format: str | None,
+                       messages: list[str]) -> ParsedTime:
+    """The time column parsed, with `time_format` when given (refused if invalid)."""
+    if time_format is not None and pd.api.types.is_datetime64_any_dtype(column):
+        messages.append(f"--time-format {time_format!r} not used: the times are typed datetimes")
+    try:
+        return parse_times(column, time_format)
+    except ValueError as exc:
+        raise DataError(
+            f"{src}: --time-format {time_format!r} is not a valid strptime format: "
+            f"{_one_line(exc)}"
+        ) from exc
 
 
 def _read_source(src: Path, messages: list[str]) -> pd.DataFrame:
@@ -248,8 +303,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _match_columns(src: Path, found: list[str], messages: list[str]) -> dict[str, str]:
-    """Map canonical names (time, open, ..., funding_rate) to the file's column names."""
+def _match_columns(
+    src: Path,
+    found: list[str],
+    messages: list[str],
+    price_column: str | None = None,
+    ohlc_from_close: bool = False,
+) -> dict[str, str]:
+    """Map canonical names (time, open, ..., funding_rate, and ``price`` for
+    `price_column`) to the file's column names. With `ohlc_from_close` only the close
+    (or `price_column`) is required and open/high/low are not mapped."""
     by_lower: dict[str, list[str]] = {}
     for name in found:
         by_lower.setdefault(name.strip().lower(), []).append(name)
@@ -261,7 +324,11 @@ def _match_columns(src: Path, found: list[str], messages: list[str]) -> dict[str
         raise DataError(
             f"{src}: header: ambiguous columns: {same} could each be the same column; keep only one"
         )
-    missing = [n for n in PRICE_NAMES if n not in by_lower]
+    price = _price_column(src, found, price_column)
+    needed = PRICE_NAMES
+    if ohlc_from_close:
+        needed = () if price else ("close",)
+    missing = [n for n in needed if n not in by_lower]
     if not time_cols:
         missing.insert(0, "time (or timestamp, date, datetime)")
     if missing:
@@ -274,13 +341,38 @@ def _match_columns(src: Path, found: list[str], messages: list[str]) -> dict[str
             f"columns found: {found}{hint}"
         )
     columns = {"time": time_cols[0]}
-    columns.update({n: by_lower[n][0] for n in (*PRICE_NAMES, *OPTIONAL_NAMES) if n in by_lower})
+    columns.update({n: by_lower[n][0] for n in (*needed, *OPTIONAL_NAMES) if n in by_lower})
+    if price:
+        columns["price"] = price
     ignored = [c for c in found if c not in columns.values()]
     if ignored:
         messages.append(f"ignored column(s): {ignored}")
     if "volume" not in columns:
         messages.append("no volume column: volume stored as NaN")
     return columns
+
+
+def _price_column(src: Path, found: list[str], price_column: str | None) -> str | None:
+    """The file's column named by `price_column` (any case; space, ``_``, ``-`` alike),
+    or None when not asked for or when it is the close itself."""
+    if price_column is None:
+        return None
+
+    def key(name: str) -> str:
+        return "".join(name.lower().replace("-", " ").replace("_", " ").split())
+
+    hits = [c for c in found if key(c) == key(price_column)]
+    if not hits:
+        raise DataError(
+            f"{src}: header: --price-column {price_column!r} is not a column; "
+            f"columns found: {found}"
+        )
+    if len(hits) > 1:
+        raise DataError(
+            f"{src}: header: ambiguous columns: {hits} could each be --price-column "
+            f"{price_column!r}; keep only one"
+        )
+    return None if key(hits[0]) == "close" else hits[0]
 
 
 def _refuse_bad_times(
@@ -360,8 +452,13 @@ def _assemble(
 ) -> dict[str, np.ndarray]:
     """The kept rows of every stored column; volume NaN if absent, empty funding = 0."""
     values = {"time": time.ts_ns[keep]}
-    for name in (*PRICE_NAMES, "volume"):
-        values[name] = numbers[name].values[keep] if name in numbers else np.full(n, np.nan)[keep]
+    for name in (*PRICE_NAMES, "volume", "price"):
+        if name in numbers:
+            values[name] = numbers[name].values[keep]
+        elif name != "price":
+            values[name] = np.full(n, np.nan)[keep]
+    if "close" not in numbers:  # --ohlc-from-close with --price-column: no close column
+        values["close"] = values["price"]
     if "funding_rate" in numbers:
         funding = numbers["funding_rate"]
         n_empty = int(funding.missing[keep].sum())
@@ -374,8 +471,10 @@ def _assemble(
 
 
 def _refuse_bad_prices(src: Path, values: dict[str, np.ndarray], rows: np.ndarray) -> None:
-    """Refuse non-positive prices, negative volume and inconsistent high/low."""
-    o, h, lo, c = (values[n] for n in PRICE_NAMES)
+    """Refuse non-positive prices, negative volume and inconsistent high/low (with
+    open/high/low taken from the close where they are absent: ``--ohlc-from-close``)."""
+    c = values["close"]
+    o, h, lo = (np.where(np.isnan(values[n]), c, values[n]) for n in PRICE_NAMES[:3])
     broken = first_broken_price_rule(o, h, lo, c, values["volume"])
     if broken is not None:
         rule, i, count = broken
@@ -408,17 +507,80 @@ def _refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:
         )
 
 
-def _note_spacing(ts_ns: np.ndarray, timeframe: str, messages: list[str]) -> None:
-    """Add a note when the typical bar spacing differs from the timeframe."""
-    if ts_ns.size < 2:
-        return
-    median_s = float(np.median(np.diff(ts_ns))) / 1e9
-    expected_s = timeframe_seconds(timeframe)
-    if median_s != expected_s:
+def _close_from(
+    src: Path,
+    columns: dict[str, str],
+    values: dict[str, np.ndarray],
+    rows: np.ndarray,
+    ohlc_from_close: bool,
+    messages: list[str],
+) -> None:
+    """Apply ``--price-column`` and ``--ohlc-from-close`` to the checked `values` (in place).
+
+    The price column becomes the close; open, high and low are scaled per bar by
+    price / close (clamped so the scaled bar still holds the new close), or set to the
+    close with `ohlc_from_close`. The price column is checked as a price first.
+    """
+    price = values.pop("price", None)
+    if price is not None:
+        bad = np.flatnonzero(~np.isfinite(price) | (price <= 0))
+        if bad.size:
+            i = int(bad[0])
+            raise _fail(src, int(rows[i]), "non-positive price",
+                        f"column {columns['price']!r} has {float(price[i])!r} "
+                        f"({bad.size} row(s) break it)")
+    if ohlc_from_close:
+        close = values["close"] if price is None else price
+        for name in PRICE_NAMES:
+            values[name] = close
+        which = "close" if price is None else f"column {columns['price']!r}"
         messages.append(
-            f"the median spacing between bars is {median_s:g} s but timeframe {timeframe!r} "
-            f"is {expected_s} s: check --timeframe"
+            f"--ohlc-from-close: open, high, low and close are all the {which}; "
+            "stops and take-profits are checked on the close only"
         )
+        return
+    if price is None:
+        return
+    factor = price / values["close"]
+    open_ = values["open"] * factor
+    values["high"] = np.maximum.reduce([values["high"] * factor, open_, price])
+    values["low"] = np.minimum.reduce([values["low"] * factor, open_, price])
+    values["open"], values["close"] = open_, price
+    messages.append(
+        f"--price-column: close is column {columns['price']!r}; open, high and low are "
+        f"scaled per bar by {columns['price']} / {columns['close']}; "
+        f"column {columns['close']!r} is not stored"
+    )
+    _refuse_bad_prices(src, values, rows)  # e.g. an overflow to inf when scaling
+
+
+def _check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool,
+                   messages: list[str]) -> None:
+    """Refuse bars whose median spacing differs from `timeframe`, or note it with `force`."""
+    if ts_ns.size < 2:
+        messages.append("one bar: its spacing cannot be checked against --timeframe")
+        return
+    median_ns = int(np.median(np.diff(ts_ns)))
+    expected_s = timeframe_seconds(timeframe)
+    if median_ns == expected_s * 10**9:
+        return
+    measured = _duration(median_ns)
+    what = (f"the bars are {measured} apart (median of {ts_ns.size - 1} gaps) but "
+            f"--timeframe {timeframe} is {_duration(expected_s * 10**9)}")
+    if not force:
+        raise DataError(
+            f"{src}: {what}; pass the bars' own timeframe ({measured}), "
+            "or --force (force=True in Python) to import them as they are"
+        )
+    messages.append(f"{what}: imported anyway (--force)")
+
+
+def _duration(ns: int) -> str:
+    """A duration in the largest timeframe unit that divides it (``"1d"``, ``"90m"``)."""
+    for unit, seconds in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if ns % (seconds * 10**9) == 0:
+            return f"{ns // (seconds * 10**9)}{unit}"
+    return f"{ns / 1e9:g}s"
 
 
 def _iso(ts_ns: np.integer) -> str:

@@ -120,7 +120,7 @@ def epoch_unit_index(values: np.ndarray) -> np.ndarray:
     return np.searchsorted(EPOCH_BOUNDS, np.abs(values.astype(np.float64)), side="right")
 
 
-def parse_times(series: pd.Series) -> ParsedTime:
+def parse_times(series: pd.Series, time_format: str | None = None) -> ParsedTime:
     """Parse a time column: typed datetimes, ISO strings or epoch integers.
 
     The kind is taken from the first non-missing cell; cells of another kind are bad.
@@ -132,13 +132,23 @@ def parse_times(series: pd.Series) -> ParsedTime:
     ----------
     series : pandas.Series
         n cells.
+    time_format : str, optional
+        A strptime format (``"%d/%m/%Y %H:%M"``) every non-missing cell must match, read
+        as text; unit ``"format"``. Not used for typed datetimes.
 
     Returns
     -------
     ParsedTime
+
+    Raises
+    ------
+    ValueError
+        If `time_format` is not a valid format.
     """
     if pd.api.types.is_datetime64_any_dtype(series):
         return _typed_times(series)
+    if time_format is not None:
+        return _formatted_times(series, time_format)
     if pd.api.types.is_integer_dtype(series):
         # Nullable (Int64, from pandas metadata) or plain; uint64 past int64 is bad.
         missing = series.isna().to_numpy(dtype=bool)
@@ -220,6 +230,17 @@ def _epoch_times(
         reason = "epoch integer out of the representable range"
     ts_ns = np.where(bad | other_unit | out_of_range | missing, 0, values) * factor
     return ParsedTime(ts_ns, missing, bad | other_unit | out_of_range, EPOCH_UNITS[unit], reason)
+
+
+def _formatted_times(series: pd.Series, time_format: str) -> ParsedTime:
+    """Text in a strptime format, naive = UTC (``%z`` offsets converted to UTC)."""
+    text, missing = text_of(series)
+    parsed = pd.to_datetime(pd.Series(text), utc=True, format=time_format, errors="coerce")
+    index = pd.DatetimeIndex(parsed).as_unit("ns")
+    bad = ~missing & index.isna()
+    ts_ns = np.where(index.isna(), 0, index.asi8).astype(np.int64)
+    reason = f"does not match --time-format {time_format!r}"
+    return ParsedTime(ts_ns, missing, bad, "format", reason)
 
 
 def _iso_times(text: np.ndarray, missing: np.ndarray, is_int: np.ndarray) -> ParsedTime:

@@ -76,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--store", required=True)
     imp.add_argument("--drop-nan", action="store_true",
                      help="drop rows with missing values instead of refusing the file")
+    imp.add_argument("--time-format", metavar="FMT",
+                     help="strptime format of text times, e.g. '%%d/%%m/%%Y %%H:%%M'")
+    imp.add_argument("--price-column", metavar="COL",
+                     help="store this column (e.g. adj_close) as close; open/high/low are "
+                          "scaled per bar by COL/close")
+    imp.add_argument("--ohlc-from-close", action="store_true",
+                     help="close-only data: open = high = low = close (stops then "
+                          "checked on the close only)")
+    imp.add_argument("--replace", action="store_true",
+                     help="replace bars already stored for this symbol and timeframe")
+    imp.add_argument("--force", action="store_true",
+                     help="import bars whose measured spacing differs from --timeframe")
     imp.set_defaults(func=cmd_import)
     info = data_sub.add_parser("info", help="list the store's files")
     info.add_argument("--store", required=True)
@@ -173,10 +185,16 @@ def cmd_import(args) -> int:
     from ..datasets import import_file
 
     report = import_file(args.file, args.store, args.symbol, args.timeframe,
-                         drop_nan=args.drop_nan)
+                         drop_nan=args.drop_nan, time_format=args.time_format,
+                         price_column=args.price_column,
+                         ohlc_from_close=args.ohlc_from_close, replace=args.replace,
+                         force=args.force)
     print(f"imported {report.n_rows:,} bars from {args.file} to {report.path}"
           + (f" ({report.n_dropped} rows with missing values dropped)" if report.n_dropped
              else ""))
+    for note in report.messages:  # the choices that change what is stored, said again
+        if note.startswith(("--price-column", "--ohlc-from-close", "the bars are")):
+            print(f"note: {note}")
     return 0
 
 

@@ -125,7 +125,8 @@ def test_import_parquet_epoch_ms(tmp_path):
 def test_drop_nan(tmp_path):
     rows = replace_row(2, "2021-01-01T01:00:00Z,11,,10,12,110")
     rows = replace_row(4, "2021-01-01T03:00:00Z,13,15,12,14,NaN", rows)
-    report = import_file(write_csv(tmp_path, rows), tmp_path / "store", "BTC", "1h", drop_nan=True)
+    report = import_file(write_csv(tmp_path, rows), tmp_path / "store", "BTC", "1h",
+                         drop_nan=True, force=True)  # two bars left, 2h apart
     assert (report.n_rows, report.n_dropped) == (2, 2)
     assert any("dropped 2 row(s)" in m and "row 2" in m for m in report.messages)
     np.testing.assert_array_equal(
@@ -145,7 +146,7 @@ def assert_refused(path, store, row, rule, *details, drop_nan=False):
     target = bar_path(store, "BTC", "1h")
     before = target.read_bytes() if target.exists() else None
     with pytest.raises(DataError) as info:
-        import_file(path, store, "BTC", "1h", drop_nan=drop_nan)
+        import_file(path, store, "BTC", "1h", drop_nan=drop_nan, replace=True)
     message = str(info.value)
     assert str(path) in message
     if row is not None:
@@ -294,9 +295,12 @@ def test_bad_symbol_is_refused_before_reading(tmp_path):
         import_file(tmp_path / "absent.csv", tmp_path / "store", "BTC/USD", "1h")
 
 
-def test_spacing_that_differs_from_the_timeframe_is_noted(tmp_path):
-    report = import_file(write_csv(tmp_path), tmp_path / "store", "BTC", "1d")
-    assert any("median spacing between bars is 3600 s" in m for m in report.messages)
+def test_spacing_that_differs_from_the_timeframe_is_refused_or_noted_with_force(tmp_path):
+    with pytest.raises(DataError, match="bars are 1h apart .* but --timeframe 1d is 1d"):
+        import_file(write_csv(tmp_path), tmp_path / "store", "BTC", "1d")
+    assert not (tmp_path / "store").exists()
+    report = import_file(write_csv(tmp_path), tmp_path / "store", "BTC", "1d", force=True)
+    assert any("bars are 1h apart" in m and "--force" in m for m in report.messages)
 
 
 def test_refuses_rows_longer_than_the_header(tmp_path, store):

@@ -297,7 +297,7 @@ def snapshot(store: Path) -> dict[str, bytes]:
 
 def run_import(capsys, src: Path, store: Path, drop_nan: bool) -> tuple[int, str]:
     args = ["data", "import", str(src), "--symbol", SYMBOL, "--timeframe", TIMEFRAME,
-            "--store", str(store)] + (["--drop-nan"] if drop_nan else [])
+            "--store", str(store), "--replace", "--force"] + (["--drop-nan"] if drop_nan else [])
     capsys.readouterr()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning would be a stray line on the user's stderr
