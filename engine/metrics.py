@@ -29,10 +29,33 @@ METRICS: tuple[str, ...] = (
     "exposure",
     "alpha",
     "beta",
-    "ruined",
     "skew",
     "kurtosis",
+    "ruined",
 )
+
+#: What each metric is, for people and tools (the results' variable attributes):
+#: ``(long_name, units)``; units are None for pure numbers.
+METRIC_INFO = {
+    "total_return": ("total return: final equity / initial cash - 1", "fraction"),
+    "cagr": ("compound annual growth rate", "fraction per year"),
+    "volatility": ("annualised standard deviation of the bar returns", "fraction"),
+    "sharpe": ("annualised Sharpe ratio of the bar returns (risk-free 0)", None),
+    "sortino": ("annualised Sortino ratio of the bar returns", None),
+    "max_drawdown": ("deepest fall of equity from its running peak (<= 0)", "fraction"),
+    "calmar": ("cagr / |max_drawdown|", None),
+    "ulcer_index": ("root mean square drawdown", "percent"),
+    "n_trades": ("round trips, an open one at the end included", "trades"),
+    "win_rate": ("winning trades / n_trades", "fraction"),
+    "profit_factor": ("gross profit / gross loss", None),
+    "avg_trade_return": ("mean return of a trade on its entry notional", "fraction"),
+    "exposure": ("bars with a position open / bars", "fraction"),
+    "alpha": ("annualised CAPM alpha against buy-and-hold of the same bars", "fraction per year"),
+    "beta": ("CAPM beta against buy-and-hold of the same bars", None),
+    "skew": ("skewness of the bar returns (population)", None),
+    "kurtosis": ("raw kurtosis of the bar returns (normal = 3)", None),
+    "ruined": ("1 if equity reached zero, else 0", None),
+}
 N_METRICS = len(METRICS)
 METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
 

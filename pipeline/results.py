@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..engine import METRICS
+from ..engine import LOWER_IS_BETTER, METRICS
+from ..engine.metrics import METRIC_INFO
 from ..errors import ResultsError, RunError
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
@@ -108,6 +109,11 @@ def create_store(
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
     ds = xr.Dataset(data_vars, coords=coords,
                     attrs={**attrs, STORE_MARK: STORE_LAYOUT, "complete": False})
+    for name in METRICS:
+        long_name, units = METRIC_INFO[name]
+        ds[name].attrs.update({"long_name": long_name,
+                               "better": "lower" if name in LOWER_IS_BETTER else "higher",
+                               **({"units": units} if units else {})})
     ds["done"].attrs["flag_values"] = [PENDING, COMPUTED, EXCLUDED]
     ds["done"].attrs["flag_meanings"] = "pending computed excluded"
     encoding = {name: {"chunks": block, "fill_value": np.nan} for name in METRICS}
@@ -384,6 +390,7 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
                            f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
                            f"to read what is there")
     ds = xr.open_zarr(path, consolidated=False)
+    ds = ds[[*(m for m in METRICS if m in ds), *(v for v in ds.data_vars if v not in METRICS)]]
     if pending:  # a block cut short may have written some metrics before its flag: hide them
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)
         ds = ds.assign({name: ds[name].where(mask) for name in METRICS})

@@ -135,3 +135,19 @@ def test_block_phase_timings_are_kept_in_the_store(tmp_path, capsys):
     for stats in phases.values():
         assert 0 <= stats["p50"] <= stats["p90"] <= stats["p100"] <= stats["total"]
     assert phases["kernel"]["total"] > 0
+
+
+def test_results_carry_metric_metadata_in_the_metric_tables_order(tmp_path, capsys):
+    from barsweep.engine import LOWER_IS_BETTER, METRICS
+    from barsweep.pipeline.results import open_results
+
+    spec = small_spec(tmp_path)
+    assert main(["run", spec, "--quiet", "--workers", "1"]) == 0
+    ds = open_results(tmp_path / "r.zarr")
+    assert list(ds.data_vars)[:len(METRICS)] == list(METRICS)
+    for name in METRICS:
+        attrs = ds[name].attrs
+        assert attrs["long_name"] and attrs["better"] == (
+            "lower" if name in LOWER_IS_BETTER else "higher")
+    assert ds["ulcer_index"].attrs["units"] == "percent" and "units" not in ds["sharpe"].attrs
+    assert ds["max_drawdown"].attrs["better"] == "higher"
