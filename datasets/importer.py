@@ -22,17 +22,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import DataError
+from .import_rows import (
+    PRICE_NAMES,
+    assemble,
+    check_spacing,
+    close_from,
+    fail,
+    missing_policy,
+    refuse_bad_order,
+    refuse_bad_prices,
+    refuse_bad_times,
+    refuse_non_numeric,
+)
 from .index import entry_name, read_index
 from .parse import (
     EPOCH_UNITS,
-    ParsedColumn,
     ParsedTime,
     parse_numbers,
     parse_times,
 )
-from .rules import first_broken_price_rule
 from .store import TIME_TYPE, bar_path
-from .timeframes import timeframe_seconds
 from .writer import check_store_writable, write_bars
 
 __all__ = ["ImportReport", "import_file"]
@@ -40,9 +49,7 @@ __all__ = ["ImportReport", "import_file"]
 logger = logging.getLogger(__name__)
 
 TIME_NAMES = ("time", "timestamp", "date", "datetime")
-PRICE_NAMES = ("open", "high", "low", "close")
 OPTIONAL_NAMES = ("volume", "funding_rate")
-DROP_NAN_HINT = "use --drop-nan to drop such rows (drop_nan=True in Python)"
 
 
 @dataclass(frozen=True)
@@ -150,33 +157,28 @@ def import_file(
     columns = _match_columns(src, found, messages, price_column, ohlc_from_close)
     rows = np.arange(1, len(raw) + 1)
     time = _parse_time_column(src, raw[columns["time"]], time_format, messages)
-    _refuse_bad_times(src, columns["time"], raw, time, rows)
+    refuse_bad_times(src, columns["time"], raw, time, rows)
     if time.unit in EPOCH_UNITS:
         messages.append(
             f"time column {columns['time']!r} holds epoch integers in {time.unit} "
             "(inferred from magnitude: s < 1e11 <= ms < 1e14 <= us < 1e17 <= ns)"
         )
     numbers = {name: parse_numbers(raw[col]) for name, col in columns.items() if name != "time"}
-    _refuse_non_numeric(src, raw, columns, numbers, rows)
-    keep, n_dropped = _missing_policy(src, time, numbers, rows, drop_nan, messages)
-    values = _assemble(time, numbers, keep, len(raw), messages)
+    refuse_non_numeric(src, raw, columns, numbers, rows)
+    keep, n_dropped = missing_policy(src, time, numbers, rows, drop_nan, messages)
+    values = assemble(time, numbers, keep, len(raw), messages)
     rows = rows[keep]
     if rows.size == 0:
         raise DataError(f"{src}: empty input: every row was dropped for missing values")
-    _refuse_bad_prices(src, values, rows)
-    _close_from(src, columns, values, rows, ohlc_from_close, messages)
-    _refuse_bad_order(src, values["time"], rows)
-    _check_spacing(src, values["time"], timeframe, force, messages)
+    refuse_bad_prices(src, values, rows)
+    close_from(src, columns, values, rows, ohlc_from_close, messages)
+    refuse_bad_order(src, values["time"], rows)
+    check_spacing(src, values["time"], timeframe, force, messages)
     table = _table(values)
     written = write_bars(store, symbol, timeframe, table)
     for message in messages:
         logger.info("%s: %s", src, message)
     return ImportReport(written, table.num_rows, n_dropped, time.unit, messages)
-
-
-def _fail(src: Path, row: int, rule: str, detail: str) -> DataError:
-    """A DataError naming the file, the 1-based data row and the rule."""
-    return DataError(f"{src}: row {row}: {rule}: {detail}")
 
 
 def _refuse_existing(store: str | os.PathLike, symbol: str, timeframe: str,
@@ -267,7 +269,7 @@ def _csv_shape_error(src: Path, exc: Exception) -> DataError:
             rows = (r for r in reader if r)  # pandas skips blank lines
             for row, fields in enumerate(rows, start=1):
                 if len(fields) > len(header):
-                    return _fail(src, row, "more fields than the header has columns",
+                    return fail(src, row, "more fields than the header has columns",
                                  f"{len(fields)} fields, the header has {len(header)}")
     except (OSError, EOFError, ValueError, zlib.error, csv.Error):
         pass
@@ -373,219 +375,6 @@ def _price_column(src: Path, found: list[str], price_column: str | None) -> str 
             f"{price_column!r}; keep only one"
         )
     return None if key(hits[0]) == "close" else hits[0]
-
-
-def _refuse_bad_times(
-    src: Path, column: str, raw: pd.DataFrame, time: ParsedTime, rows: np.ndarray
-) -> None:
-    """Refuse the first unparseable timestamp."""
-    bad = np.flatnonzero(time.bad)
-    if bad.size:
-        i = int(bad[0])
-        raise _fail(
-            src,
-            int(rows[i]),
-            "unparseable timestamp",
-            f"column {column!r} has {raw[column].iloc[i]!r}: {time.bad_reason}",
-        )
-
-
-def _refuse_non_numeric(
-    src: Path,
-    raw: pd.DataFrame,
-    columns: dict[str, str],
-    numbers: dict[str, ParsedColumn],
-    rows: np.ndarray,
-) -> None:
-    """Refuse the first cell that is neither a finite number nor missing."""
-    first = {name: np.flatnonzero(col.bad) for name, col in numbers.items()}
-    first = {name: int(hits[0]) for name, hits in first.items() if hits.size}
-    if first:
-        name = min(first, key=lambda n: (first[n], list(columns).index(n)))
-        i = first[name]
-        raise _fail(
-            src,
-            int(rows[i]),
-            "non-numeric value",
-            f"column {columns[name]!r} has {raw[columns[name]].iloc[i]!r}; "
-            "expected a finite number",
-        )
-
-
-def _missing_policy(
-    src: Path,
-    time: ParsedTime,
-    numbers: dict[str, ParsedColumn],
-    rows: np.ndarray,
-    drop_nan: bool,
-    messages: list[str],
-) -> tuple[np.ndarray, int]:
-    """Rows to keep, and how many were dropped, under the missing-value policy."""
-    checked = {"time": time.missing}
-    checked.update({n: c.missing for n, c in numbers.items() if n != "funding_rate"})
-    missing = np.logical_or.reduce(list(checked.values()))
-    hits = np.flatnonzero(missing)
-    if hits.size == 0:
-        return np.ones(rows.size, dtype=bool), 0
-    i = int(hits[0])
-    where = [name for name, mask in checked.items() if mask[i]]
-    if not drop_nan:
-        raise _fail(
-            src,
-            int(rows[i]),
-            "missing value (empty or NaN)",
-            f"in column(s) {', '.join(where)}; {hits.size} row(s) have missing values; "
-            + DROP_NAN_HINT,
-        )
-    messages.append(
-        f"dropped {hits.size} row(s) with missing values (the first: row {int(rows[i])})"
-    )
-    return ~missing, int(hits.size)
-
-
-def _assemble(
-    time: ParsedTime,
-    numbers: dict[str, ParsedColumn],
-    keep: np.ndarray,
-    n: int,
-    messages: list[str],
-) -> dict[str, np.ndarray]:
-    """The kept rows of every stored column; volume NaN if absent, empty funding = 0."""
-    values = {"time": time.ts_ns[keep]}
-    for name in (*PRICE_NAMES, "volume", "price"):
-        if name in numbers:
-            values[name] = numbers[name].values[keep]
-        elif name != "price":
-            values[name] = np.full(n, np.nan)[keep]
-    if "close" not in numbers:  # --ohlc-from-close with --price-column: no close column
-        values["close"] = values["price"]
-    if "funding_rate" in numbers:
-        funding = numbers["funding_rate"]
-        n_empty = int(funding.missing[keep].sum())
-        if n_empty:
-            messages.append(
-                f"funding_rate empty in {n_empty} row(s): stored as 0 (no funding at those bars)"
-            )
-        values["funding_rate"] = np.where(funding.missing, 0.0, funding.values)[keep]
-    return values
-
-
-def _refuse_bad_prices(src: Path, values: dict[str, np.ndarray], rows: np.ndarray) -> None:
-    """Refuse non-positive prices, negative volume and inconsistent high/low (with
-    open/high/low taken from the close where they are absent: ``--ohlc-from-close``)."""
-    c = values["close"]
-    o, h, lo = (np.where(np.isnan(values[n]), c, values[n]) for n in PRICE_NAMES[:3])
-    broken = first_broken_price_rule(o, h, lo, c, values["volume"])
-    if broken is not None:
-        rule, i, count = broken
-        cells = {"open": o, "high": h, "low": lo, "close": c, "volume": values["volume"]}
-        detail = ", ".join(f"{name}={float(v[i])!r}" for name, v in cells.items())
-        raise _fail(src, int(rows[i]), rule, f"{detail} ({count} row(s) break it)")
-
-
-def _refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:
-    """Refuse times that go backwards, then times that repeat."""
-    step = np.diff(ts_ns)
-    back = np.flatnonzero(step < 0)
-    if back.size:
-        i = int(back[0]) + 1
-        raise _fail(
-            src,
-            int(rows[i]),
-            "unsorted timestamps",
-            f"{_iso(ts_ns[i])} is earlier than row {int(rows[i - 1])} ({_iso(ts_ns[i - 1])}); "
-            "sort the file by time",
-        )
-    dup = np.flatnonzero(step == 0)
-    if dup.size:
-        i = int(dup[0])
-        raise _fail(
-            src,
-            int(rows[i + 1]),
-            "duplicate timestamps",
-            f"rows {int(rows[i])} and {int(rows[i + 1])} both have {_iso(ts_ns[i])}",
-        )
-
-
-def _close_from(
-    src: Path,
-    columns: dict[str, str],
-    values: dict[str, np.ndarray],
-    rows: np.ndarray,
-    ohlc_from_close: bool,
-    messages: list[str],
-) -> None:
-    """Apply ``--price-column`` and ``--ohlc-from-close`` to the checked `values` (in place).
-
-    The price column becomes the close; open, high and low are scaled per bar by
-    price / close (clamped so the scaled bar still holds the new close), or set to the
-    close with `ohlc_from_close`. The price column is checked as a price first.
-    """
-    price = values.pop("price", None)
-    if price is not None:
-        bad = np.flatnonzero(~np.isfinite(price) | (price <= 0))
-        if bad.size:
-            i = int(bad[0])
-            raise _fail(src, int(rows[i]), "non-positive price",
-                        f"column {columns['price']!r} has {float(price[i])!r} "
-                        f"({bad.size} row(s) break it)")
-    if ohlc_from_close:
-        close = values["close"] if price is None else price
-        for name in PRICE_NAMES:
-            values[name] = close
-        which = "close" if price is None else f"column {columns['price']!r}"
-        messages.append(
-            f"--ohlc-from-close: open, high, low and close are all the {which}; "
-            "stops and take-profits are checked on the close only"
-        )
-        return
-    if price is None:
-        return
-    factor = price / values["close"]
-    open_ = values["open"] * factor
-    values["high"] = np.maximum.reduce([values["high"] * factor, open_, price])
-    values["low"] = np.minimum.reduce([values["low"] * factor, open_, price])
-    values["open"], values["close"] = open_, price
-    messages.append(
-        f"--price-column: close is column {columns['price']!r}; open, high and low are "
-        f"scaled per bar by {columns['price']} / {columns['close']}; "
-        f"column {columns['close']!r} is not stored"
-    )
-    _refuse_bad_prices(src, values, rows)  # e.g. an overflow to inf when scaling
-
-
-def _check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool,
-                   messages: list[str]) -> None:
-    """Refuse bars whose median spacing differs from `timeframe`, or note it with `force`."""
-    if ts_ns.size < 2:
-        messages.append("one bar: its spacing cannot be checked against --timeframe")
-        return
-    median_ns = int(np.median(np.diff(ts_ns)))
-    expected_s = timeframe_seconds(timeframe)
-    if median_ns == expected_s * 10**9:
-        return
-    measured = _duration(median_ns)
-    what = (f"the bars are {measured} apart (median of {ts_ns.size - 1} gaps) but "
-            f"--timeframe {timeframe} is {_duration(expected_s * 10**9)}")
-    if not force:
-        raise DataError(
-            f"{src}: {what}; pass the bars' own timeframe ({measured}), "
-            "or --force (force=True in Python) to import them as they are"
-        )
-    messages.append(f"{what}: imported anyway (--force)")
-
-
-def _duration(ns: int) -> str:
-    """A duration in the largest timeframe unit that divides it (``"1d"``, ``"90m"``)."""
-    for unit, seconds in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
-        if ns % (seconds * 10**9) == 0:
-            return f"{ns // (seconds * 10**9)}{unit}"
-    return f"{ns / 1e9:g}s"
-
-
-def _iso(ts_ns: np.integer) -> str:
-    """An int64 ns time as an ISO string (UTC)."""
-    return pd.Timestamp(int(ts_ns), tz="UTC").isoformat()
 
 
 def _table(values: dict[str, np.ndarray]) -> pa.Table:

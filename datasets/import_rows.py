@@ -1,0 +1,254 @@
+"""The checks and choices that turn an imported file's parsed columns into bars.
+
+Pure functions over the parsed arrays, called by `import_file` in order: refuse bad times,
+non-numbers and missing values (or drop them), assemble the stored columns, refuse bad
+prices and order, apply ``--price-column`` / ``--ohlc-from-close``, and check the spacing
+against the timeframe. Every refusal is a `DataError` naming the file and the 1-based data
+row (or what was measured); `values` dicts map column names to arrays of shape (n_rows,).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+from .parse import ParsedColumn, ParsedTime
+from .rules import first_broken_price_rule
+from .timeframes import timeframe_seconds
+
+__all__ = [
+    "PRICE_NAMES",
+    "assemble",
+    "check_spacing",
+    "close_from",
+    "fail",
+    "missing_policy",
+    "refuse_bad_order",
+    "refuse_bad_prices",
+    "refuse_bad_times",
+    "refuse_non_numeric",
+]
+
+PRICE_NAMES = ("open", "high", "low", "close")
+DROP_NAN_HINT = "use --drop-nan to drop such rows (drop_nan=True in Python)"
+
+
+def fail(src: Path, row: int, rule: str, detail: str) -> DataError:
+    """A DataError naming the file, the 1-based data row and the rule."""
+    return DataError(f"{src}: row {row}: {rule}: {detail}")
+
+
+def refuse_bad_times(
+    src: Path, column: str, raw: pd.DataFrame, time: ParsedTime, rows: np.ndarray
+) -> None:
+    """Refuse the first unparseable timestamp."""
+    bad = np.flatnonzero(time.bad)
+    if bad.size:
+        i = int(bad[0])
+        raise fail(
+            src,
+            int(rows[i]),
+            "unparseable timestamp",
+            f"column {column!r} has {raw[column].iloc[i]!r}: {time.bad_reason}",
+        )
+
+
+def refuse_non_numeric(
+    src: Path,
+    raw: pd.DataFrame,
+    columns: dict[str, str],
+    numbers: dict[str, ParsedColumn],
+    rows: np.ndarray,
+) -> None:
+    """Refuse the first cell that is neither a finite number nor missing."""
+    first = {name: np.flatnonzero(col.bad) for name, col in numbers.items()}
+    first = {name: int(hits[0]) for name, hits in first.items() if hits.size}
+    if first:
+        name = min(first, key=lambda n: (first[n], list(columns).index(n)))
+        i = first[name]
+        raise fail(
+            src,
+            int(rows[i]),
+            "non-numeric value",
+            f"column {columns[name]!r} has {raw[columns[name]].iloc[i]!r}; "
+            "expected a finite number",
+        )
+
+
+def missing_policy(
+    src: Path,
+    time: ParsedTime,
+    numbers: dict[str, ParsedColumn],
+    rows: np.ndarray,
+    drop_nan: bool,
+    messages: list[str],
+) -> tuple[np.ndarray, int]:
+    """Rows to keep, and how many were dropped, under the missing-value policy."""
+    checked = {"time": time.missing}
+    checked.update({n: c.missing for n, c in numbers.items() if n != "funding_rate"})
+    missing = np.logical_or.reduce(list(checked.values()))
+    hits = np.flatnonzero(missing)
+    if hits.size == 0:
+        return np.ones(rows.size, dtype=bool), 0
+    i = int(hits[0])
+    where = [name for name, mask in checked.items() if mask[i]]
+    if not drop_nan:
+        raise fail(
+            src,
+            int(rows[i]),
+            "missing value (empty or NaN)",
+            f"in column(s) {', '.join(where)}; {hits.size} row(s) have missing values; "
+            + DROP_NAN_HINT,
+        )
+    messages.append(
+        f"dropped {hits.size} row(s) with missing values (the first: row {int(rows[i])})"
+    )
+    return ~missing, int(hits.size)
+
+
+def assemble(
+    time: ParsedTime,
+    numbers: dict[str, ParsedColumn],
+    keep: np.ndarray,
+    n: int,
+    messages: list[str],
+) -> dict[str, np.ndarray]:
+    """The kept rows of every stored column; volume NaN if absent, empty funding = 0."""
+    values = {"time": time.ts_ns[keep]}
+    for name in (*PRICE_NAMES, "volume", "price"):
+        if name in numbers:
+            values[name] = numbers[name].values[keep]
+        elif name != "price":
+            values[name] = np.full(n, np.nan)[keep]
+    if "close" not in numbers:  # --ohlc-from-close with --price-column: no close column
+        values["close"] = values["price"]
+    if "funding_rate" in numbers:
+        funding = numbers["funding_rate"]
+        n_empty = int(funding.missing[keep].sum())
+        if n_empty:
+            messages.append(
+                f"funding_rate empty in {n_empty} row(s): stored as 0 (no funding at those bars)"
+            )
+        values["funding_rate"] = np.where(funding.missing, 0.0, funding.values)[keep]
+    return values
+
+
+def refuse_bad_prices(src: Path, values: dict[str, np.ndarray], rows: np.ndarray) -> None:
+    """Refuse non-positive prices, negative volume and inconsistent high/low (with
+    open/high/low taken from the close where they are absent: ``--ohlc-from-close``)."""
+    c = values["close"]
+    o, h, lo = (np.where(np.isnan(values[n]), c, values[n]) for n in PRICE_NAMES[:3])
+    broken = first_broken_price_rule(o, h, lo, c, values["volume"])
+    if broken is not None:
+        rule, i, count = broken
+        cells = {"open": o, "high": h, "low": lo, "close": c, "volume": values["volume"]}
+        detail = ", ".join(f"{name}={float(v[i])!r}" for name, v in cells.items())
+        raise fail(src, int(rows[i]), rule, f"{detail} ({count} row(s) break it)")
+
+
+def refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:
+    """Refuse times that go backwards, then times that repeat."""
+    step = np.diff(ts_ns)
+    back = np.flatnonzero(step < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise fail(
+            src,
+            int(rows[i]),
+            "unsorted timestamps",
+            f"{_iso(ts_ns[i])} is earlier than row {int(rows[i - 1])} ({_iso(ts_ns[i - 1])}); "
+            "sort the file by time",
+        )
+    dup = np.flatnonzero(step == 0)
+    if dup.size:
+        i = int(dup[0])
+        raise fail(
+            src,
+            int(rows[i + 1]),
+            "duplicate timestamps",
+            f"rows {int(rows[i])} and {int(rows[i + 1])} both have {_iso(ts_ns[i])}",
+        )
+
+
+def close_from(
+    src: Path,
+    columns: dict[str, str],
+    values: dict[str, np.ndarray],
+    rows: np.ndarray,
+    ohlc_from_close: bool,
+    messages: list[str],
+) -> None:
+    """Apply ``--price-column`` and ``--ohlc-from-close`` to the checked `values` (in place).
+
+    The price column becomes the close; open, high and low are scaled per bar by
+    price / close (clamped so the scaled bar still holds the new close), or set to the
+    close with `ohlc_from_close`. The price column is checked as a price first.
+    """
+    price = values.pop("price", None)
+    if price is not None:
+        bad = np.flatnonzero(~np.isfinite(price) | (price <= 0))
+        if bad.size:
+            i = int(bad[0])
+            raise fail(src, int(rows[i]), "non-positive price",
+                        f"column {columns['price']!r} has {float(price[i])!r} "
+                        f"({bad.size} row(s) break it)")
+    if ohlc_from_close:
+        close = values["close"] if price is None else price
+        for name in PRICE_NAMES:
+            values[name] = close
+        which = "close" if price is None else f"column {columns['price']!r}"
+        messages.append(
+            f"--ohlc-from-close: open, high, low and close are all the {which}; "
+            "stops and take-profits are checked on the close only"
+        )
+        return
+    if price is None:
+        return
+    factor = price / values["close"]
+    open_ = values["open"] * factor
+    values["high"] = np.maximum.reduce([values["high"] * factor, open_, price])
+    values["low"] = np.minimum.reduce([values["low"] * factor, open_, price])
+    values["open"], values["close"] = open_, price
+    messages.append(
+        f"--price-column: close is column {columns['price']!r}; open, high and low are "
+        f"scaled per bar by {columns['price']} / {columns['close']}; "
+        f"column {columns['close']!r} is not stored"
+    )
+    refuse_bad_prices(src, values, rows)  # e.g. an overflow to inf when scaling
+
+
+def check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool,
+                   messages: list[str]) -> None:
+    """Refuse bars whose median spacing differs from `timeframe`, or note it with `force`."""
+    if ts_ns.size < 2:
+        messages.append("one bar: its spacing cannot be checked against --timeframe")
+        return
+    median_ns = int(np.median(np.diff(ts_ns)))
+    expected_s = timeframe_seconds(timeframe)
+    if median_ns == expected_s * 10**9:
+        return
+    measured = _duration(median_ns)
+    what = (f"the bars are {measured} apart (median of {ts_ns.size - 1} gaps) but "
+            f"--timeframe {timeframe} is {_duration(expected_s * 10**9)}")
+    if not force:
+        raise DataError(
+            f"{src}: {what}; pass the bars' own timeframe ({measured}), "
+            "or --force (force=True in Python) to import them as they are"
+        )
+    messages.append(f"{what}: imported anyway (--force)")
+
+
+def _duration(ns: int) -> str:
+    """A duration in the largest timeframe unit that divides it (``"1d"``, ``"90m"``)."""
+    for unit, seconds in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if ns % (seconds * 10**9) == 0:
+            return f"{ns // (seconds * 10**9)}{unit}"
+    return f"{ns / 1e9:g}s"
+
+
+def _iso(ts_ns: np.integer) -> str:
+    """An int64 ns time as an ISO string (UTC)."""
+    return pd.Timestamp(int(ts_ns), tz="UTC").isoformat()
