@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--quiet", action="store_true",
                      help="print only the final summary (for scripts)")
+    run.add_argument("--perf-report", metavar="FILE.html",
+                     help="write Dask's performance report of the run (task stream, "
+                          "profiles, bandwidth) to this HTML file")
     run.add_argument("--max-combos", type=int, metavar="N",
                      help="refuse grids of more than N combos (default: the spec's "
                           "run.max_combos, 1,000,000,000)")
@@ -246,16 +249,20 @@ def cmd_run(args) -> int:
             update={"worker_timeout": args.worker_timeout})})
     summary = run_spec(spec, n_workers=args.workers,
                        progress=not (args.no_progress or args.quiet), resume=args.resume,
-                       overwrite=args.overwrite, spec_path=args.spec, quiet=args.quiet)
+                       overwrite=args.overwrite, spec_path=args.spec, quiet=args.quiet,
+                       perf_report=args.perf_report)
     print(f"results in {summary.out}")
     return 0
 
 
 def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=False,
-             spec_path=None, client=None, quiet=False):
+             spec_path=None, client=None, quiet=False, perf_report=None):
     """Check the run on the driver (output, bars, grid, resume), then start or reach the
     cluster (``spec.cluster``; or use ``client``) and run it. Ctrl-C stops it with one
-    line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`)."""
+    line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`).
+    ``perf_report``: a path for Dask's performance report of the run (HTML)."""
+    from distributed import performance_report
+
     from .cluster import connect
     from .prepare import prepare_run
     from .results import resume_hint, store_attrs
@@ -275,9 +282,11 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
             if not quiet:
                 print(f"dask dashboard: {client.dashboard_link}", flush=True)
             try:
-                summary = run_prepared(prepared, client, progress=progress,
-                                       on_start=None if quiet else (
-                                           lambda line: print(line, flush=True)))
+                with (contextlib.nullcontext() if perf_report is None
+                      else performance_report(os.path.abspath(perf_report))):
+                    summary = run_prepared(prepared, client, progress=progress,
+                                           on_start=None if quiet else (
+                                               lambda line: print(line, flush=True)))
             except KeyboardInterrupt:
                 # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
                 # not news; the one line below says what is done

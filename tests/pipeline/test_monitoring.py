@@ -151,3 +151,11 @@ def test_results_carry_metric_metadata_in_the_metric_tables_order(tmp_path, caps
             "lower" if name in LOWER_IS_BETTER else "higher")
     assert ds["ulcer_index"].attrs["units"] == "percent" and "units" not in ds["sharpe"].attrs
     assert ds["max_drawdown"].attrs["better"] == "higher"
+
+
+def test_perf_report_writes_dasks_performance_report(tmp_path, capsys):
+    spec = small_spec(tmp_path)
+    report = tmp_path / "perf.html"
+    assert main(["run", spec, "--quiet", "--workers", "1", "--perf-report", str(report)]) == 0
+    html = report.read_text()
+    assert "<html" in html.lower() and "Dask Performance Report" in html
