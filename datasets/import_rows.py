@@ -179,9 +179,9 @@ def close_from(
     values: dict[str, np.ndarray],
     rows: np.ndarray,
     ohlc_from_close: bool,
-    messages: list[str],
-) -> None:
-    """Apply ``--price-column`` and ``--ohlc-from-close`` to the checked `values` (in place).
+) -> str | None:
+    """Apply ``--price-column`` and ``--ohlc-from-close`` to the checked `values` (in place)
+    and return the note that says what was stored (None when neither applies).
 
     The price column becomes the close; open, high and low are scaled per bar by
     price / close (clamped so the scaled bar still holds the new close), or set to the
@@ -200,36 +200,34 @@ def close_from(
         for name in PRICE_NAMES:
             values[name] = close
         which = "close" if price is None else f"column {columns['price']!r}"
-        messages.append(
+        return (
             f"--ohlc-from-close: open, high, low and close are all the {which}; "
             "stops and take-profits are checked on the close only"
         )
-        return
     if price is None:
-        return
+        return None
     factor = price / values["close"]
     open_ = values["open"] * factor
     values["high"] = np.maximum.reduce([values["high"] * factor, open_, price])
     values["low"] = np.minimum.reduce([values["low"] * factor, open_, price])
     values["open"], values["close"] = open_, price
-    messages.append(
+    refuse_bad_prices(src, values, rows)  # e.g. an overflow to inf when scaling
+    return (
         f"--price-column: close is column {columns['price']!r}; open, high and low are "
         f"scaled per bar by {columns['price']} / {columns['close']}; "
         f"column {columns['close']!r} is not stored"
     )
-    refuse_bad_prices(src, values, rows)  # e.g. an overflow to inf when scaling
 
 
-def check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool,
-                   messages: list[str]) -> None:
-    """Refuse bars whose median spacing differs from `timeframe`, or note it with `force`."""
+def check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool) -> str | None:
+    """Refuse bars whose median spacing differs from `timeframe`; return a note when it
+    could not be checked or `force` let it through (None when the spacing fits)."""
     if ts_ns.size < 2:
-        messages.append("one bar: its spacing cannot be checked against --timeframe")
-        return
+        return "one bar: its spacing cannot be checked against --timeframe"
     median_ns = int(np.median(np.diff(ts_ns)))
     expected_s = timeframe_seconds(timeframe)
     if median_ns == expected_s * 10**9:
-        return
+        return None
     measured = _duration(median_ns)
     what = (f"the bars are {measured} apart (median of {ts_ns.size - 1} gaps) but "
             f"--timeframe {timeframe} is {_duration(expected_s * 10**9)}")
@@ -238,7 +236,7 @@ def check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool,
             f"{src}: {what}; pass the bars' own timeframe ({measured}), "
             "or --force (force=True in Python) to import them as they are"
         )
-    messages.append(f"{what}: imported anyway (--force)")
+    return f"{what}: imported anyway (--force)"
 
 
 def _duration(ns: int) -> str:

@@ -70,6 +70,10 @@ class ImportReport:
         ``"datetime"`` (typed datetimes).
     messages : list of str
         Notes for the user (inferred units, ignored columns, dropped rows), also logged.
+    notes : list of str
+        Those of `messages` about choices that change what is stored (``price_column``,
+        ``ohlc_from_close``, a spacing let through by ``force``, one bar), which the CLI
+        prints.
     """
 
     path: Path
@@ -77,6 +81,7 @@ class ImportReport:
     n_dropped: int
     time_unit: str
     messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def import_file(
@@ -171,14 +176,16 @@ def import_file(
     if rows.size == 0:
         raise DataError(f"{src}: empty input: every row was dropped for missing values")
     refuse_bad_prices(src, values, rows)
-    close_from(src, columns, values, rows, ohlc_from_close, messages)
+    notes = [close_from(src, columns, values, rows, ohlc_from_close)]
     refuse_bad_order(src, values["time"], rows)
-    check_spacing(src, values["time"], timeframe, force, messages)
+    notes.append(check_spacing(src, values["time"], timeframe, force))
+    notes = [note for note in notes if note is not None]
+    messages.extend(notes)
     table = _table(values)
     written = write_bars(store, symbol, timeframe, table)
     for message in messages:
         logger.info("%s: %s", src, message)
-    return ImportReport(written, table.num_rows, n_dropped, time.unit, messages)
+    return ImportReport(written, table.num_rows, n_dropped, time.unit, messages, notes)
 
 
 def _refuse_existing(store: str | os.PathLike, symbol: str, timeframe: str,

@@ -195,9 +195,8 @@ def cmd_import(args) -> int:
     print(f"imported {report.n_rows:,} bars from {args.file} to {report.path}"
           + (f" ({report.n_dropped} rows with missing values dropped)" if report.n_dropped
              else ""))
-    for note in report.messages:  # the choices that change what is stored, said again
-        if note.startswith(("--price-column", "--ohlc-from-close", "the bars are")):
-            print(f"note: {note}")
+    for note in report.notes:  # the choices that change what is stored
+        print(f"note: {note}")
     return 0
 
 
