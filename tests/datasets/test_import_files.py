@@ -267,3 +267,45 @@ def test_weekday_bars_measure_as_daily(tmp_path, capsys):
     rc, out, err = cli(capsys, src, tmp_path / "store", "1d")
     assert rc == 0, err
     assert "note:" not in out
+
+
+# --- a few more edges -------------------------------------------------------------------
+
+
+def test_time_format_reads_integer_dates_in_parquet(tmp_path, capsys):
+    ymd = DAYS.strftime("%Y%m%d").astype(int).to_numpy()
+    src = write(bars_frame(), tmp_path / "bars.parquet", "date", text=ymd)
+    rc, _, err = cli(capsys, src, tmp_path / "store", "1d", "--time-format", "%Y%m%d")
+    assert rc == 0, err
+    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values,
+                                  DAYS.as_unit("ns").asi8)
+
+
+def test_time_format_on_typed_datetimes_is_noted_and_not_used(tmp_path, capsys, caplog):
+    src = write(bars_frame(), tmp_path / "bars.parquet", time_name=None)
+    with caplog.at_level(logging.INFO):
+        rc, _, err = cli(capsys, src, tmp_path / "store", "1d", "--time-format", "%d/%m/%Y")
+    assert rc == 0, err
+    assert "not used: the times are typed datetimes" in caplog.text
+
+
+def test_a_missing_price_column_value_follows_the_missing_value_policy(tmp_path, capsys):
+    frame = bars_frame()
+    frame["adj_close"] = frame["close"] / 2
+    frame.loc[frame.index[1], "adj_close"] = np.nan
+    src = write(frame, tmp_path / "bars.csv")
+    refused(capsys, src, tmp_path / "store", "1d", "--price-column", "adj_close",
+            says=(str(src), "row 2: missing value", "price", "--drop-nan"))
+    rc, out, err = cli(capsys, src, tmp_path / "store", "1d", "--price-column", "adj_close",
+                       "--drop-nan", "--force")  # a 2-day gap is left
+    assert rc == 0, err
+    assert "imported 4 bars" in out and "(1 rows with missing values dropped)" in out
+    np.testing.assert_array_equal(stored(tmp_path / "store")["close"].values[:, 0],
+                                  frame["adj_close"].dropna())
+
+
+def test_one_bar_says_its_spacing_was_not_checked(tmp_path, capsys):
+    src = write(bars_frame().iloc[:1], tmp_path / "bars.csv")
+    rc, out, err = cli(capsys, src, tmp_path / "store", "1h")
+    assert rc == 0, err
+    assert "note: one bar: its spacing cannot be checked" in out
