@@ -1,0 +1,101 @@
+"""Sweeps from Python, without a YAML file: :func:`sweep` builds the spec that
+``barsweep run`` would read, and runs it through the same machinery (spec validation,
+blocks, Dask, Zarr), returning the results Dataset."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import SpecError
+
+
+def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, Any],
+          constraints: Iterable[str] = (), execution: Mapping | None = None, *,
+          symbols: str | Iterable[str] | None = None, timeframe: str | None = None,
+          out: str | os.PathLike | None = None, client=None, cluster: Any = None,
+          n_workers: int | None = None, overwrite: bool = False, progress: bool = False,
+          **spec_sections: Any):
+    """Sweep ``strategy`` over ``grid`` and return the results as an ``xarray.Dataset``.
+
+    Parameters
+    ----------
+    bars_or_store : str or os.PathLike
+        A bar store (``barsweep data import/synth`` writes one).
+    strategy : str
+        A registered strategy's name.
+    grid : mapping of parameter name to values
+        A ``range`` (its values, stop excluded as in Python), a list or array of values,
+        or ``{"start", "stop", "step"}`` (stop included, as in a spec).
+    constraints : iterable of str
+        Expressions over the parameters, e.g. ``"fast < slow"``.
+    execution : mapping, optional
+        The spec's ``execution`` section (``fill``, ``fees``, ...).
+    symbols, timeframe : the bars to sweep (both required).
+    out : path, optional
+        The results store to write; None keeps the results in memory (the store is
+        written to a temporary directory, loaded and removed).
+    client : distributed.Client, optional
+        Run on this client; else a cluster is started as ``barsweep run`` would
+        (``cluster``: the spec's ``cluster`` section, default local, ``n_workers``).
+    **spec_sections
+        Further spec sections or data keys: ``data`` keys ``start``, ``end``,
+        ``year_days``, ``align``; sections ``walk_forward``, ``analysis``, ``run``,
+        ``modules``.
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`open_results` gives it (lazy when ``out`` is given).
+    """
+    from .cluster import connect
+    from .prepare import prepare_run
+    from .results import open_results
+    from .run import run_prepared
+    from .spec import parse_spec
+
+    if symbols is None or timeframe is None:
+        raise SpecError("sweep(): give symbols= and timeframe= (the bars to sweep)")
+    data_keys = {k: spec_sections.pop(k) for k in ("start", "end", "year_days", "align")
+                 if k in spec_sections}
+    scratch = None if out is not None else tempfile.mkdtemp(prefix="barsweep-")
+    target = os.fspath(out) if out is not None else os.path.join(scratch, "results.zarr")
+    spec = {
+        "data": {"store": os.fspath(bars_or_store),
+                 "symbols": [symbols] if isinstance(symbols, str) else list(symbols),
+                 "timeframe": timeframe, **data_keys},
+        "strategy": strategy,
+        "grid": {name: grid_entry(values) for name, values in grid.items()},
+        "constraints": list(constraints),
+        "execution": dict(execution or {}),
+        **spec_sections,
+        "run": {**spec_sections.get("run", {}), "out": target},
+    }
+    if cluster is not None:
+        spec["cluster"] = cluster
+    try:
+        prepared = prepare_run(parse_spec(spec, source="sweep()"), overwrite=overwrite)
+        with (contextlib.nullcontext(client) if client is not None
+              else connect(prepared.spec.cluster, n_workers)) as running:
+            run_prepared(prepared, running, progress=progress)
+        ds = open_results(target)
+        return ds if scratch is None else ds.load()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def grid_entry(values: Any) -> Any:
+    """One grid axis as a spec entry: a ``range`` becomes ``{start, stop, step}`` with
+    the stop it reaches, an array its list; lists and ranges-as-mappings pass."""
+    if isinstance(values, range):
+        if len(values) == 0:
+            raise SpecError(f"grid: {values!r} is empty")
+        return {"start": values.start, "stop": values[-1], "step": values.step}
+    if hasattr(values, "tolist"):
+        return values.tolist()
+    return values

@@ -1,0 +1,59 @@
+"""barsweep.sweep(): the same machinery as `barsweep run`, from Python, equal to the
+CLI's store; in memory (nothing left on disk) or into a store; on a given client."""
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import barsweep
+from barsweep.engine import METRICS
+from barsweep.errors import SpecError
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.cluster import connect
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("bars")
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars", "1500",
+                 "--seed", "4", "--store", str(store)]) == 0
+    return store
+
+
+def test_sweep_from_python_equals_the_cli(store, tmp_path):
+    spec = {"data": {"store": str(store), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+            "strategy": "ema_cross",
+            "grid": {"fast": {"start": 2, "stop": 9, "step": 1}, "slow": [20, 30, 40]},
+            "constraints": ["fast < slow"], "execution": {"fill": "close", "fees": 0.001},
+            "run": {"out": str(tmp_path / "cli.zarr")}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "spec.yaml"), "--workers", "2", "--quiet"]) == 0
+    cli = barsweep.open_results(tmp_path / "cli.zarr")
+    scratch = set(Path(tempfile.gettempdir()).glob("barsweep-*"))
+    ds = barsweep.sweep(store, "ema_cross", {"fast": range(2, 10), "slow": np.array([20, 30, 40])},
+                        ["fast < slow"], {"fill": "close", "fees": 0.001},
+                        symbols="BTCUSDT", timeframe="1h", n_workers=2)
+    assert set(Path(tempfile.gettempdir()).glob("barsweep-*")) == scratch  # nothing left
+    assert ds["fast"].values.tolist() == list(range(2, 10))
+    for name in METRICS:
+        np.testing.assert_array_equal(ds[name].values, cli[name].values, err_msg=name)
+    with connect("local", n_workers=1) as client:
+        kept = barsweep.sweep(store, "ema_cross", {"fast": [3, 5], "slow": range(20, 41, 10)},
+                              execution={"fill": "close", "fees": 0.001}, symbols=["BTCUSDT"],
+                              timeframe="1h", out=tmp_path / "kept.zarr", client=client)
+    np.testing.assert_array_equal(kept["sharpe"].values[0], cli["sharpe"].sel(
+        fast=[3, 5], slow=[20, 30, 40]).values[0])
+    assert (tmp_path / "kept.zarr").is_dir()
+
+
+def test_sweep_refuses_what_a_spec_refuses(store):
+    with pytest.raises(SpecError, match=r"grid\.slow"):
+        barsweep.sweep(store, "ema_cross", {"fast": [3], "slow": []}, symbols="BTCUSDT",
+                       timeframe="1h")
+    with pytest.raises(SpecError, match="symbols= and timeframe="):
+        barsweep.sweep(store, "ema_cross", {"fast": [3], "slow": [9]})
