@@ -158,6 +158,22 @@ def build_parser() -> argparse.ArgumentParser:
     wf.add_argument("--json", action="store_true", help="print one JSON object for scripts")
     wf.set_defaults(func=cmd_walkforward)
 
+    plot = sub.add_parser("plot", help="pictures of a results store (PNG)")
+    plot_sub = plot.add_subparsers(dest="plot_command", required=True)
+    heat = plot_sub.add_parser("heatmap", help="a metric over two parameters (a line over "
+                               "one), every other dim reduced; the best cell marked")
+    heat.add_argument("results")
+    heat.add_argument("--x", required=True, help="parameter across")
+    heat.add_argument("--y", help="parameter up (omit for a line over --x)")
+    heat.add_argument("--metric", default="sharpe")
+    heat.add_argument("--symbol", help="the symbol, when the store holds several")
+    heat.add_argument("--reduce", default="max", help="max (default), mean or median over "
+                      "every other parameter")
+    heat.add_argument("--sample", help="walk-forward: train or test (default test)")
+    heat.add_argument("--window", type=int, help="walk-forward: the window (default 0)")
+    heat.add_argument("--out", required=True, help="the PNG to write")
+    heat.set_defaults(func=cmd_plot_heatmap)
+
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
     demo.add_argument("--workers", type=int)
@@ -329,6 +345,24 @@ def interrupted_message(out: str, earlier: dict | None = None, resume: bool = Fa
     pending, total = store_status(out)
     return (f"{total - pending} of {total} blocks are done in {out}; "
             f"resume with `{resume_hint(out, attrs)}`")
+
+
+def cmd_plot_heatmap(args) -> int:
+    from .plots import metric_grid, plot_heatmap
+    from .results import open_results
+
+    ds = open_results(args.results)
+    grid = metric_grid(ds, args.metric, args.x, args.y, symbol=args.symbol,
+                       reduce=args.reduce, sample=args.sample, window=args.window)
+    symbol = args.symbol or ds["symbol"].values[0]
+    where = "".join(f", {k} {v}" for k, v in (("window", args.window),
+                                               ("sample", args.sample)) if v is not None)
+    others = [d for d in ds[args.metric].dims
+              if d not in ("symbol", "window", "sample", args.x, args.y)]
+    reduced = f" ({args.reduce} over {', '.join(others)})" if others else ""
+    plot_heatmap(grid, args.out, title=f"{args.metric} of {symbol}{where}{reduced}")
+    print(f"wrote {args.out}")
+    return 0
 
 
 def cmd_walkforward(args) -> int:

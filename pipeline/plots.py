@@ -1,0 +1,135 @@
+"""Pictures of a results store: a heatmap of one metric over two parameters (a line
+over one), every other dim reduced. matplotlib (the ``[plot]`` extra) draws on an Agg
+canvas of its own: no pyplot state or GUI backend is touched."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..engine import LOWER_IS_BETTER, METRICS
+from ..errors import SpecError
+
+REDUCERS = {"max": np.nanmax, "mean": np.nanmean, "median": np.nanmedian}
+#: Metrics with a natural zero: their colour scale is centred there.
+CENTRED = frozenset({"total_return", "cagr", "sharpe", "sortino", "calmar", "alpha",
+                     "avg_trade_return", "skew", "psr", "dsr"}) - {"psr", "dsr"}
+
+
+def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | None = None,
+                reduce: str = "max", sample: str | None = None, window: int | None = None):
+    """``metric`` over the parameter dims ``x`` (and ``y``): a DataArray with dims
+    ``(y, x)`` (or ``(x,)``), every other dim reduced by ``reduce`` (NaN ignored; a cell
+    every combo of which is excluded stays NaN)."""
+    if metric not in ds:
+        raise SpecError(f"--metric: no metric {metric!r}; metrics: {', '.join(METRICS)}")
+    if reduce not in REDUCERS:
+        raise SpecError(f"--reduce: expected one of {', '.join(REDUCERS)}, got {reduce!r}")
+    da = ds[metric]
+    if "symbol" in da.dims:
+        symbols = ds["symbol"].values.tolist()
+        if symbol is None and len(symbols) > 1:
+            raise SpecError(f"--symbol: the store holds {', '.join(symbols)}: choose one")
+        if symbol is not None and symbol not in symbols:
+            raise SpecError(f"--symbol: no symbol {symbol!r}; symbols: {', '.join(symbols)}")
+        da = da.sel(symbol=symbol or symbols[0])
+    for dim, value, flag in (("sample", sample, "--sample"), ("window", window, "--window")):
+        if dim in da.dims:
+            da = da.sel({dim: value if value is not None else (
+                "test" if dim == "sample" else da[dim].values[0])})
+        elif value is not None:
+            raise SpecError(f"{flag}: the store has no {dim} dim (not a walk-forward run)")
+    kept = [x] if y is None else [y, x]
+    for name, flag in zip(kept[::-1], ("--x", "--y"), strict=False):
+        if name not in da.dims:
+            raise SpecError(f"{flag}: no parameter {name!r}; parameters: {', '.join(da.dims)}")
+    if y is not None and x == y:
+        raise SpecError("--x and --y name the same parameter")
+    others = [d for d in da.dims if d not in kept]
+    values = da.transpose(*kept, *others).values
+    with np.errstate(all="ignore"), _quiet_all_nan():
+        flat = values.reshape(*values.shape[:len(kept)], -1)
+        reduced = REDUCERS[reduce](flat, axis=-1) if others else flat[..., 0]
+    coords = {d: da[d].values for d in kept}
+    import xarray as xr
+
+    return xr.DataArray(reduced, dims=kept, coords=coords, name=metric)
+
+
+def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None) -> None:
+    """Draw :func:`metric_grid`'s result as a PNG: a heatmap with a colour bar (centred
+    at 0 for metrics with a natural zero that take both signs), excluded cells blank,
+    the best cell outlined; a line when the grid has one dim."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure
+
+    metric = grid.name
+    values = grid.values
+    better_low = metric in LOWER_IS_BETTER
+    fig = Figure(figsize=(8, 5.5) if grid.ndim == 2 else (8, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    finite = np.isfinite(values)
+    best = None
+    if finite.any():
+        pick = np.where(finite, values, np.inf if better_low else -np.inf)
+        best = np.unravel_index(np.argmin(pick) if better_low else np.argmax(pick),
+                                values.shape)
+    if grid.ndim == 1:
+        x = grid[grid.dims[0]].values
+        ax.plot(x, values, marker="o", ms=3, lw=1.2, color="tab:blue")
+        if best is not None:
+            ax.plot(x[best[0]], values[best], marker="*", ms=14, color="tab:red",
+                    label=f"best {x[best[0]]}: {values[best]:.4g}")
+            ax.legend(loc="best", frameon=False)
+        if metric in CENTRED:
+            ax.axhline(0, color="0.5", lw=0.8)
+        ax.set_xlabel(grid.dims[0])
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+    else:
+        ydim, xdim = grid.dims
+        xs, ys = grid[xdim].values, grid[ydim].values
+        lo, hi = (np.nanmin(values), np.nanmax(values)) if finite.any() else (0.0, 1.0)
+        centred = metric in CENTRED and lo < 0 < hi
+        norm = TwoSlopeNorm(0.0, lo, hi) if centred else None
+        cmap = "RdYlGn_r" if better_low else "RdYlGn"
+        mesh = ax.pcolormesh(_edges(xs), _edges(ys), np.ma.masked_invalid(values),
+                             cmap=cmap, norm=norm, shading="flat")
+        ax.set_facecolor("white")  # excluded combos: blank
+        fig.colorbar(mesh, ax=ax, label=metric + (" (0 centred)" if centred else ""))
+        if best is not None:
+            ax.plot(xs[best[1]], ys[best[0]], marker="o", ms=12, mfc="none", mec="black",
+                    mew=2, label=f"best: {xdim} {xs[best[1]]}, {ydim} {ys[best[0]]}: "
+                                 f"{values[best]:.4g}")
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+        ax.set_xlabel(xdim)
+        ax.set_ylabel(ydim)
+    ax.set_title(title or metric)
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), format="png")
+
+
+def _edges(centres: np.ndarray) -> np.ndarray:
+    """Cell edges around sorted axis values (half-way between neighbours)."""
+    c = np.asarray(centres, dtype=float)
+    if len(c) == 1:
+        return np.array([c[0] - 0.5, c[0] + 0.5])
+    mid = (c[:-1] + c[1:]) / 2
+    return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
+
+
+class _quiet_all_nan:
+    """Silence numpy's 'All-NaN slice' warnings: excluded cells are NaN on purpose."""
+
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings()
+        self._catch.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._catch.__exit__(*exc)

@@ -1,0 +1,73 @@
+"""barsweep plot heatmap: a real run (LocalCluster) drawn as a PNG; the grid drawn is the
+metric reduced over the other dims, excluded cells blank."""
+
+import numpy as np
+import pytest
+import yaml
+
+from barsweep.errors import SpecError
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.plots import metric_grid
+from barsweep.pipeline.results import open_results
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plots")
+    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars", "1200",
+                 "--seed", "5", "--store", str(root / "bars")]) == 0
+    spec = {"data": {"store": str(root / "bars"), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+            "strategy": "ema_cross",
+            "grid": {"fast": {"start": 2, "stop": 20, "step": 2},
+                     "slow": {"start": 10, "stop": 60, "step": 5},
+                     "stop_loss": [0.02, 0.05]},
+            "constraints": ["fast < slow"], "run": {"out": str(root / "r.zarr")}}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(root / "spec.yaml"), "--workers", "2", "--quiet"]) == 0
+    return root / "r.zarr"
+
+
+def png_pixels(path):
+    from matplotlib.image import imread
+
+    return imread(str(path))
+
+
+@pytest.mark.parametrize("reduce", ["max", "mean", "median"])
+def test_the_grid_is_the_metric_reduced_over_the_other_dims(results, reduce):
+    ds = open_results(results)
+    grid = metric_grid(ds, "sharpe", "fast", "slow", reduce=reduce)
+    raw = ds["sharpe"].values[0]  # fast, slow, stop_loss
+    fast, slow = np.meshgrid(ds["fast"].values, ds["slow"].values, indexing="ij")
+    assert grid.dims == ("slow", "fast")
+    assert np.isnan(grid.values.T[fast >= slow]).all()  # excluded: blank
+    finite = fast < slow
+    reduced = {"max": np.max, "mean": np.mean, "median": np.median}[reduce](raw, axis=2)
+    np.testing.assert_allclose(grid.values.T[finite], reduced[finite], rtol=1e-12)
+
+
+def test_plot_heatmap_and_line_write_pictures_that_are_not_blank(results, tmp_path, capsys):
+    heat, line = tmp_path / "heat.png", tmp_path / "line.png"
+    assert main(["plot", "heatmap", str(results), "--x", "fast", "--y", "slow",
+                 "--metric", "total_return", "--out", str(heat)]) == 0
+    assert main(["plot", "heatmap", str(results), "--x", "slow", "--out", str(line)]) == 0
+    for path in (heat, line):
+        pixels = png_pixels(path)
+        assert pixels.shape[0] >= 300 and pixels.shape[1] >= 600
+        coloured = (np.abs(pixels[..., :3] - 1.0).sum(axis=2) > 0.3).mean()
+        assert coloured > 0.02, path  # more than a frame and its labels
+
+
+def test_bad_plot_flags_are_one_line(results, tmp_path, capsys):
+    for argv, flag in ((["--x", "nope"], "--x"), (["--x", "fast", "--metric", "nah"], "--metric"),
+                       (["--x", "fast", "--window", "1"], "--window"),
+                       (["--x", "fast", "--reduce", "min"], "--reduce")):
+        assert main(["plot", "heatmap", str(results), *argv, "--out",
+                     str(tmp_path / "x.png")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and flag in err[0]
+    assert not (tmp_path / "x.png").exists()
+    with pytest.raises(SpecError, match="same parameter"):
+        metric_grid(open_results(results), "sharpe", "fast", "fast")
