@@ -30,6 +30,13 @@ class ResultsError(BarsweepError):
     """A results store that cannot be written, replaced, resumed or read as asked."""
 
 
+class MismatchError(ResultsError):
+    """A combo rebuilt from a results store whose metrics differ from the stored ones
+    (the bars or barsweep changed since the run): a failed check, exit status 1."""
+
+    exit_code = 1
+
+
 class RunError(BarsweepError, RuntimeError):
     """A run that could not finish: a block failed, or no worker was there to run it.
 

@@ -92,9 +92,17 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
             ax_price.scatter(x[exits["exit_bar"].to_numpy()], exits["exit_price"], marker="x",
                              color=color, s=30, zorder=3, label=f"exit: {reason}")
     ax_price.set_ylabel("price")
-    ax_price.legend(loc="upper left", fontsize="small", ncols=2)
+    if close.min() > 0 and close.max() > 10 * close.min():
+        ax_price.set_yscale("log")  # a price spanning more than 10x reads on a log axis
+        ax_price.set_ylabel("price (log)")
+    ax_price.legend(loc="best", fontsize="small", ncols=2, framealpha=0.8)
 
-    ax_equity.plot(x, equity, color="tab:purple", linewidth=0.9)
+    ax_equity.plot(x, equity, color="tab:purple", linewidth=0.9, label="strategy")
+    start = equity[-1] / (1.0 + result.metrics["total_return"])  # the initial cash
+    if np.isfinite(start) and close[0] > 0:
+        ax_equity.plot(x, start * close / close[0], color="0.55", linewidth=0.8,
+                       label="buy and hold")
+        ax_equity.legend(loc="best", fontsize="small", framealpha=0.8)
     ax_equity.set_ylabel("equity")
 
     ax_dd.fill_between(x, drawdown_pct, 0.0, color="tab:red", alpha=0.35, linewidth=0)

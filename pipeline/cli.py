@@ -173,6 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
     heat.add_argument("--window", type=int, help="walk-forward: the window (default 0)")
     heat.add_argument("--out", required=True, help="the PNG to write")
     heat.set_defaults(func=cmd_plot_heatmap)
+    best = plot_sub.add_parser("best", help="combo N of the ranking rebuilt from the stored "
+                               "spec (metrics checked): price with trades, equity against "
+                               "buy and hold, drawdown")
+    best.add_argument("results")
+    best.add_argument("--rank", type=int, default=1, help="which combo of the ranking (1)")
+    best.add_argument("--by", default="sharpe")
+    best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    best.add_argument("--out", required=True, help="the PNG to write")
+    best.set_defaults(func=cmd_plot_best)
 
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
@@ -361,6 +370,15 @@ def cmd_plot_heatmap(args) -> int:
               if d not in ("symbol", "window", "sample", args.x, args.y)]
     reduced = f" ({args.reduce} over {', '.join(others)})" if others else ""
     plot_heatmap(grid, args.out, title=f"{args.metric} of {symbol}{where}{reduced}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_plot_best(args) -> int:
+    from .rebuild import best_backtest
+
+    result = best_backtest(args.results, rank=args.rank, by=args.by, where=args.where)
+    result.plot(args.out)
     print(f"wrote {args.out}")
     return 0
 

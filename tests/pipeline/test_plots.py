@@ -71,3 +71,33 @@ def test_bad_plot_flags_are_one_line(results, tmp_path, capsys):
     assert not (tmp_path / "x.png").exists()
     with pytest.raises(SpecError, match="same parameter"):
         metric_grid(open_results(results), "sharpe", "fast", "fast")
+
+
+def test_plot_best_rebuilds_the_ranked_combo_and_checks_its_metrics(results, tmp_path, capsys):
+    import shutil
+
+    import zarr
+
+    from barsweep.engine import METRICS
+    from barsweep.pipeline.rank import rank
+    from barsweep.pipeline.rebuild import best_backtest
+
+    second = rank(results, by="sharpe", top=2).iloc[1]
+    rebuilt = best_backtest(results, rank=2, by="sharpe")
+    assert all(rebuilt.metrics[m] == float(second[m]) or np.isnan(second[m]) for m in METRICS)
+    out = tmp_path / "best.png"
+    assert main(["plot", "best", str(results), "--rank", "2", "--out", str(out)]) == 0
+    pixels = png_pixels(out)
+    assert (np.abs(pixels[..., :3] - 1.0).sum(axis=2) > 0.3).mean() > 0.02
+    # a store whose numbers no longer match its bars: refused, exit 1, nothing drawn
+    moved = tmp_path / "moved.zarr"
+    shutil.copytree(results, moved)
+    ds = open_results(moved)
+    top = rank(ds, by="sharpe", top=1).iloc[0]
+    index = (0, *(int(np.flatnonzero(ds[d].values == top[d])[0]) for d in ("fast", "slow",
+                                                                           "stop_loss")))
+    zarr.open_group(str(moved), mode="r+")["total_return"][index] = 12.0
+    assert main(["plot", "best", str(moved), "--out", str(tmp_path / "no.png")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "total_return" in err[0] and "changed since the run" in err[0]
+    assert not (tmp_path / "no.png").exists()

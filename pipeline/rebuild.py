@@ -1,0 +1,59 @@
+"""One combo of a results store rebuilt in full: its bars, execution settings and
+``year_days`` read from the spec stored with the results, its metrics checked against
+the store's."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from ..engine import METRICS, backtest
+from ..engine.execution import STOP_PARAMS
+from ..errors import MismatchError, ResultsError
+
+
+def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None = None):
+    """Combo number ``rank`` of the ranking by ``by`` (as ``barsweep rank``), rebuilt
+    with :func:`barsweep.engine.backtest`: equity, trades and close in full.
+
+    Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
+    differ from the store's (the bars or the code changed since the run), naming the
+    metric.
+    """
+    from .rank import rank as ranked
+    from .results import open_results
+    from .spec import parse_spec
+
+    ds = open_results(results) if isinstance(results, str | os.PathLike) else results
+    if "window" in ds.dims:
+        raise ResultsError("a walk-forward store: its combos are per window; see "
+                           "`barsweep walkforward`")
+    if rank < 1:
+        raise ResultsError(f"--rank: expected 1 or more, got {rank}")
+    top = ranked(ds, by=by, top=rank, where=where)
+    if len(top) < rank:
+        raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
+    row = top.iloc[rank - 1]
+    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
+    from ..datasets import open_bars, periods_per_year
+
+    bars = open_bars(spec.data.store, row["symbol"], spec.data.timeframe, spec.data.start,
+                     spec.data.end)
+    params = {name: _plain(row[name]) for name in ds[METRICS[0]].dims if name != "symbol"}
+    settings = {**spec.execution.model_dump(),
+                **{k: v for k, v in params.items() if k in STOP_PARAMS}}
+    ppy = float(ds.attrs.get("periods_per_year") or periods_per_year(spec.data.timeframe,
+                                                                     spec.data.year_days))
+    result = backtest(bars, spec.strategy, {k: v for k, v in params.items()
+                                            if k not in STOP_PARAMS}, ppy=ppy, **settings)
+    for name in METRICS:
+        stored, rebuilt = float(row[name]), result.metrics[name]
+        if not (stored == rebuilt or (math.isnan(stored) and math.isnan(rebuilt))):
+            raise MismatchError(f"the rebuilt combo {params} of {row['symbol']} has {name} "
+                               f"{rebuilt!r}, the store {stored!r}: the bars or barsweep "
+                               f"changed since the run")
+    return result
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
