@@ -183,6 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
     best.add_argument("--out", required=True, help="the PNG to write")
     best.set_defaults(func=cmd_plot_best)
 
+    report = sub.add_parser("report", help="one self-contained HTML page of a results "
+                            "store: spec, run facts, top combos, heatmaps, the best combo")
+    report.add_argument("results")
+    report.add_argument("--out", required=True, help="the HTML file to write")
+    report.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
+    report.add_argument("--top", type=int, default=20)
+    report.set_defaults(func=cmd_report)
+
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
     demo.add_argument("--workers", type=int)
@@ -380,6 +388,13 @@ def cmd_plot_best(args) -> int:
     result = best_backtest(args.results, rank=args.rank, by=args.by, where=args.where)
     result.plot(args.out)
     print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import write_report
+
+    print(f"wrote {write_report(args.results, args.out, by=args.by, top=args.top)}")
     return 0
 
 

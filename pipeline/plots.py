@@ -109,7 +109,7 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None) -> 
         ax.set_ylabel(ydim)
     ax.set_title(title or metric)
     fig.tight_layout()
-    fig.savefig(os.fspath(path), format="png")
+    fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png")
 
 
 def _edges(centres: np.ndarray) -> np.ndarray:
