@@ -24,8 +24,12 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
 
     Parameters
     ----------
-    bars_or_store : str or os.PathLike
-        A bar store (``barsweep data import/synth`` writes one).
+    bars_or_store : str, os.PathLike, pandas.DataFrame, mapping or xarray.Dataset
+        A bar store (``barsweep data import/synth`` writes one), or bars in memory: a
+        DataFrame of one symbol (a DatetimeIndex or a time column; open, high, low,
+        close), a mapping of symbol to such DataFrames, or a Dataset from ``open_bars``.
+        Bars in memory are validated as ``barsweep data import`` validates a file and
+        stored beside ``out`` (``<out>.bars/``), or in the temporary directory.
     strategy : str
         A registered strategy's name.
     grid : mapping of parameter name to values
@@ -58,15 +62,31 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     from .run import run_prepared
     from .spec import parse_spec
 
+    in_memory = not isinstance(bars_or_store, str | os.PathLike)
+    if in_memory and hasattr(bars_or_store, "data_vars"):  # open_bars' Dataset
+        symbols = symbols or bars_or_store["symbol"].values.tolist()
+        timeframe = timeframe or bars_or_store.attrs.get("timeframe")
+    if in_memory and isinstance(bars_or_store, Mapping):
+        symbols = symbols or list(bars_or_store)
     if symbols is None or timeframe is None:
         raise SpecError("sweep(): give symbols= and timeframe= (the bars to sweep)")
+    symbols = [symbols] if isinstance(symbols, str) else list(symbols)
     data_keys = {k: spec_sections.pop(k) for k in ("start", "end", "year_days", "align")
                  if k in spec_sections}
     scratch = None if out is not None else tempfile.mkdtemp(prefix="barsweep-")
     target = os.fspath(out) if out is not None else os.path.join(scratch, "results.zarr")
+    if in_memory:
+        store = f"{target}.bars"
+        try:
+            store_frames(bars_or_store, symbols, timeframe, store, replace=overwrite)
+        except BaseException:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        bars_or_store = store
     spec = {
         "data": {"store": os.fspath(bars_or_store),
-                 "symbols": [symbols] if isinstance(symbols, str) else list(symbols),
+                 "symbols": symbols,
                  "timeframe": timeframe, **data_keys},
         "strategy": strategy,
         "grid": {name: grid_entry(values) for name, values in grid.items()},
@@ -87,6 +107,41 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,
+                 replace: bool = False) -> None:
+    """Write bars held in memory into a bar store through the importer (every check of
+    ``barsweep data import``), one symbol at a time, by way of a Parquet file."""
+    import pandas as pd
+
+    from ..datasets.importer import import_file
+
+    with tempfile.TemporaryDirectory(prefix="barsweep-bars-") as tmp:
+        for symbol in symbols:
+            frame = _frame_of(bars, symbol)
+            if not isinstance(frame, pd.DataFrame):
+                raise SpecError(f"sweep(): bars of {symbol!r} must be a pandas DataFrame, got "
+                                f"{type(frame).__name__}")
+            path = os.path.join(tmp, f"{symbol}.parquet")
+            frame.to_parquet(path)
+            import_file(path, store, symbol, timeframe, replace=replace)
+
+
+def _frame_of(bars: Any, symbol: str):
+    if hasattr(bars, "data_vars"):  # open_bars' Dataset: time as int64 ns (or datetime64)
+        import pandas as pd
+
+        one = bars.sel(symbol=symbol)
+        time = one["time"].values
+        index = pd.DatetimeIndex(time.astype("datetime64[ns]"), name="time")
+        return pd.DataFrame({c: one[c].values for c in one.data_vars}, index=index)
+    if isinstance(bars, Mapping):
+        if symbol not in bars:
+            raise SpecError(f"sweep(): no bars for symbol {symbol!r}; given: "
+                            f"{', '.join(map(str, bars))}")
+        return bars[symbol]
+    return bars
 
 
 def grid_entry(values: Any) -> Any:

@@ -57,3 +57,27 @@ def test_sweep_refuses_what_a_spec_refuses(store):
                        timeframe="1h")
     with pytest.raises(SpecError, match="symbols= and timeframe="):
         barsweep.sweep(store, "ema_cross", {"fast": [3], "slow": [9]})
+
+
+def test_bars_in_memory_are_imported_and_swept_alike(store, tmp_path):
+    import pandas as pd
+
+    from barsweep.datasets import open_bars
+
+    grid = {"fast": [3, 5, 8], "slow": range(20, 50, 10)}
+    execution = {"fill": "close", "fees": 0.001}
+    stored = barsweep.sweep(store, "ema_cross", grid, execution=execution,
+                            symbols="BTCUSDT", timeframe="1h", n_workers=1)
+    ds = open_bars(store, "BTCUSDT", "1h")
+    from_dataset = barsweep.sweep(ds, "ema_cross", grid, execution=execution, n_workers=1)
+    frame = pd.DataFrame({c: ds[c].values[:, 0] for c in ("open", "high", "low", "close")},
+                         index=pd.DatetimeIndex(ds["time"].values.astype("datetime64[ns]"),
+                                                name="time"))
+    kept = barsweep.sweep({"BTCUSDT": frame}, "ema_cross", grid, execution=execution,
+                          timeframe="1h", out=tmp_path / "r.zarr", n_workers=1)
+    assert (tmp_path / "r.zarr.bars" / "1h" / "BTCUSDT.arrow").is_file()
+    for name in METRICS:
+        for other in (from_dataset, kept):
+            np.testing.assert_array_equal(other[name].values, stored[name].values, name)
+    with pytest.raises(SpecError, match="no bars for symbol 'ETH'"):
+        barsweep.sweep({"BTCUSDT": frame}, "ema_cross", grid, symbols="ETH", timeframe="1h")
