@@ -5,6 +5,7 @@ canvas of its own: no pyplot state or GUI backend is touched."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from ..errors import SpecError
 REDUCERS = {"max": np.nanmax, "mean": np.nanmean, "median": np.nanmedian}
 #: Metrics with a natural zero: their colour scale is centred there.
 CENTRED = frozenset({"total_return", "cagr", "sharpe", "sortino", "calmar", "alpha",
-                     "avg_trade_return", "skew", "psr", "dsr"}) - {"psr", "dsr"}
+                     "avg_trade_return", "skew"})
 
 
 def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | None = None,
@@ -48,7 +49,8 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
         raise SpecError("--x and --y name the same parameter")
     others = [d for d in da.dims if d not in kept]
     values = da.transpose(*kept, *others).values
-    with np.errstate(all="ignore"), _quiet_all_nan():
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells: excluded combos
         flat = values.reshape(*values.shape[:len(kept)], -1)
         reduced = REDUCERS[reduce](flat, axis=-1) if others else flat[..., 0]
     coords = {d: da[d].values for d in kept}
@@ -120,16 +122,3 @@ def _edges(centres: np.ndarray) -> np.ndarray:
     mid = (c[:-1] + c[1:]) / 2
     return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
 
-
-class _quiet_all_nan:
-    """Silence numpy's 'All-NaN slice' warnings: excluded cells are NaN on purpose."""
-
-    def __enter__(self):
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._catch.__exit__(*exc)

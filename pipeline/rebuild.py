@@ -9,7 +9,30 @@ import os
 
 from ..engine import METRICS, backtest
 from ..engine.execution import STOP_PARAMS
-from ..errors import MismatchError, ResultsError
+from ..errors import MismatchError, ResultsError, SpecError
+
+
+def stored_spec(ds, what: str = "the results store"):
+    """The spec a results Dataset was made by (its ``spec`` attribute) and its bars per
+    year (the ``periods_per_year`` attribute, or the spec's timeframe and year_days)."""
+    from ..datasets import periods_per_year
+    from .spec import parse_spec  # here: the spec module imports modules that import this
+
+    if "spec" not in ds.attrs:
+        raise SpecError(f"{what}: the results store has no 'spec' attribute (the run's spec "
+                        f"as YAML), so its strategy, execution and bars are unknown")
+    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
+    ppy = float(ds.attrs.get("periods_per_year")
+                or periods_per_year(spec.data.timeframe, spec.data.year_days))
+    return spec, ppy
+
+
+def stored_bars(spec, symbol: str):
+    """The bars ``symbol``'s runs covered: ``open_bars`` of the spec's store and range."""
+    from ..datasets import open_bars
+
+    return open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
+                     spec.data.end)
 
 
 def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None = None):
@@ -22,7 +45,6 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
     """
     from .rank import rank as ranked
     from .results import open_results
-    from .spec import parse_spec
 
     ds = open_results(results) if isinstance(results, str | os.PathLike) else results
     if "window" in ds.dims:
@@ -34,16 +56,11 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
     if len(top) < rank:
         raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
     row = top.iloc[rank - 1]
-    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
-    from ..datasets import open_bars, periods_per_year
-
-    bars = open_bars(spec.data.store, row["symbol"], spec.data.timeframe, spec.data.start,
-                     spec.data.end)
+    spec, ppy = stored_spec(ds, "plot best")
+    bars = stored_bars(spec, row["symbol"])
     params = {name: _plain(row[name]) for name in ds[METRICS[0]].dims if name != "symbol"}
     settings = {**spec.execution.model_dump(),
                 **{k: v for k, v in params.items() if k in STOP_PARAMS}}
-    ppy = float(ds.attrs.get("periods_per_year") or periods_per_year(spec.data.timeframe,
-                                                                     spec.data.year_days))
     result = backtest(bars, spec.strategy, {k: v for k, v in params.items()
                                             if k not in STOP_PARAMS}, ppy=ppy, **settings)
     for name in METRICS:

@@ -58,17 +58,14 @@ def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     the two pairs are (1st, 2nd) and (1st, 3rd). One parameter: ``[(it, None)]``."""
     metric = ds[by]
     params = [d for d in metric.dims if d not in ("symbol", "window", "sample")]
-    values = metric.values
-    spread = {}
-    with np.errstate(all="ignore"):
-        for i, name in enumerate(metric.dims):
-            if name in params:
-                other = tuple(k for k in range(values.ndim) if k != i)
-                best = np.nanmax(np.where(np.isfinite(values), values, np.nan), axis=other) \
-                    if np.isfinite(values).any() else np.zeros(values.shape[i])
-                spread[name] = float(np.nanmax(best) - np.nanmin(best)) if np.isfinite(
-                    best).any() else 0.0
-    ranked = sorted(params, key=lambda p: -spread[p])
+    finite = metric.where(np.isfinite(metric))  # infinities would hide the spread
+
+    def spread(name: str) -> float:
+        best = finite.max([d for d in metric.dims if d != name])  # NaN-skipping
+        value = float(best.max() - best.min())
+        return value if np.isfinite(value) else 0.0
+
+    ranked = sorted(params, key=lambda p: -spread(p))
     if len(ranked) == 1:
         return [(ranked[0], None)]
     return [(ranked[0], other) for other in ranked[1:3]]
@@ -96,22 +93,25 @@ def _facts(ds) -> str:
         rows.append((f"block phase: {name}", f"total {stats['total']:.3f} s, p50 "
                      f"{stats['p50']:.4f} s, p90 {stats['p90']:.4f} s, max {stats['p100']:.4f} s"))
     rows.append(("barsweep", attrs.get("barsweep_version", "?")))
-    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+    return _facts_table(rows)
+
+
+def _facts_table(rows) -> str:
+    """``(name, value)`` rows as a two-column table."""
+    body = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                    for k, v in rows)
     return f"<table class=\"facts\">{body}</table>"
 
 
 def _bar_ranges(ds) -> list[tuple[str, str]]:
     """The first and last bar time of each symbol's run, from the stored spec's bars."""
-    from ..datasets import open_bars
-    from .spec import parse_spec
+    from .rebuild import stored_bars, stored_spec
 
-    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
+    spec, _ = stored_spec(ds, "report")
     ranges = []
     for symbol in spec.data.symbols:
-        time = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
-                         spec.data.end)["time"].values[[0, -1]].astype("datetime64[ns]")
-        time = time.astype("datetime64[s]")
+        time = stored_bars(spec, symbol)["time"].values[[0, -1]]
+        time = time.astype("datetime64[ns]").astype("datetime64[s]")
         ranges.append((str(time[0]).replace("T", " "), str(time[1]).replace("T", " ")))
     return ranges
 
@@ -176,6 +176,4 @@ def _walkforward(results, by: str) -> str:
                                                                      "combo"))],
                f"train_{by}", f"test_{by}", "test_total_return", "test_n_trades"]
     table = _table(wf.windows[[c for c in columns if c in wf.windows]])
-    stitched = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in wf.stitched.items())
-    return f"{table}<h3>Stitched out of sample</h3><table class=\"facts\">{stitched}</table>"
+    return f"{table}<h3>Stitched out of sample</h3>{_facts_table(wf.stitched.items())}"

@@ -393,9 +393,6 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
     ds = ds[[*(m for m in METRICS if m in ds), *(v for v in ds.data_vars if v not in METRICS)]]
     if pending:  # a block cut short may have written some metrics before its flag: hide them
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)
-        ds = ds.assign({name: ds[name].where(mask) for name in METRICS})
-        for name in SEGMENT_SUMS:
-            if name in ds:
-                ds[name] = ds[name].where(mask.isel({d: 0 for d in mask.dims
-                                                     if d not in ds[name].dims}))
+        ds = ds.assign({name: ds[name].where(mask)  # segment sums broadcast over segment
+                        for name in (*METRICS, *SEGMENT_SUMS) if name in ds})
     return ds

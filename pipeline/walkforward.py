@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..datasets.timeframes import periods_per_year, timeframe_seconds
+from ..datasets.timeframes import timeframe_seconds
 from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ..errors import DataError, SpecError
 from .rank import _where_mask, rank_order, to_records
+from .rebuild import stored_bars, stored_spec
 from .results import open_results
 
 __all__ = [
@@ -300,8 +301,6 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     combos' train runs chained likewise (``in_sample_cagr``), NaN unless that is > 0.
     Every rule: docs/EXECUTION.md, "Walk-forward windows".
     """
-    from .spec import parse_spec  # here: the spec module imports this one
-
     ds = results if hasattr(results, "data_vars") else open_results(results)
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
@@ -313,12 +312,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     params = dims[3:]
     symbol = _one_symbol(ds, symbol)
     ds = ds.sel(symbol=symbol)
-    if "spec" not in ds.attrs:
-        raise SpecError("walkforward: the results store has no 'spec' attribute (the run's "
-                        "spec as YAML), so its strategy, execution and bars are unknown")
-    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
-    ppy = float(ds.attrs.get("periods_per_year")
-                or periods_per_year(spec.data.timeframe, spec.data.year_days))
+    spec, ppy = stored_spec(ds, "walkforward")
     shape = tuple(ds.sizes[p] for p in params)
     bounds = np.stack([np.asarray(ds[f"{n}_bar"].values, dtype=np.int64)
                        for n in BOUND_NAMES], axis=1)
@@ -341,10 +335,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
         rows.append(row)
     windows = pd.DataFrame(rows).set_index("window")
     if bars is None:
-        from ..datasets import open_bars
-
-        bars = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
-                         spec.data.end)
+        bars = stored_bars(spec, symbol)
     equity, stitched = _stitch(windows, combos, spec, bars, ppy)
     return WalkForward(symbol=symbol, by=by, where=where, windows=windows,
                        stitched=stitched, equity=equity)

@@ -3,7 +3,7 @@ metric reduced over the other dims, excluded cells blank."""
 
 import numpy as np
 import pytest
-import yaml
+from runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
@@ -16,17 +16,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("plots")
-    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars", "1200",
-                 "--seed", "5", "--store", str(root / "bars")]) == 0
+    synth(root / "bars", 1200, seed=5)
     spec = {"data": {"store": str(root / "bars"), "symbols": ["BTCUSDT"], "timeframe": "1h"},
             "strategy": "ema_cross",
             "grid": {"fast": {"start": 2, "stop": 20, "step": 2},
                      "slow": {"start": 10, "stop": 60, "step": 5},
                      "stop_loss": [0.02, 0.05]},
             "constraints": ["fast < slow"], "run": {"out": str(root / "r.zarr")}}
-    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
-    assert main(["run", str(root / "spec.yaml"), "--workers", "2", "--quiet"]) == 0
-    return root / "r.zarr"
+    return run_spec_file(spec, root / "spec.yaml")
 
 
 def png_pixels(path):

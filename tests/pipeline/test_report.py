@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
-import yaml
+from runs import run_spec_file, synth
 
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.rank import rank
@@ -20,17 +20,15 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
-    assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars", "2000",
-                 "--seed", "6", "--store", str(root / "bars")]) == 0
+    synth(root / "bars", 2000, seed=6)
     base = {"data": {"store": str(root / "bars"), "symbols": ["BTCUSDT"], "timeframe": "1h"},
             "strategy": "ema_cross",
             "grid": {"fast": {"start": 2, "stop": 20, "step": 2},
                      "slow": {"start": 10, "stop": 80, "step": 10}, "stop_loss": [0.03, 0.1]},
             "constraints": ["fast < slow"]}
     for name, extra in (("plain", {}), ("wf", {"walk_forward": {"train": 800, "test": 300}})):
-        spec = {**base, **extra, "run": {"out": str(root / f"{name}.zarr")}}
-        (root / f"{name}.yaml").write_text(yaml.safe_dump(spec))
-        assert main(["run", str(root / f"{name}.yaml"), "--workers", "2", "--quiet"]) == 0
+        run_spec_file({**base, **extra, "run": {"out": str(root / f"{name}.zarr")}},
+                      root / f"{name}.yaml")
     return root
 
 
