@@ -17,10 +17,9 @@ from ..errors import DataError
 from .store import FUNDING_RATE_FIELD, column_array, read_table
 from .timeframes import timeframe_seconds
 
-__all__ = ["PRICE_VARS", "TIME_UNITS", "bars_arrays", "open_bars", "to_ns"]
+__all__ = ["PRICE_VARS", "bars_arrays", "open_bars", "to_ns"]
 
 PRICE_VARS = ("open", "high", "low", "close", "volume")
-TIME_UNITS = "ns since 1970-01-01 UTC"
 TimeLike = str | dt.datetime | dt.date | pd.Timestamp | np.datetime64
 
 
@@ -49,9 +48,10 @@ def open_bars(
     xarray.Dataset
         Dims ``(time, symbol)``; data vars ``open, high, low, close, volume`` (float64,
         shape (n_time, n_symbol), read-only) and ``funding_rate`` if every file has one;
-        coords ``time`` (int64 ns since the epoch, UTC, attrs ``units``) and ``symbol``
-        (str); attrs ``{"timeframe": timeframe}``. With one symbol every array, ``time``
-        included, is a view of the memory-mapped file: nothing is copied.
+        coords ``time`` (``datetime64[ns]``, UTC without a zone, as xarray keeps times)
+        and ``symbol`` (str); attrs ``{"timeframe": timeframe}``. With one symbol every
+        array, ``time`` included (the stored int64 ns read as ``datetime64[ns]``), is a
+        view of the memory-mapped file: nothing is copied.
 
     Raises
     ------
@@ -220,15 +220,15 @@ def _dataset(
     ts_ns: np.ndarray, names: list[str], data: dict[str, np.ndarray], timeframe: str
 ) -> xr.Dataset:
     """Assemble the Dataset without copying `ts_ns` or the arrays of `data`."""
-    # A pandas Index built with copy=False, handed to xarray as a ready index, keeps the
-    # int64 time array a view (xarray would copy it when building the index itself).
-    time_index = PandasIndex(pd.Index(ts_ns, copy=False), "time")
+    # int64 ns read as datetime64[ns] is a view; a DatetimeIndex built with copy=False,
+    # handed to xarray as a ready index, keeps it one (xarray would copy it when building
+    # the index itself).
+    times = pd.DatetimeIndex(ts_ns.view("datetime64[ns]"), copy=False)
+    time_index = PandasIndex(times, "time")
     coords = xr.Coordinates.from_xindex(time_index)
     ds = xr.Dataset(
         {name: (("time", "symbol"), values) for name, values in data.items()},
         coords=coords,
         attrs={"timeframe": timeframe},
     )
-    ds = ds.assign_coords(symbol=("symbol", np.array(names, dtype=str)))
-    ds["time"].attrs["units"] = TIME_UNITS
-    return ds
+    return ds.assign_coords(symbol=("symbol", np.array(names, dtype=str)))

@@ -45,7 +45,7 @@ def test_import_csv(tmp_path, caplog):
     assert report.path == bar_path(store, "BTC", "1h")
     assert (report.n_rows, report.n_dropped, report.time_unit) == (4, 0, "iso")
     ds = open_bars(store, "BTC", "1h")
-    np.testing.assert_array_equal(ds["time"].values, T0_NS + HOUR_NS * np.arange(4))
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64), T0_NS + HOUR_NS * np.arange(4))
     np.testing.assert_array_equal(ds["close"].values[:, 0], [11.0, 12.0, 13.0, 14.0])
     np.testing.assert_array_equal(ds["volume"].values[:, 0], [100.0, 110.0, 120.0, 130.0])
 

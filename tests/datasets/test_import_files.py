@@ -83,7 +83,7 @@ def test_time_column_names_in_any_case(tmp_path, capsys, fmt, time_name):
     rc, out, err = cli(capsys, src, tmp_path / "store")
     assert rc == 0, err
     assert "imported 5 bars" in out
-    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values,
+    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values.view(np.int64),
                                   DAYS.as_unit("ns").asi8)
 
 
@@ -92,7 +92,7 @@ def test_parquet_with_the_time_in_a_datetime_index(tmp_path, capsys):
     rc, _, err = cli(capsys, src, tmp_path / "store")
     assert rc == 0, err
     ds = stored(tmp_path / "store")
-    np.testing.assert_array_equal(ds["time"].values, DAYS.as_unit("ns").asi8)
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64), DAYS.as_unit("ns").asi8)
     np.testing.assert_array_equal(ds["close"].values[:, 0], bars_frame()["close"])
 
 
@@ -105,7 +105,7 @@ def test_epoch_integer_timestamps(tmp_path, capsys, caplog, unit, factor, fmt):
         rc, _, err = cli(capsys, src, tmp_path / "store")
     assert rc == 0, err
     assert f"epoch integers in {unit}" in caplog.text
-    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values,
+    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values.view(np.int64),
                                   DAYS.as_unit("ns").asi8)
 
 
@@ -116,7 +116,7 @@ def test_time_format_reads_unusual_dates(tmp_path, capsys, fmt):
     refused(capsys, src, tmp_path / "store", "1d", says=(str(src), "row ", "unparseable"))
     rc, _, err = cli(capsys, src, tmp_path / "store", "1d", "--time-format", "%d/%m/%Y")
     assert rc == 0, err
-    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values,
+    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values.view(np.int64),
                                   DAYS.as_unit("ns").asi8)
 
 
@@ -125,7 +125,7 @@ def test_time_format_with_an_offset_is_converted_to_utc(tmp_path, capsys):
     src = write(bars_frame(HOURS), tmp_path / "bars.csv", "time", text=list(text))
     rc, _, err = cli(capsys, src, tmp_path / "store", "1h", "--time-format", "%Y%m%d %H%M %z")
     assert rc == 0, err
-    np.testing.assert_array_equal(stored(tmp_path / "store", "1h")["time"].values,
+    np.testing.assert_array_equal(stored(tmp_path / "store", "1h")["time"].values.view(np.int64),
                                   (HOURS + pd.Timedelta(hours=2)).as_unit("ns").asi8)
 
 
@@ -277,7 +277,7 @@ def test_time_format_reads_integer_dates_in_parquet(tmp_path, capsys):
     src = write(bars_frame(), tmp_path / "bars.parquet", "date", text=ymd)
     rc, _, err = cli(capsys, src, tmp_path / "store", "1d", "--time-format", "%Y%m%d")
     assert rc == 0, err
-    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values,
+    np.testing.assert_array_equal(stored(tmp_path / "store")["time"].values.view(np.int64),
                                   DAYS.as_unit("ns").asi8)
 
 

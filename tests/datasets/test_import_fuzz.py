@@ -328,7 +328,7 @@ def check_case(capsys, case: Case, fmt: str, drop_nan: bool) -> None:
         else:
             assert rc == 0, f"refused a valid file: {err}"
             ds = open_bars(store, SYMBOL, TIMEFRAME)
-            np.testing.assert_array_equal(ds["time"].values, expected["time"])
+            np.testing.assert_array_equal(ds["time"].values.view(np.int64), expected["time"])
             for name in (*PRICES, "volume"):
                 np.testing.assert_array_equal(ds[name].values[:, 0], expected[name], name)
             assert sorted(p.name for p in (store / TIMEFRAME).iterdir()) == [f"{SYMBOL}.arrow"]
@@ -374,7 +374,7 @@ def test_parquet_with_a_datetime_index_imports_it_as_the_time_column(tmp_path, i
     assert report.n_rows == 4 and report.time_unit == "datetime"
     assert any("DataFrame index" in m for m in report.messages)
     ds = open_bars(tmp_path / "store", SYMBOL, TIMEFRAME)
-    np.testing.assert_array_equal(ds["time"].values, frame.index.as_unit("ns").asi8)
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64), frame.index.as_unit("ns").asi8)
 
 
 def test_a_time_column_wins_over_an_unnamed_datetime_index(tmp_path):
@@ -385,7 +385,7 @@ def test_a_time_column_wins_over_an_unnamed_datetime_index(tmp_path):
     report = import_file(path, tmp_path / "store", SYMBOL, TIMEFRAME)
     assert any("index_0" in m for m in report.messages)
     ds = open_bars(tmp_path / "store", SYMBOL, TIMEFRAME)
-    np.testing.assert_array_equal(ds["time"].values,
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64),
                                   pd.DatetimeIndex(frame["time"]).as_unit("ns").asi8)
 
 

@@ -335,7 +335,7 @@ def test_bars_without_times_give_bar_numbers(tmp_path):
     wf, timed = walkforward(path, bars=bare), walkforward(path)
     assert wf.stitched["total_return"] == timed.stitched["total_return"]
     assert (wf.stitched["start"], wf.stitched["end"]) == (400, N_BARS - 1)
-    assert timed.stitched["start"].value == ds["time"].values[400]  # ns, UTC
+    assert timed.stitched["start"].value == ds["time"].values.view(np.int64)[400]  # ns, UTC
     doc = json.loads(json.dumps(wf.to_json()))
     assert (doc["stitched"]["start"], doc["stitched"]["end"]) == (400, N_BARS - 1)
     assert "(400..899)" in format_walkforward(wf)
