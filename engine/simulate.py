@@ -240,6 +240,8 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
     position = 0.0
     entry_fill = 0.0
     entry_equity = 0.0
+    # integers handed to helpers are typed int64 from the start (``int()``): a literal 0
+    # would compile each helper once more for ``Literal[int](0)`` (cold compile time)
     entry_bar = 0
     extreme = 0.0
     ruined = False
@@ -255,7 +257,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
     simple = not use_stops and not use_funding
     n_segs = segs.shape[0]
     seg = 0
-    seg_end = segment_end(t0, n, n_segs, 0)
+    seg_end = segment_end(t0, n, n_segs, seg)
     seg_r = 0.0  # the return sums when the current segment began
     seg_r2 = 0.0
     t = t0
@@ -310,7 +312,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
             if pending_exit and position != 0.0:
                 cash, trade_acc = exit_trade(cash, position, open_[t], slippage, fee_rate,
                                              fixed_fee, entry_fill, entry_equity, entry_bar, t,
-                                             EXIT_SIGNAL, trade_acc, rec_trades)
+                                             int(EXIT_SIGNAL), trade_acc, rec_trades)
                 position = 0.0
                 filled = True
             if pending_side != 0 and position == 0.0:
@@ -337,7 +339,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
                              and side * (price - ruin_px) > 0.0):
                 # liquidated where equity reaches zero; nothing is left to pay a fee
                 trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
-                                       entry_fill, entry_equity, ruin_px, 0.0, EXIT_RUIN)
+                                       entry_fill, entry_equity, ruin_px, 0.0, int(EXIT_RUIN))
                 cash = 0.0
                 position = 0.0
                 filled = True
@@ -359,7 +361,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
             cash -= position * close[t] * funding[t]
             if cash + position * close[t] <= 0.0:
                 trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
-                                       entry_fill, entry_equity, close[t], 0.0, EXIT_RUIN)
+                                       entry_fill, entry_equity, close[t], 0.0, int(EXIT_RUIN))
                 cash = 0.0
                 position = 0.0
                 filled = True
@@ -375,7 +377,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
             if exit_now:
                 cash, trade_acc = exit_trade(cash, position, close[t], slippage, fee_rate,
                                              fixed_fee, entry_fill, entry_equity, entry_bar, t,
-                                             EXIT_SIGNAL, trade_acc, rec_trades)
+                                             int(EXIT_SIGNAL), trade_acc, rec_trades)
                 position = 0.0
                 filled = True
             if enter_side != 0 and position == 0.0:
@@ -397,7 +399,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
             if equity <= 0.0:
                 if position != 0.0:
                     trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
-                                           entry_fill, entry_equity, close[t], 0.0, EXIT_RUIN)
+                                           entry_fill, entry_equity, close[t], 0.0, int(EXIT_RUIN))
                     position = 0.0
                 cash = 0.0
                 equity = 0.0
@@ -425,7 +427,7 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
     book_segments(segs, n, seg, seg_end, seg_r, seg_r2, ret_acc, t0, n)
     if position != 0.0:  # marked at the last close, no exit fee
         trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
-                               entry_equity, close[n - 1], equity, EXIT_END)
+                               entry_equity, close[n - 1], equity, int(EXIT_END))
 
     finalize(out, n - t0, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
              (xp[XP_SUM_B], xp[XP_SUM_B2]), ruined)

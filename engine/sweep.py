@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 
 from ..errors import SpecError
@@ -94,8 +96,8 @@ def sweep(
     segs = (no_segments(block.n_combos) if seg_sums is None
             else np.empty((block.n_combos, *seg_sums.shape[1:])))
     for k, xp in enumerate(runs):
-        strategy.kernel(block.columns, ind, rows[order], block.fparams[order],
-                        block.stops[order], xp, swept[k], segs, *no_record())
+        run_kernel(strategy.kernel, block.columns, ind, rows[order], block.fparams[order],
+                   block.stops[order], xp, swept[k], segs)
     if seg_sums is not None:
         seg_sums[order] = segs
     if timings is not None:
@@ -104,3 +106,33 @@ def sweep(
     out = np.empty_like(swept)
     out[:, order] = swept
     return out[0] if spans is None else out
+
+
+#: Combos per piece when a sweep is split over threads: pieces this size keep the
+#: threads busy to the end without costing anything measurable per call.
+PIECE_COMBOS = 64
+
+
+def run_kernel(kernel, columns, ind, rows, fparams, stops, xp, out, segs) -> None:
+    """Run a strategy's sweep ``kernel`` over the combos of ``rows`` (writing ``out``
+    and ``segs``), on ``numba.get_num_threads()`` threads of this process.
+
+    The kernel is serial and releases the GIL (``nogil``): threads run it on contiguous
+    pieces of the combos, which write disjoint rows of ``out`` and ``segs``. A Dask task
+    limits this to one thread (``engine.backend.limit_threads``); a serial kernel
+    compiles in half the time of a ``prange`` one (benchmarks/NOTES.md, "Issue 14").
+    """
+    n = rows.shape[0]
+    n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
+    if n_threads <= 1:
+        kernel(columns, ind, rows, fparams, stops, xp, out, segs, *no_record())
+        return
+    edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
+
+    def piece(k: int) -> None:
+        a, b = edges[k], edges[k + 1]
+        kernel(columns, ind, rows[a:b], fparams[a:b], stops[a:b], xp, out[a:b], segs[a:b],
+               *no_record())
+
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-kernel") as pool:
+        list(pool.map(piece, range(edges.size - 1)))

@@ -4,7 +4,7 @@ A strategy module defines its ``signal``, a module-level ``@njit(cache=True)`` f
 and builds one :class:`Strategy` value naming it. The Strategy compiles the signal into
 the shared simulation: ``scan`` (the flat-stretch search,
 :func:`barsweep.engine.simulate.scan_flat`) and the sweep ``kernel``, an
-``@njit(parallel=True, cache=True)`` loop over combos calling
+``@njit(nogil=True, cache=True)`` loop over combos calling
 :func:`barsweep.engine.simulate.simulate`, both written once per signal by
 :mod:`barsweep.engine.strategies.kernels` so that numba caches them across processes.
 """

@@ -2,7 +2,8 @@
 
 Both are a few lines that only name the signal: ``scan`` searches flat stretches
 (:func:`barsweep.engine.simulate.scan_flat`), ``kernel`` runs
-:func:`barsweep.engine.simulate.simulate` over the combos in a ``prange``. numba caches
+:func:`barsweep.engine.simulate.simulate` over the combos, serially and without the GIL
+(:func:`barsweep.engine.sweep.run_kernel` runs pieces of them on threads). numba caches
 a function on disk only when it is a module-level function of a file, and a kernel
 that takes the signal as an argument, or closes over it, compiles again in every
 process (measured in benchmarks/NOTES.md, "Strategy kernels"). So :func:`compiled`
@@ -41,7 +42,7 @@ TEMPLATE = '''\
 Source of the signal: {path} (sha256 {digest}).
 """
 
-from numba import njit, prange
+from numba import njit
 
 from {engine}.simulate import scan_flat, simulate
 {import_signal}
@@ -51,9 +52,9 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
     return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
 
 
-@njit(parallel=True, cache={cache})
+@njit(nogil=True, cache={cache})
 def kernel(bars, ind, rows, fparams, stops, xp, out, segs, rec_equity, rec_trades):
-    for c in prange(rows.shape[0]):
+    for c in range(rows.shape[0]):
         simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
                  segs[c], rec_equity, rec_trades)
 '''
