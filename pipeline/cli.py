@@ -108,8 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS cluster")
     run.add_argument("--tls-cert", metavar="PEM", help="this client's TLS certificate")
     run.add_argument("--tls-key", metavar="PEM", help="this client's TLS private key")
+    run.add_argument("--cluster", metavar="KIND", help="where the blocks run: auto (threads "
+                     "of this process for a small sweep, else local), threads, local, cuda, "
+                     "slurm, pbs or a scheduler address (default: the spec's cluster, auto)")
     run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
-    run.add_argument("--workers", type=int, help="workers of the local cluster")
+    run.add_argument("--workers", type=int, help="workers of the local cluster (threads of "
+                                                 "a threads one)")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--quiet", action="store_true",
                      help="print only the final summary (for scripts)")
@@ -194,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
     demo.add_argument("--workers", type=int)
+    demo.add_argument("--cluster", default="auto", metavar="KIND",
+                      help="auto (threads here: the demo is small), threads or local")
     demo.set_defaults(func=cmd_demo)
     return parser
 
@@ -266,12 +272,15 @@ def cmd_verify(args) -> int:
 def cmd_run(args) -> int:
     from .cluster import check_address
     from .spec import load_spec, with_scheduler
+    from .spec_cluster import with_cluster
 
     if args.scheduler is not None:
         check_address(args.scheduler, "--scheduler")
+        if args.cluster is not None:
+            raise BarsweepError("--scheduler and --cluster both say where to run: give one")
     spec = load_spec(args.spec, overrides={"run": {
         "backend": args.backend, "out": args.out, "max_combos": args.max_combos}})
-    spec = with_scheduler(spec, args.scheduler,
+    spec = with_scheduler(with_cluster(spec, args.cluster), args.scheduler,
                           {"ca": args.tls_ca, "cert": args.tls_cert, "key": args.tls_key})
     if args.worker_timeout is not None:
         if not 0 < args.worker_timeout < float("inf"):
@@ -288,14 +297,15 @@ def cmd_run(args) -> int:
 
 
 def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=False,
-             spec_path=None, client=None, quiet=False, perf_report=None):
+             spec_path=None, client=None, quiet=False, perf_report=None, cluster=None):
     """Check the run on the driver (output, bars, grid, resume), then start or reach the
     cluster (``spec.cluster``; or use ``client``) and run it. Ctrl-C stops it with one
     line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`).
-    ``perf_report``: a path for Dask's performance report of the run (HTML)."""
+    ``perf_report``: a path for Dask's performance report of the run (HTML).
+    ``cluster``: with ``client``, what it is and why, for the store's attributes."""
     from distributed import performance_report
 
-    from .cluster import connect
+    from .cluster import choose, connect
     from .prepare import prepare_run
     from .results import resume_hint, store_attrs
     from .run import run_prepared
@@ -308,17 +318,23 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
+    chosen, reason = (None, None) if client is not None else choose(
+        spec.cluster, prepared.combo_bars())
+    cluster = cluster if chosen is None else (chosen.describe(), reason)
     try:
         with (contextlib.nullcontext(client) if client is not None
-              else connect(spec.cluster, n_workers or spec.n_workers)) as client:
+              else connect(chosen, n_workers or spec.n_workers)) as client:
             if not quiet:
-                print(f"dask dashboard: {client.dashboard_link}", flush=True)
+                print(f"on threads of this process ({reason}; no dashboard: --cluster "
+                      f"local starts one)" if chosen is not None and chosen.kind == "threads"
+                      else f"dask dashboard: {client.dashboard_link}", flush=True)
             try:
                 with (contextlib.nullcontext() if perf_report is None
                       else performance_report(os.path.abspath(perf_report))):
-                    summary = run_prepared(prepared, client, progress=progress,
-                                           on_start=None if quiet else (
-                                               lambda line: print(line, flush=True)))
+                    summary = run_prepared(
+                        prepared, client, progress=progress,
+                        on_start=None if quiet else (lambda line: print(line, flush=True)),
+                        cluster=cluster)
             except KeyboardInterrupt:
                 # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
                 # not news; the one line below says what is done
@@ -547,9 +563,10 @@ def _metric_names() -> tuple[str, ...]:
 
 def cmd_demo(args) -> int:
     from ..datasets import write_synth
-    from .cluster import connect
+    from .cluster import choose, connect
     from .rank import rank
-    from .spec import load_spec, parse_spec
+    from .spec import build_grid, load_spec, parse_spec
+    from .spec_cluster import ClusterSpec
     from .walkforward import walkforward
 
     root = Path(args.dir)
@@ -569,13 +586,22 @@ def cmd_demo(args) -> int:
     example = Path(__file__).parent / "examples" / "ema_cross_walkforward.yaml"
     wf_out = root / "results_wf.zarr"
     wf_spec = load_spec(example, {"data": {"store": str(store)}, "run": {"out": str(wf_out)}})
-    with connect("local", args.workers) as client:
-        summary = run_spec(spec, overwrite=out.exists(), client=client)
+    try:
+        asked = ClusterSpec.model_validate(args.cluster)
+    except ValueError as err:
+        raise BarsweepError(f"--cluster: {' '.join(str(err).split())}") from None
+    cluster, reason = choose(asked, build_grid(spec).estimate_valid()[0] * DEMO_BARS)
+    with connect(cluster, args.workers) as client:
+        print(f"on threads of this process ({reason})" if cluster.kind == "threads"
+              else f"dask dashboard: {client.dashboard_link}", flush=True)
+        summary = run_spec(spec, overwrite=out.exists(), client=client, quiet=True,
+                           progress=True, cluster=(cluster.describe(), reason))
         print(f"\ntop 10 of {summary.out} by sharpe, n_trades >= 10:")
         top = rank(summary.out, by="sharpe", top=10, where="n_trades >= 10")
         print(format_table(top, "sharpe"))
         print(f"\nwalk-forward ({example.name}):", flush=True)
-        run_spec(wf_spec, overwrite=wf_out.exists(), progress=False, client=client)
+        run_spec(wf_spec, overwrite=wf_out.exists(), progress=False, client=client,
+                 quiet=True, cluster=(cluster.describe(), reason))
     wf = walkforward(wf_out, by="sharpe", where="n_trades >= 3")
     best = top.iloc[0]
     stitched = wf.stitched

@@ -1,5 +1,9 @@
 """Clusters: turn the spec's friendly ``cluster`` value into a Dask client.
 
+``auto`` (the default) is ``threads`` for a small sweep and ``local`` for a large one
+(:func:`choose`); ``threads`` starts one Dask worker inside this process, a thread per
+core and no dashboard, which costs milliseconds where a process cluster costs seconds
+(the kernels release the GIL; each task still limits its kernel to one thread);
 ``local`` starts a ``LocalCluster`` of processes with one thread each (each task
 limits the kernels to one thread, see ``engine.backend.limit_threads``, so cores are not
 oversubscribed), its dashboard bound to 127.0.0.1 unless ``cluster.dashboard`` says
@@ -23,6 +27,33 @@ from ..errors import BackendError
 from .spec_cluster import ClusterSpec, check_address
 
 CONNECT_TIMEOUT_S = 10
+#: ``auto`` runs a sweep of at most this many combo-bars (combos x bars each runs, all
+#: symbols and walk-forward runs counted) on threads of this process: about 15-30 s of
+#: kernel on two cores, where starting worker processes (2-4 s, each loading the
+#: kernel) would cost more than their isolation and dashboard are worth.
+THREADS_MAX_COMBO_BARS = 5e9
+
+
+def choose(cluster: ClusterSpec, combo_bars: float) -> tuple[ClusterSpec, str]:
+    """The cluster to start for ``cluster`` and a sweep of ``combo_bars``, and why:
+    ``auto`` becomes ``threads`` up to :data:`THREADS_MAX_COMBO_BARS`, else ``local``;
+    any other kind is kept, as asked.
+
+    >>> choose(ClusterSpec(), 1e8)[0].kind
+    'threads'
+    >>> choose(ClusterSpec(), 1e12)[1]
+    'auto: 1e+12 combo-bars, over 5e+09: worker processes'
+    """
+    if cluster.kind != "auto":
+        return cluster, f"{cluster.kind}: as the spec or --cluster asks"
+    small = combo_bars <= THREADS_MAX_COMBO_BARS
+    kind = "threads" if small else "local"
+    return cluster.model_copy(update={"kind": kind}), (
+        f"auto: {combo_bars:.3g} combo-bars, {'at most' if small else 'over'} "
+        f"{THREADS_MAX_COMBO_BARS:.3g}: "
+        f"{'threads of this process' if small else 'worker processes'}")
+
+
 def default_workers() -> int:
     """One worker per core this process may use."""
     try:
@@ -49,8 +80,9 @@ def connect(cluster: ClusterSpec | str = "local",
     Parameters
     ----------
     cluster : ClusterSpec or str
-        The spec's ``cluster`` (a bare ``"local"``, ``"cuda"``, ``"slurm"``, ``"pbs"`` or
-        address is read as the spec would).
+        The spec's ``cluster`` (a bare ``"local"``, ``"threads"``, ``"cuda"``, ``"slurm"``,
+        ``"pbs"`` or address is read as the spec would); ``auto`` starts ``local`` (pass
+        the result of :func:`choose` to size it to the work).
     n_workers : int, optional
         Workers of a cluster started here (local, cuda); default one per core (per GPU).
     """
@@ -74,6 +106,9 @@ def connect(cluster: ClusterSpec | str = "local",
     elif cluster.kind in ("slurm", "pbs"):
         cm = jobqueue_cluster(cluster)
         cm.scale(jobs=cluster.jobs)
+    elif cluster.kind == "threads":
+        cm = LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
+                          processes=False, dashboard_address=None)
     else:
         cm = LocalCluster(
             n_workers=n_workers or default_workers(),
@@ -82,7 +117,7 @@ def connect(cluster: ClusterSpec | str = "local",
             dashboard_address=cluster.dashboard,
         )
     with cm as started, Client(started, security=started.security) as client:
-        if cluster.kind in ("local", "cuda"):
+        if cluster.kind in ("auto", "threads", "local", "cuda"):
             client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
         yield client
 

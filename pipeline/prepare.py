@@ -41,6 +41,16 @@ class Prepared:
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
 
+    def combo_bars(self) -> float:
+        """The work of the run: combos (estimated) x the bars each one runs, summed over
+        the symbols and, with walk-forward, over every window's train and test runs."""
+        if self.windows is None:
+            runs = sum(self.symbol_bars)
+        else:
+            spans = self.windows[:, 1::2] - self.windows[:, 0::2]
+            runs = len(self.symbol_bars) * int(spans.sum())
+        return float(self.grid.estimate_valid()[0]) * runs
+
 
 def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                 resume: bool = False, spec_path: str | None = None) -> Prepared:

@@ -368,8 +368,14 @@ def _check_writable(directory: Path, out: str) -> None:
                            f"({err.strerror or err})") from None
 
 
+#: A results store up to this size (metrics, segment sums, flags, coordinates) is read
+#: into memory when opened; a larger one stays lazy (dask arrays over its chunks).
+EAGER_BYTES = 256 << 20
+
+
 def open_results(path: str | os.PathLike, *, partial: bool = False):
-    """Open a results store lazily with xarray (an ``xarray.Dataset``).
+    """Open a results store with xarray (an ``xarray.Dataset``): read into memory when it
+    holds at most :data:`EAGER_BYTES`, else lazily (dask arrays over its chunks).
 
     Refuses (ResultsError, one line) a path that is not a barsweep results store, and an
     incomplete store (blocks still pending: an interrupted or failed run) unless
@@ -390,6 +396,8 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
                            f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
                            f"to read what is there")
     ds = xr.open_zarr(path, consolidated=False)
+    if ds.nbytes <= EAGER_BYTES:  # read at once: no task graph behind every later step
+        ds = ds.load()
     ds = ds[[*(m for m in METRICS if m in ds), *(v for v in ds.data_vars if v not in METRICS)]]
     if pending:  # a block cut short may have written some metrics before its flag: hide them
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)

@@ -411,16 +411,21 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None, progress: b
 
 
 def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
-                 on_start: Callable[[str], None] | None = None) -> RunSummary:
+                 on_start: Callable[[str], None] | None = None,
+                 cluster: tuple[str, str] | None = None) -> RunSummary:
     """Run a :func:`prepare_run` checked sweep on ``client``: make (or reopen) the store,
     compute every pending block, then mark the store complete. The store is locked for
-    the run (:func:`~barsweep.pipeline.results.out_lock`): a second run is refused."""
+    the run (:func:`~barsweep.pipeline.results.out_lock`): a second run is refused.
+    ``cluster``: what ``client`` is and why (store attributes ``cluster`` and
+    ``cluster_reason``); default: the scheduler's address, "a client given"."""
     with out_lock(prepared.out):
-        return _run_locked(prepared, client, progress, on_start)
+        return _run_locked(prepared, client, progress, on_start,
+                           cluster or (client.scheduler.address, "a client given"))
 
 
 def _run_locked(prepared: Prepared, client: Client, progress: bool,
-                on_start: Callable[[str], None] | None) -> RunSummary:
+                on_start: Callable[[str], None] | None, cluster: tuple[str, str]
+                ) -> RunSummary:
     t0 = time.perf_counter()
     spec, out, grid = prepared.spec, prepared.out, prepared.grid
     wait_for_workers(client, spec.run.worker_timeout)
@@ -461,6 +466,8 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             "backend": backend,
             "backend_requested": spec.run.backend,
             "backend_reason": backend_reason,
+            "cluster": cluster[0],
+            "cluster_reason": cluster[1],
             "metrics": json.dumps(list(METRICS)),
             "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
             "n_combos_exact": the_plan.n_combos_exact,

@@ -41,7 +41,7 @@ from ..engine.strategies import Strategy, get_strategy, import_strategy_module
 from ..errors import DataError, Problems, SpecError, refusals
 from .expr import check_names, parse_expr
 from .grid import AXIS, AXIS_TAGS, MAX_COUNTABLE, Grid, RangeSpec, as_kind, expand
-from .spec_cluster import ClusterSpec, with_scheduler
+from .spec_cluster import STARTED_HERE, ClusterSpec, with_scheduler
 from .spec_files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .walkforward import WalkForwardSpec, bars_of
 
@@ -287,10 +287,11 @@ class Spec(BaseModel):
     @model_validator(mode="after")
     def _whole_spec(self, info: ValidationInfo) -> Spec:
         problems = []
-        if self.n_workers is not None and self.cluster.kind not in ("local", "cuda"):
-            problems.append(("n_workers", f"applies to clusters barsweep starts on this machine "
-                             f"(local, cuda); the cluster {self.cluster.describe()!r} has its "
-                             f"own workers: remove n_workers"))
+        if self.n_workers is not None and self.cluster.kind not in STARTED_HERE:
+            problems.append(("n_workers", f"applies to clusters barsweep starts on this "
+                             f"machine (auto, threads, local, cuda); the cluster "
+                             f"{self.cluster.describe()!r} has its own workers: remove "
+                             f"n_workers"))
         context = info.context if isinstance(info.context, dict) else {}
         axes = context.pop("axes", None) or _axes(self)
         for key in STOP_PARAMS:

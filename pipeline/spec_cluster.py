@@ -60,9 +60,12 @@ class SecuritySpec(BaseModel):
     key: TlsFile
 
 
-#: Kinds of cluster: started here (local, cuda), reached (scheduler), or submitted as
-#: batch jobs through dask-jobqueue (slurm, pbs).
-CLUSTER_KINDS = ("local", "cuda", "scheduler", "slurm", "pbs")
+#: Kinds of cluster: chosen by the size of the work (auto), threads of this process
+#: (threads), started here (local, cuda), reached (scheduler), or submitted as batch jobs
+#: through dask-jobqueue (slurm, pbs).
+CLUSTER_KINDS = ("auto", "threads", "local", "cuda", "scheduler", "slurm", "pbs")
+#: Kinds that run on this machine, with workers barsweep starts (``n_workers`` applies).
+STARTED_HERE = ("auto", "threads", "local", "cuda")
 _JOBQUEUE_KEYS = ("cores", "memory", "walltime", "jobs", "queue", "account",
                   "job_directives", "interface")
 _DASHBOARD = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):\d{1,5}$")
@@ -73,20 +76,25 @@ _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
 class ClusterSpec(BaseModel):
     """Where the blocks run.
 
-    ``kind``: ``local`` (a LocalCluster of one single-threaded worker process per core,
-    the default), ``cuda`` (dask-cuda's LocalCUDACluster, one worker per GPU),
+    ``kind``: ``auto`` (the default: ``threads`` for a small sweep, ``local`` for a large
+    one, see :func:`barsweep.pipeline.cluster.choose`), ``threads`` (one in-process Dask
+    worker with a thread per core: no process to start, no dashboard), ``local`` (a
+    LocalCluster of one single-threaded worker process per core), ``cuda`` (dask-cuda's
+    LocalCUDACluster, one worker per GPU),
     ``scheduler`` (a running scheduler at ``address``, with TLS when ``security`` is
     given), or ``slurm`` / ``pbs`` (batch jobs through dask-jobqueue, the ``[hpc]``
     extra: ``jobs`` jobs of ``cores`` single-threaded workers sharing ``memory``, for
     ``walltime``, in ``queue`` billed to ``account``, with extra ``job_directives``).
     ``dashboard`` is where a cluster barsweep starts serves its dashboard:
     127.0.0.1 (this machine only) unless it says otherwise. A spec may say just
-    ``cluster: local`` (or ``cuda``, ``slurm``, ``pbs``, or an address).
+    ``cluster: local`` (or ``auto``, ``threads``, ``cuda``, ``slurm``, ``pbs``, or an
+    address).
     """
 
     model_config = _CONFIG
 
-    kind: Literal["local", "cuda", "scheduler", "slurm", "pbs"] = "local"
+    kind: Literal["auto", "threads", "local", "cuda", "scheduler", "slurm",
+                  "pbs"] = "auto"
     address: str | None = None
     dashboard: str = "127.0.0.1:8787"
     security: SecuritySpec | None = None
@@ -108,8 +116,9 @@ class ClusterSpec(BaseModel):
             if _ADDRESS.match(value):
                 return {"kind": "scheduler", "address": value}
             raise ValueError(
-                "cluster must be 'local', 'cuda' or a scheduler address such as "
-                f"'tcp://host:8786' (or 'slurm', 'pbs', or a mapping with kind), got {value!r}")
+                "cluster must be 'auto', 'threads', 'local', 'cuda' or a scheduler address "
+                f"such as 'tcp://host:8786' (or 'slurm', 'pbs', or a mapping with kind), got "
+                f"{value!r}")
         return value
 
     @field_validator("address")
@@ -163,7 +172,10 @@ class ClusterSpec(BaseModel):
         elif self.address is not None:
             problems.append(("cluster.address", f"applies to kind 'scheduler', not "
                              f"{self.kind!r}"))
-        if self.kind in ("local", "cuda") and self.security is not None:
+        if self.kind == "threads" and "dashboard" in given:
+            problems.append(("cluster.dashboard", "a threads cluster serves no dashboard "
+                             "(it is for small sweeps); use kind 'local' to watch one"))
+        if self.kind in STARTED_HERE and self.security is not None:
             problems.append(("cluster.security", f"applies to a remote scheduler or to "
                              f"slurm/pbs; a {self.kind} cluster stays on this machine"))
         for key in _JOBQUEUE_KEYS:
@@ -186,6 +198,24 @@ class ClusterSpec(BaseModel):
         if self.kind in ("slurm", "pbs"):
             return f"{self.kind} ({self.jobs} jobs of {self.cores} cores)"
         return self.kind
+
+
+def with_cluster(spec: Spec, value: str | None) -> Spec:
+    """``spec`` run on the cluster ``value`` (``--cluster``: ``auto``, ``threads``,
+    ``local``, ``cuda``, ``slurm``, ``pbs`` or a scheduler address); SpecError naming the
+    flag when refused. A kind replaces the spec's whole ``cluster`` section but its
+    ``dashboard``, which a local cluster still uses."""
+    if value is None:
+        return spec
+    if _ADDRESS.match(value):
+        return with_scheduler(spec, value)
+    try:
+        cluster = ClusterSpec.model_validate(value)
+        if cluster.kind in ("local", "cuda") and "dashboard" in spec.cluster.model_fields_set:
+            cluster = cluster.model_copy(update={"dashboard": spec.cluster.dashboard})
+    except ValidationError as err:
+        raise SpecError(f"--cluster: {'; '.join(refusals(err, ClusterSpec))}") from None
+    return spec.model_copy(update={"cluster": cluster})
 
 
 def with_scheduler(spec: Spec, address: str | None = None,

@@ -24,8 +24,8 @@ def task(strategy: str, block_id: int = 7) -> BlockTask:
 @pytest.mark.parametrize("name", strategy_names())
 def test_the_key_prefix_names_the_phase_and_the_strategy(name):
     key = block_key(task(name), "ab12cd34ef56")
-    words = name.replace("_", "-")
-    assert key_split(key).lower() == f"sweep-{words}"
+    words = [w for w in name.replace("_", "-").split("-") if w]  # "_test_x": test, x
+    assert key_split(key).lower() == "-".join(["sweep", *words])
     assert key_split(block_key(task(name), "abcdefabcdef")) == key_split(key)  # all-letter id
 
 

@@ -75,7 +75,7 @@ def test_defaults():
     assert spec.execution.init_cash == 10_000.0 and spec.execution.direction == "long"
     assert spec.run == RunSpec() and spec.run.block_size == "auto"
     assert spec.run.backend == "auto" and spec.run.out == os.path.abspath("results.zarr")
-    assert spec.cluster == ClusterSpec(kind="local") and spec.n_workers is None
+    assert spec.cluster == ClusterSpec(kind="auto") and spec.n_workers is None
     assert spec.cluster.dashboard == "127.0.0.1:8787"
     assert spec.data.year_days == 365.0 and spec.data.start is None
 
@@ -241,7 +241,8 @@ def test_buy_and_hold_example_has_one_combo():
         ({"constraints": ["fast + 1"]}, "constraints[0]: cannot parse"),
         ({"constraints": "fast < slow"}, "constraints: Input should be a valid list"),
         ({"constraints": ["fast > slow"]}, "constraints: 'fast > slow' exclude every one"),
-        ({"cluster": "yarn"}, "cluster: cluster must be 'local', 'cuda' or a scheduler address"),
+        ({"cluster": "yarn"},
+         "cluster: cluster must be 'auto', 'threads', 'local', 'cuda' or a scheduler address"),
         ({"cluster": "http://host:8786"}, "cluster:"),
         ({"n_workers": 0}, "n_workers: Input should be greater than 0"),
         ({"n_workers": 2, "cluster": "tcp://h:8786"}, "n_workers: applies to clusters"),

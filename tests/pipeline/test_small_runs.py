@@ -1,0 +1,78 @@
+"""Small sweeps run on threads of the calling process (cluster auto/threads): the same
+results as worker processes, the choice and its reason kept in the store."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from barsweep.errors import SpecError
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.cluster import THREADS_MAX_COMBO_BARS, choose
+from barsweep.pipeline.results import store_attrs
+from barsweep.pipeline.spec import parse_spec
+from barsweep.pipeline.spec_cluster import ClusterSpec, with_cluster
+
+from runs import run_spec_file, synth
+
+pytestmark = pytest.mark.slow
+
+
+def spec(bars, out, **more) -> dict:
+    return {"data": {"store": str(bars), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+            "strategy": "ema_cross",
+            "grid": {"fast": {"start": 2, "stop": 30, "step": 2},
+                     "slow": {"start": 10, "stop": 120, "step": 5}},
+            "constraints": ["fast < slow"],
+            "execution": {"fill": "next_open", "fees": 0.001},
+            "run": {"out": str(out), "block_size": 60}, **more}
+
+
+@pytest.mark.parametrize("more", [{}, {"walk_forward": {"train": 800, "test": 400}}],
+                         ids=["plain", "walk-forward"])
+def test_threads_and_processes_write_the_same_store(tmp_path, more):
+    bars = synth(tmp_path / "bars", 3_000, seed=5)
+    stores = {}
+    for cluster in ("threads", "local", None):
+        out = tmp_path / f"{cluster or 'default'}.zarr"
+        flags = ("--cluster", cluster) if cluster else ()
+        stores[cluster] = run_spec_file(spec(bars, out, **more), tmp_path / "spec.yaml", *flags)
+    attrs = {k: store_attrs(v) for k, v in stores.items()}
+    assert attrs["threads"]["cluster"] == "threads"
+    assert attrs["local"]["cluster"] == "local"
+    assert attrs["local"]["cluster_reason"] == "local: as the spec or --cluster asks"
+    # the default (auto) runs this small sweep on threads, and says why
+    assert attrs[None]["cluster"] == "threads"
+    assert attrs[None]["cluster_reason"].startswith("auto: ")
+    assert "at most 5e+09: threads of this process" in attrs[None]["cluster_reason"]
+    sets = {k: xr.open_zarr(v, consolidated=False).load() for k, v in stores.items()}
+    for name in sets["local"].data_vars:
+        for other in ("threads", None):
+            np.testing.assert_array_equal(sets[other][name].values, sets["local"][name].values,
+                                          err_msg=f"{name} ({other})")
+    assert int((sets["threads"]["done"] == 1).sum()) > 3  # several blocks, several threads
+
+
+def test_auto_starts_processes_for_large_work():
+    small, why = choose(ClusterSpec(), THREADS_MAX_COMBO_BARS)
+    large, why_large = choose(ClusterSpec(), 2 * THREADS_MAX_COMBO_BARS)
+    assert (small.kind, large.kind) == ("threads", "local")
+    assert why_large == "auto: 1e+10 combo-bars, over 5e+09: worker processes"
+    asked, reason = choose(ClusterSpec(kind="threads"), 1e15)
+    assert asked.kind == "threads" and reason == "threads: as the spec or --cluster asks"
+
+
+def test_cluster_flag_and_spec(tmp_path, capsys):
+    base = parse_spec(spec(tmp_path, tmp_path / "r.zarr",
+                           cluster={"kind": "local", "dashboard": "127.0.0.1:0"}))
+    assert with_cluster(base, "threads").cluster.kind == "threads"
+    assert with_cluster(base, "local").cluster.dashboard == "127.0.0.1:0"  # kept
+    assert with_cluster(base, "tcp://h:8786").cluster.address == "tcp://h:8786"
+    with pytest.raises(SpecError, match="--cluster: .*cluster must be 'auto', 'threads'"):
+        with_cluster(base, "yarn")
+    with pytest.raises(SpecError, match="cluster.dashboard: a threads cluster serves no"):
+        parse_spec(spec(tmp_path, tmp_path / "r.zarr",
+                        cluster={"kind": "threads", "dashboard": "0.0.0.0:8787"}))
+    path = tmp_path / "s.yaml"
+    path.write_text("{}")
+    assert main(["run", str(path), "--cluster", "local", "--scheduler", "tcp://h:8786"]) == 2
+    assert "--scheduler and --cluster both say where to run" in capsys.readouterr().err
