@@ -4,6 +4,7 @@ results as worker processes, the choice and its reason kept in the store."""
 import numpy as np
 import pytest
 import xarray as xr
+from runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
@@ -11,8 +12,6 @@ from barsweep.pipeline.cluster import THREADS_MAX_COMBO_BARS, choose
 from barsweep.pipeline.results import store_attrs
 from barsweep.pipeline.spec import parse_spec
 from barsweep.pipeline.spec_cluster import ClusterSpec, with_cluster
-
-from runs import run_spec_file, synth
 
 pytestmark = pytest.mark.slow
 
