@@ -3,29 +3,35 @@
 Pure functions over the parsed arrays, called by `import_file` in order: refuse bad times,
 non-numbers and missing values (or drop them), assemble the stored columns, refuse bad
 prices and order, apply ``--price-column`` / ``--ohlc-from-close``, and check the spacing
-against the timeframe. Every refusal is a `DataError` naming the file and the 1-based data
+against the timeframe (the last steps together: `checked_bars`, for either way of reading
+a file). Every refusal is a `DataError` naming the file and the 1-based data
 row (or what was measured); `values` dicts map column names to arrays of shape (n_rows,).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from .parse import ParsedColumn, ParsedTime
+from .parse import EPOCH_UNITS, ParsedColumn, ParsedTime
 from .rules import first_broken_price_rule
 from .timeframes import timeframe_seconds
 
 __all__ = [
     "PRICE_NAMES",
+    "CheckedBars",
+    "ImportChoices",
     "assemble",
     "check_spacing",
+    "checked_bars",
     "close_from",
     "fail",
     "missing_policy",
+    "note_epoch_unit",
     "refuse_bad_order",
     "refuse_bad_prices",
     "refuse_bad_times",
@@ -34,6 +40,34 @@ __all__ = [
 
 PRICE_NAMES = ("open", "high", "low", "close")
 DROP_NAN_HINT = "use --drop-nan to drop such rows (drop_nan=True in Python)"
+
+
+@dataclass(frozen=True)
+class ImportChoices:
+    """The arguments of `import_file` that decide how a file's cells become bars."""
+
+    timeframe: str
+    drop_nan: bool
+    time_format: str | None
+    price_column: str | None
+    ohlc_from_close: bool
+    force: bool
+
+
+@dataclass(frozen=True)
+class CheckedBars:
+    """A file's bars, checked and ready for the store (see `ImportReport`).
+
+    ``values`` maps the stored column names to arrays of shape (n_bars,); ``read_as`` is
+    ``"typed"`` or ``"text"``.
+    """
+
+    values: dict[str, np.ndarray]
+    n_dropped: int
+    time_unit: str
+    messages: list[str]
+    notes: list[str]
+    read_as: str
 
 
 def fail(src: Path, row: int, rule: str, detail: str) -> DataError:
@@ -117,6 +151,8 @@ def assemble(
     messages: list[str],
 ) -> dict[str, np.ndarray]:
     """The kept rows of every stored column; volume NaN if absent, empty funding = 0."""
+    if keep.all():  # nothing dropped: the parsed arrays themselves, not copies
+        keep = slice(None)
     values = {"time": time.ts_ns[keep]}
     for name in (*PRICE_NAMES, "volume", "price"):
         if name in numbers:
@@ -140,13 +176,19 @@ def refuse_bad_prices(src: Path, values: dict[str, np.ndarray], rows: np.ndarray
     """Refuse non-positive prices, negative volume and inconsistent high/low (with
     open/high/low taken from the close where they are absent: ``--ohlc-from-close``)."""
     c = values["close"]
-    o, h, lo = (np.where(np.isnan(values[n]), c, values[n]) for n in PRICE_NAMES[:3])
+    o, h, lo = (_or_close(values[n], c) for n in PRICE_NAMES[:3])
     broken = first_broken_price_rule(o, h, lo, c, values["volume"])
     if broken is not None:
         rule, i, count = broken
         cells = {"open": o, "high": h, "low": lo, "close": c, "volume": values["volume"]}
         detail = ", ".join(f"{name}={float(v[i])!r}" for name, v in cells.items())
         raise fail(src, int(rows[i]), rule, f"{detail} ({count} row(s) break it)")
+
+
+def _or_close(prices: np.ndarray, close: np.ndarray) -> np.ndarray:
+    """`prices` with NaN (an absent open, high or low) replaced by the close."""
+    nan = np.isnan(prices)
+    return np.where(nan, close, prices) if nan.any() else prices
 
 
 def refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:
@@ -224,7 +266,7 @@ def check_spacing(src: Path, ts_ns: np.ndarray, timeframe: str, force: bool) -> 
     could not be checked or `force` let it through (None when the spacing fits)."""
     if ts_ns.size < 2:
         return "one bar: its spacing cannot be checked against --timeframe"
-    median_ns = int(np.median(np.diff(ts_ns)))
+    median_ns = int(np.median(np.diff(ts_ns), overwrite_input=True))  # its own diff
     expected_s = timeframe_seconds(timeframe)
     if median_ns == expected_s * 10**9:
         return None
@@ -250,3 +292,38 @@ def _duration(ns: int) -> str:
 def _iso(ts_ns: np.integer) -> str:
     """An int64 ns time as an ISO string (UTC)."""
     return pd.Timestamp(int(ts_ns), tz="UTC").isoformat()
+
+
+def checked_bars(
+    src: Path,
+    columns: dict[str, str],
+    time: ParsedTime,
+    numbers: dict[str, ParsedColumn],
+    choices: ImportChoices,
+    messages: list[str],
+    read_as: str,
+) -> CheckedBars:
+    """Apply the missing-value policy and every rule to parsed columns with no bad cell
+    (appending to `messages`), rows numbered from 1."""
+    rows = np.arange(1, time.ts_ns.size + 1)
+    keep, n_dropped = missing_policy(src, time, numbers, rows, choices.drop_nan, messages)
+    values = assemble(time, numbers, keep, rows.size, messages)
+    rows = rows[keep]
+    if rows.size == 0:
+        raise DataError(f"{src}: empty input: every row was dropped for missing values")
+    refuse_bad_prices(src, values, rows)
+    notes = [close_from(src, columns, values, rows, choices.ohlc_from_close)]
+    refuse_bad_order(src, values["time"], rows)
+    notes.append(check_spacing(src, values["time"], choices.timeframe, choices.force))
+    notes = [note for note in notes if note is not None]
+    messages.extend(notes)
+    return CheckedBars(values, n_dropped, time.unit, messages, notes, read_as)
+
+
+def note_epoch_unit(columns: dict[str, str], time: ParsedTime, messages: list[str]) -> None:
+    """Say which unit epoch integers were taken to be in (appended to `messages`)."""
+    if time.unit in EPOCH_UNITS:
+        messages.append(
+            f"time column {columns['time']!r} holds epoch integers in {time.unit} "
+            "(inferred from magnitude: s < 1e11 <= ms < 1e14 <= us < 1e17 <= ns)"
+        )

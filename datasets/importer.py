@@ -3,6 +3,11 @@
 Every refusal is a `DataError` whose message names the file, the 1-based data row (row 1
 is the first row after the header) and the rule broken. Nothing is written unless the
 whole file passes.
+
+A file is first read with typed columns (pyarrow parses CSV prices as float64 and ISO or
+epoch times; Parquet columns come as stored), which is fast. If that read fails or any
+cell or rule is broken, the file is read again with every cell as text and checked cell
+by cell; that slower reading words every refusal (`_import_text`).
 """
 
 from __future__ import annotations
@@ -19,27 +24,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import DataError
 from .import_rows import (
     PRICE_NAMES,
-    assemble,
-    check_spacing,
-    close_from,
+    CheckedBars,
+    ImportChoices,
+    checked_bars,
     fail,
-    missing_policy,
-    refuse_bad_order,
-    refuse_bad_prices,
+    note_epoch_unit,
     refuse_bad_times,
     refuse_non_numeric,
 )
 from .index import entry_name, read_index
 from .parse import (
-    EPOCH_UNITS,
     ParsedTime,
     parse_numbers,
     parse_times,
+    typed_numbers,
+    typed_times,
 )
 from .store import TIME_TYPE, bar_path
 from .writer import check_store_writable, write_bars
@@ -74,6 +79,12 @@ class ImportReport:
         Those of `messages` about choices that change what is stored (``price_column``,
         ``ohlc_from_close``, a spacing let through by ``force``, one bar), which the CLI
         prints.
+    read_as : str
+        ``"typed"`` when pyarrow typed the columns (CSV prices as float64, times parsed
+        by Arrow; Parquet as stored), ``"text"`` when every cell was read as text and
+        parsed through pandas: with ``time_format``, or when the typed read did not
+        apply (a cell that is missing, not a finite number, a time Arrow does not read),
+        which is logged at DEBUG level. Both store the same bars.
     """
 
     path: Path
@@ -82,6 +93,7 @@ class ImportReport:
     time_unit: str
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    read_as: str = "text"
 
 
 def import_file(
@@ -154,38 +166,133 @@ def import_file(
     check_store_writable(store)
     _refuse_existing(store, symbol, timeframe, replace)
     src = Path(path)
+    choices = ImportChoices(timeframe, drop_nan, time_format, price_column, ohlc_from_close, force)
+    try:
+        checked = _import_typed(src, choices)
+    except _NotTyped as reason:
+        logger.debug("%s: not read as typed columns (%s); reading every cell as text",
+                     src, reason)
+        checked = None
+    if checked is None:  # out of the except block: the typed columns are freed first
+        checked = _import_text(src, choices)
+    table = _table(checked.values)
+    written = write_bars(store, symbol, timeframe, table)
+    for message in checked.messages:
+        logger.info("%s: %s", src, message)
+    return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
+                        checked.messages, checked.notes, checked.read_as)
+
+
+class _NotTyped(Exception):
+    """The typed read does not apply to this file; the message says why."""
+
+
+def _import_text(src: Path, choices: ImportChoices) -> CheckedBars:
+    """Read every cell as text and check it, refusing the first bad row by number."""
     messages: list[str] = []
     raw = _read_source(src, messages)
     if len(raw) == 0:
         raise DataError(f"{src}: empty input: the file has no data rows")
     found = [str(c) for c in raw.columns]
-    columns = _match_columns(src, found, messages, price_column, ohlc_from_close)
+    columns = _match_columns(src, found, messages, choices.price_column,
+                             choices.ohlc_from_close)
     rows = np.arange(1, len(raw) + 1)
-    time = _parse_time_column(src, raw[columns["time"]], time_format, messages)
+    time = _parse_time_column(src, raw[columns["time"]], choices.time_format, messages)
     refuse_bad_times(src, columns["time"], raw, time, rows)
-    if time.unit in EPOCH_UNITS:
-        messages.append(
-            f"time column {columns['time']!r} holds epoch integers in {time.unit} "
-            "(inferred from magnitude: s < 1e11 <= ms < 1e14 <= us < 1e17 <= ns)"
-        )
+    note_epoch_unit(columns, time, messages)
     numbers = {name: parse_numbers(raw[col]) for name, col in columns.items() if name != "time"}
     refuse_non_numeric(src, raw, columns, numbers, rows)
-    keep, n_dropped = missing_policy(src, time, numbers, rows, drop_nan, messages)
-    values = assemble(time, numbers, keep, len(raw), messages)
-    rows = rows[keep]
-    if rows.size == 0:
-        raise DataError(f"{src}: empty input: every row was dropped for missing values")
-    refuse_bad_prices(src, values, rows)
-    notes = [close_from(src, columns, values, rows, ohlc_from_close)]
-    refuse_bad_order(src, values["time"], rows)
-    notes.append(check_spacing(src, values["time"], timeframe, force))
-    notes = [note for note in notes if note is not None]
-    messages.extend(notes)
-    table = _table(values)
-    written = write_bars(store, symbol, timeframe, table)
-    for message in messages:
-        logger.info("%s: %s", src, message)
-    return ImportReport(written, table.num_rows, n_dropped, time.unit, messages, notes)
+    return checked_bars(src, columns, time, numbers, choices, messages, "text")
+
+
+def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
+    """Let pyarrow type the columns (float64 prices, ISO or epoch times) and check them.
+
+    Raises
+    ------
+    _NotTyped
+        When the file cannot be read this way or any check fails: then `_import_text`
+        reads it and names the row (it refuses every file this refuses).
+    """
+    if choices.time_format is not None:
+        raise _NotTyped("--time-format is read as text")
+    messages: list[str] = []
+    if not src.is_file():
+        raise _NotTyped("no such file")
+    name = src.name.lower()
+    try:
+        if name.endswith((".csv", ".csv.gz")):
+            names = _csv_names(src)
+            columns = _match_columns(src, names, messages, choices.price_column,
+                                     choices.ohlc_from_close)
+            table = _read_csv_typed(src, names, columns)
+        elif name.endswith((".parquet", ".pq")):
+            table = _read_parquet_typed(src, messages)
+            columns = _match_columns(src, table.column_names, messages, choices.price_column,
+                                     choices.ohlc_from_close)
+        else:
+            raise _NotTyped("unsupported file type")
+    except DataError as exc:
+        raise _NotTyped(_one_line(exc)) from exc
+    except (pa.ArrowException, OSError, ValueError, EOFError, zlib.error) as exc:
+        raise _NotTyped(f"cannot be read by pyarrow: {_one_line(exc)}") from exc
+    if table.num_rows == 0:
+        raise _NotTyped("no data rows")
+    time = typed_times(table.column(columns["time"]))
+    if time is None:
+        raise _NotTyped(f"column {columns['time']!r} has times not read as typed")
+    note_epoch_unit(columns, time, messages)
+    numbers = {}
+    for name, col in columns.items():
+        if name != "time":
+            numbers[name] = typed_numbers(table.column(col), nullable=name == "funding_rate")
+            if numbers[name] is None:
+                raise _NotTyped(f"column {col!r} has cells not read as finite numbers")
+    try:
+        return checked_bars(src, columns, time, numbers, choices, messages, "typed")
+    except DataError as exc:
+        raise _NotTyped(str(exc)) from exc
+
+
+def _csv_names(src: Path) -> list[str]:
+    """A CSV's header as pyarrow reads it, when it is the header the text read gives."""
+    with pacsv.open_csv(src, read_options=pacsv.ReadOptions(block_size=1 << 16)) as reader:
+        names = reader.schema.names
+    # pandas names empty or repeated header cells itself ("Unnamed: 0", "close.1").
+    if "" in names or len(set(names)) != len(names):
+        raise _NotTyped("header cells that are empty or repeated")
+    _refuse_repeated_header_names(src, names)
+    return names
+
+
+def _read_csv_typed(src: Path, names: list[str], columns: dict[str, str]) -> pa.Table:
+    """Read a CSV with the numeric bar columns (`columns` but time) as float64, empty
+    cells null, and every other column as text (time included, parsed by `typed_times`)."""
+    numeric = {col for name, col in columns.items() if name != "time"}
+    types = {n: pa.float64() if n in numeric else pa.string() for n in names}
+    options = pacsv.ConvertOptions(column_types=types, null_values=[""],
+                                   strings_can_be_null=False)
+    return pacsv.read_csv(src, convert_options=options)
+
+
+def _read_parquet_typed(src: Path, messages: list[str]) -> pa.Table:
+    """Read a Parquet file as stored, a DataFrame index stored with it turned into the
+    first columns as `_index_as_columns` names them (only the index goes through pandas)."""
+    table = pq.read_table(src)
+    index = (table.schema.pandas_metadata or {}).get("index_columns", [])
+    if any(isinstance(entry, dict) and entry.get("name") is not None for entry in index):
+        raise _NotTyped("a named RangeIndex (pandas makes it a column)")
+    odd = [f.name for f in table.schema if pa.types.is_nested(f.type)
+           or pa.types.is_dictionary(f.type) or isinstance(f.type, pa.ExtensionType)]
+    if odd or len(set(table.column_names)) != len(table.column_names):
+        raise _NotTyped("nested, dictionary, extension or repeated columns")
+    stored = [entry for entry in index if isinstance(entry, str)]
+    if not stored:
+        return table
+    restored = table.select(stored).to_pandas(integer_object_nulls=True)
+    data = [n for n in table.column_names if n not in stored]
+    names = _index_names(src, restored.index, data, messages)
+    return table.select([*stored, *data]).rename_columns([*names, *data])
 
 
 def _refuse_existing(store: str | os.PathLike, symbol: str, timeframe: str,
@@ -287,11 +394,20 @@ def _index_as_columns(src: Path, frame: pd.DataFrame, messages: list[str]) -> pd
     """Turn the index pandas restored from a Parquet file into columns (see `_read_source`)."""
     if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
         return frame
-    lower = {str(c).strip().lower() for c in frame.columns}
+    names = _index_names(src, frame.index, [str(c) for c in frame.columns], messages)
+    return frame.reset_index(names=names)
+
+
+def _index_names(src: Path, index: pd.Index, columns: list[str],
+                 messages: list[str]) -> list[str]:
+    """The column names of a DataFrame index's levels next to `columns`: an unnamed
+    DatetimeIndex is ``time`` unless a time column exists, other unnamed levels
+    ``index_{i}``; a name that is also a column's is refused as ambiguous."""
+    lower = {c.strip().lower() for c in columns}
     has_time = any(n in lower for n in TIME_NAMES)
     names = []
-    for i, name in enumerate(frame.index.names):
-        level = frame.index.get_level_values(i)
+    for i, name in enumerate(index.names):
+        level = index.get_level_values(i)
         if name is None:
             is_time = isinstance(level, pd.DatetimeIndex) and not has_time
             name = "time" if is_time and "time" not in names else f"index_{i}"
@@ -304,7 +420,7 @@ def _index_as_columns(src: Path, frame: pd.DataFrame, messages: list[str]) -> pd
         names.append(name)
         has_time = has_time or name.strip().lower() in TIME_NAMES
         messages.append(f"the DataFrame index ({level.dtype}) is read as column {name!r}")
-    return frame.reset_index(names=names)
+    return names
 
 
 def _one_line(exc: BaseException) -> str:

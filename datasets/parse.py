@@ -3,14 +3,23 @@
 Pure functions over pandas Series: they return the parsed values with boolean masks of
 the rows that are missing or unreadable, and leave the wording of errors to the caller,
 which knows the file. Rows are positions 0..n-1 here.
+
+`typed_times` and `typed_numbers` are the fast path over columns pyarrow has already
+typed: they return what `parse_times` and `parse_numbers` would for the same cells when
+every cell is clean, and None when any cell is not (missing, unreadable, or a form the
+two readers might take differently), so that the caller reads the file the slow way and
+names the row.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = [
     "EPOCH_UNITS",
@@ -21,12 +30,17 @@ __all__ = [
     "parse_numbers",
     "parse_times",
     "text_of",
+    "typed_numbers",
+    "typed_times",
 ]
 
 MISSING_TOKENS = frozenset({"", "nan", "na", "n/a", "null", "none", "nat"})
 EPOCH_UNITS = ("s", "ms", "us", "ns")
 EPOCH_BOUNDS = (1e11, 1e14, 1e17)  # s < 1e11 <= ms < 1e14 <= us < 1e17 <= ns
 _INT64_MAX = np.iinfo(np.int64).max
+# Text that parse_times reads as epoch integers (a subset of its own pattern, which also
+# takes 1-7 digits and signed 8-digit numbers); eight bare digits are dates there.
+_EPOCH_TEXT = r"^[+-]?[0-9]{9,19}$"
 
 
 @dataclass(frozen=True)
@@ -259,3 +273,118 @@ def _first(mask: np.ndarray) -> int:
     """Position of the first True in `mask`, or `mask.size` if none."""
     hits = np.flatnonzero(mask)
     return int(hits[0]) if hits.size else mask.size
+
+
+def typed_numbers(column: pa.ChunkedArray, nullable: bool = False) -> ParsedColumn | None:
+    """A numeric Arrow column as `parse_numbers` reads it, or None if a cell is not clean.
+
+    Parameters
+    ----------
+    column : pyarrow.ChunkedArray
+        n cells of an integer or float32/float64 type.
+    nullable : bool, default False
+        Whether nulls are clean (marked missing, as ``funding_rate``'s empty cells).
+
+    Returns
+    -------
+    ParsedColumn or None
+        None for another type, a NaN or infinite value, or a null unless `nullable`;
+        otherwise values float64 (n,) (NaN where null), ``bad`` all False.
+
+    Examples
+    --------
+    >>> typed_numbers(pa.chunked_array([[1, 2]])).values.tolist()
+    [1.0, 2.0]
+    >>> typed_numbers(pa.chunked_array([[1.0, float("nan")]])) is None
+    True
+    """
+    kind = column.type
+    numeric = pa.types.is_integer(kind) or kind in (pa.float32(), pa.float64())
+    if not numeric or (column.null_count and not nullable):
+        return None
+    values = np.asarray(column.to_numpy(), dtype=np.float64)  # NaN where null
+    clean = np.zeros(values.size, dtype=bool)
+    missing = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else clean
+    if not (np.isfinite(values.min()) and np.isfinite(values.max())):  # NaN propagates
+        if (~np.isfinite(values) & ~missing).any():
+            return None
+    return ParsedColumn(values, missing, clean)
+
+
+def typed_times(column: pa.ChunkedArray) -> ParsedTime | None:
+    """An Arrow time column as `parse_times` reads it, or None if a cell is not clean.
+
+    Typed timestamps (any unit; naive = UTC) are ``"datetime"``; integers are epoch times
+    (see `parse_times`); text is epoch integers of 9 to 19 digits, or ISO 8601 times that
+    Arrow parses, either all with a zone (``Z``, ``+01:00``) or all naive (UTC).
+
+    Parameters
+    ----------
+    column : pyarrow.ChunkedArray
+        n cells.
+
+    Returns
+    -------
+    ParsedTime or None
+        None for a null, an unparseable cell, a time outside what nanoseconds hold,
+        epoch integers of differing units, text with surrounding spaces or mixing
+        zoned and naive times, and any other type; ``missing`` and ``bad`` all False
+        otherwise.
+
+    Examples
+    --------
+    >>> typed_times(pa.chunked_array([["2021-01-01T00:00:00Z"]])).ts_ns.tolist()
+    [1609459200000000000]
+    >>> typed_times(pa.chunked_array([["2021-01-01", " 2021-01-02"]])) is None
+    True
+    """
+    kind = column.type
+    if column.null_count or len(column) == 0:
+        return None
+    if pa.types.is_timestamp(kind):
+        return _typed_timestamps(column)
+    if pa.types.is_integer(kind):
+        return _typed_epochs(column)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        if re.fullmatch(_EPOCH_TEXT, column[0].as_py()) is None:
+            return _typed_iso(column)  # Arrow reads no cell of bare digits as a time
+        if pc.all(pc.match_substring_regex(column, _EPOCH_TEXT)).as_py():
+            return _typed_epochs(column)
+    return None
+
+
+def _typed_timestamps(column: pa.ChunkedArray) -> ParsedTime | None:
+    """Timestamps as `_typed_times` reads them; None past the ns range."""
+    factor = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[column.type.unit]
+    raw = np.asarray(column.cast(pa.int64()).to_numpy(), dtype=np.int64)
+    extremes = np.array([raw.min(), raw.max()], dtype=np.int64)
+    if (np.abs(extremes.astype(np.float64)) > _INT64_MAX // factor).any():
+        return None
+    clean = np.zeros(raw.size, dtype=bool)
+    return ParsedTime(raw * factor if factor > 1 else raw, clean, clean, "datetime")
+
+
+def _typed_epochs(column: pa.ChunkedArray) -> ParsedTime | None:
+    """Epoch integers (typed, or text of digits) as `_epoch_times` reads them."""
+    try:
+        values = np.asarray(column.cast(pa.int64()).to_numpy(), dtype=np.int64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # past int64, or odd text
+        return None
+    clean = np.zeros(values.size, dtype=bool)
+    parsed = _epoch_times(values, clean, clean)
+    return None if parsed.bad.any() else parsed
+
+
+def _typed_iso(column: pa.ChunkedArray) -> ParsedTime | None:
+    """ISO 8601 text parsed by Arrow, all zoned or all naive; None otherwise."""
+    first = column[0].as_py()
+    zoned_first = first.endswith("Z") or ("+" in first[10:] or "-" in first[10:])
+    for tz in ("UTC", None) if zoned_first else (None, "UTC"):
+        try:
+            parsed = column.cast(pa.timestamp("ns", tz))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        ts_ns = np.asarray(parsed.cast(pa.int64()).to_numpy(), dtype=np.int64)
+        clean = np.zeros(ts_ns.size, dtype=bool)
+        return ParsedTime(ts_ns, clean, clean, "iso")
+    return None
