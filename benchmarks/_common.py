@@ -1,20 +1,48 @@
-"""Helpers shared by bench.py and scaling.py: child processes, peak memory, the header.
+"""Helpers shared by the benchmark scripts: child processes, peak memory, the header,
+and the conventions for repeated timings.
 
 Only the standard library is imported at module level, so a child process can time
 ``import barsweep`` (and everything it pulls in) from a clean start.
+
+Repeated timings
+----------------
+On a shared machine one sample says little (the same run of bench.py gave ema_cross
+56x and 126x vectorbt), so every timing a benchmark reports follows one convention:
+
+- run it ``n >= 3`` times and report the **median** and the **best** (minimum) of the
+  samples, with ``n``; :func:`repeat_stats` computes them;
+- the **spread** is the range, ``max - min`` of the samples (not an IQR, which says
+  little for n of 3 to 5), shown as seconds and as a share of the median;
+- ratios between two measurements are given from the medians and from the bests;
+- the 1-minute load average (:func:`load_avg`) is read just before the first sample
+  and just after the last (:func:`run_child` adds both to its record) and printed
+  beside the figure, "before → after" (:func:`fmt_load`). It counts the benchmark's
+  own processes too; a load above the usable cores before a case means it shared them.
+
+:data:`STATS_COLUMNS` and :func:`stats_cells` give a table those columns, and
+:data:`STATS_NOTE` is the sentence that explains them under the table::
+
+    from _common import STATS_COLUMNS, STATS_NOTE, repeat_stats, stats_cells, table
+
+    stats = repeat_stats([0.94, 1.02, 0.97])
+    print(table(["case", *STATS_COLUMNS], [["a", *stats_cells(stats)]]))
+    print(STATS_NOTE)
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import platform
 import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +52,13 @@ SEED = 7
 FEES = 0.001
 PPY = 365 * 24  # hourly bars, 365-day years (barsweep's and vectorbt's default)
 JSON_TAG = "BENCH_JSON "
+STATS_COLUMNS = ["runs", "median s", "best s", "spread s (max−min)", "load 1-min before → after"]
+STATS_NOTE = (
+    "Timings: median and best (minimum) of `runs` samples; spread is the range, max − min "
+    "of the samples (seconds, and % of the median); ratios are given from the medians and, "
+    "in parentheses, from the bests. Load: the 1-minute load average (`os.getloadavg()[0]`, "
+    "all processes, the benchmark's own included) just before the first sample → just "
+    "after the last.")
 
 
 def peak_rss_mib() -> float:
@@ -73,20 +108,24 @@ def run_child(script: Path, kind: str, job: dict, env: dict | None = None,
               timeout: float = 1800) -> dict:
     """Run ``script --child kind --job JSON`` in a fresh interpreter; its JSON record.
 
-    The record gets ``spawn_epoch`` (``time.time()`` just before the process started).
-    A failed child aborts the benchmark with its output.
+    The record gets ``spawn_epoch`` (``time.time()`` just before the process started)
+    and ``load_before`` / ``load_after`` (:func:`load_avg` just before it started and
+    just after it ended). A failed child aborts the benchmark with its output.
     """
     cmd = [sys.executable, str(script), "--child", kind, "--job", json.dumps(job)]
     full_env = {**os.environ, "NUMBA_NUM_THREADS": "1", **(env or {})}
+    load_before = load_avg()
     spawn = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout,
                           cwd=ROOT)
+    load_after = load_avg()
     records = [json.loads(line[len(JSON_TAG):]) for line in proc.stdout.splitlines()
                if line.startswith(JSON_TAG)]
     if proc.returncode != 0 or not records:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
         raise SystemExit(f"FAIL: child {kind} exited {proc.returncode} without a result")
-    return {**records[-1], "spawn_epoch": spawn}
+    return {**records[-1], "spawn_epoch": spawn, "load_before": load_before,
+            "load_after": load_after}
 
 
 def cpu_model() -> str:
@@ -150,3 +189,61 @@ def table(columns: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------ repeated timings
+
+
+def load_avg() -> float:
+    """The 1-minute load average now: processes running or waiting for a core, averaged
+    over about a minute, machine-wide (``os.getloadavg()[0]``)."""
+    return os.getloadavg()[0]
+
+
+def repeat_stats(samples: Sequence[float]) -> dict:
+    """Best, median and spread of repeated timings (seconds), the benchmarks' convention.
+
+    Parameters
+    ----------
+    samples : sequence of float, length n >= 1
+        One figure per run, e.g. seconds; not modified.
+
+    Returns
+    -------
+    dict
+        ``best`` (min), ``median``, ``worst`` (max), ``spread`` = max - min (the range,
+        not an IQR), ``spread_rel`` = spread / median (NaN when the median is 0), ``n``
+        and ``samples`` (a list, in run order).
+
+    Examples
+    --------
+    >>> s = repeat_stats([1.2, 1.0, 1.5])
+    >>> s["best"], s["median"], s["spread"], s["n"]
+    (1.0, 1.2, 0.5, 3)
+    """
+    values = [float(x) for x in samples]
+    if not values:
+        raise ValueError("repeat_stats: no samples (run the measurement at least once)")
+    median = statistics.median(values)
+    spread = max(values) - min(values)
+    return {"best": min(values), "median": median, "worst": max(values), "spread": spread,
+            "spread_rel": spread / median if median else float("nan"), "n": len(values),
+            "samples": values}
+
+
+def fmt_load(before: float | None, after: float | None) -> str:
+    """A load cell: "1.93 → 2.41" (1-minute load averages), '—' when not measured."""
+    if before is None or after is None:
+        return "—"
+    return f"{before:.2f} → {after:.2f}"
+
+
+def stats_cells(stats: dict, load: tuple[float, float] | None = None,
+                digits: int = 2) -> list[str]:
+    """The :data:`STATS_COLUMNS` cells of a :func:`repeat_stats` result and a
+    (before, after) load pair: runs, median, best, spread (with % of the median), load."""
+    rel = stats["spread_rel"]
+    spread = fmt(stats["spread"], digits) + ("" if math.isnan(rel) else f" ({rel:.0%})")
+    return [str(stats["n"]), fmt(stats["median"], digits), fmt(stats["best"], digits), spread,
+            fmt_load(*load) if load else "—"]
+

@@ -10,6 +10,11 @@ strided subset of the same combos, extrapolated. Plus the cold and warm first ca
 the kernel and of ``barsweep demo``, and a correctness check against vectorbt (exit 1
 when they disagree). Every measurement runs in its own process (peak RSS is its own);
 ``--quick`` shrinks everything for a smoke run.
+
+Every timing is run ``--repeat`` times (default 3) and reported as the median, the best
+and the spread (max - min) of the runs, beside the 1-minute load average before and
+after; ratios against vectorbt come from the medians and from the bests of this one
+invocation (the conventions of ``_common.repeat_stats``).
 """
 
 from __future__ import annotations
@@ -19,26 +24,33 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 from _common import (
     FEES,
     PPY,
     ROOT,
     SEED,
+    STATS_COLUMNS,
+    STATS_NOTE,
     SYMBOL,
     TIMEFRAME,
     cpu_seconds,
     emit,
     fmt,
     header,
+    load_avg,
     peak_rss_mib,
+    repeat_stats,
     run_child,
+    stats_cells,
     table,
     warm_worker,
     worker_peak_rss_mib,
@@ -175,19 +187,29 @@ def child_kernel(job: dict) -> None:
     t0 = time.perf_counter()
     sweep(strategy, bars, {k: v[:FIRST_CALL_COMBOS] for k, v in params.items()}, execution, PPY)
     warm_s = time.perf_counter() - t0
-    best, cpu = math.inf, math.nan
+    seconds, cpu = [], []
     for _ in range(job["repeat"]):
         t0, c0 = time.perf_counter(), time.process_time()
         out = sweep(strategy, bars, params, execution, PPY)
-        if time.perf_counter() - t0 < best:
-            best, cpu = time.perf_counter() - t0, time.process_time() - c0
+        seconds.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     np.save(job["out"], out)
-    emit({"seconds": best, "cpu_s": cpu, "warmup_s": warm_s, "n_combos": len(out),
+    emit({"seconds_runs": seconds, "cpu_s_runs": cpu, "warmup_s": warm_s, "n_combos": len(out),
           "n_bars": len(bars["close"]), "rss_mib": peak_rss_mib()})
 
 
 def child_pipeline(job: dict) -> None:
-    """``run_sweep`` on a LocalCluster of single-threaded workers, then ``rank``."""
+    """``run_sweep`` on a LocalCluster of single-threaded workers, then ``rank``, each
+    ``job["repeat"]`` times (default 1).
+
+    The first run writes the spec's ``run.out``, which stays for the checks; later runs
+    write next to it and are removed. ``rank`` reads the first store. The ``*_runs``
+    keys hold every sample; ``run_wall_s``, ``workers_cpu_s``, ``rank_s`` and
+    ``timings`` are their medians (one run: that run, as scaling.py reads them).
+    """
+    import shutil
+    import statistics
+
     import _common
     import cloudpickle
     import zarr
@@ -199,28 +221,40 @@ def child_pipeline(job: dict) -> None:
 
     cloudpickle.register_pickle_by_value(_common)  # workers need not import _common
     spec = parse_spec(job["spec"], source="bench")
+    repeat = job.get("repeat", 1)
+    outs = [spec.run.out] + [f"{spec.run.out}.run{i}" for i in range(1, repeat)]
+    run_wall, workers_cpu, timings = [], [], []
     t0 = time.perf_counter()
     with connect("local", n_workers=job["workers"]) as client:
         client.wait_for_workers(job["workers"])
         start_s = time.perf_counter() - t0
         warm = client.run(warm_worker, job["store"], spec.strategy, job["warm_params"])
         warm_rss = list(client.run(worker_peak_rss_mib).values())
-        cpu0 = sum(client.run(cpu_seconds).values())
-        t0 = time.perf_counter()
-        summary = run_sweep(spec, client, progress=False)
-        run_wall = time.perf_counter() - t0
-        workers_cpu = sum(client.run(cpu_seconds).values()) - cpu0
+        for out in outs:
+            cpu0 = sum(client.run(cpu_seconds).values())
+            t0 = time.perf_counter()
+            summary = run_sweep(spec, client, out=out, progress=False)
+            run_wall.append(time.perf_counter() - t0)
+            workers_cpu.append(sum(client.run(cpu_seconds).values()) - cpu0)
+            timings.append(json.loads(zarr.open_group(out, mode="r").attrs["timings_s"]))
+            if out != outs[0]:
+                shutil.rmtree(out)
         workers_rss = list(client.run(worker_peak_rss_mib).values())
-    t0 = time.perf_counter()
-    top = rank(summary.out, by="sharpe", top=20)
-    rank_s = time.perf_counter() - t0
-    group = zarr.open_group(summary.out, mode="r")
-    timings = json.loads(group.attrs["timings_s"])
+    rank_s = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        top = rank(outs[0], by="sharpe", top=20)
+        rank_s.append(time.perf_counter() - t0)
+    group = zarr.open_group(outs[0], mode="r")
     block_combos = math.prod(group["sharpe"].chunks)  # (symbol=1, *block shape)
-    emit({"timings": timings, "block_combos": block_combos, "run_wall_s": run_wall,
-          "workers_cpu_s": workers_cpu, "compute_s": summary.seconds, "n_combos": summary.n_combos,
+    timings_median = {k: statistics.median(t[k] for t in timings) for k in timings[0]}
+    emit({"timings": timings_median, "timings_runs": timings, "block_combos": block_combos,
+          "run_wall_s": statistics.median(run_wall), "run_wall_s_runs": run_wall,
+          "workers_cpu_s": statistics.median(workers_cpu), "workers_cpu_s_runs": workers_cpu,
+          "compute_s": summary.seconds, "n_combos": summary.n_combos,
           "n_blocks": summary.n_blocks, "combo_bars": summary.combo_bars,
-          "cluster_start_s": start_s, "worker_warm_s": max(warm.values()), "rank_s": rank_s,
+          "cluster_start_s": start_s, "worker_warm_s": max(warm.values()),
+          "rank_s": statistics.median(rank_s), "rank_s_runs": rank_s,
           "rank_rows": len(top), "top_sharpe": float(top["sharpe"].iloc[0]),
           "driver_rss_mib": peak_rss_mib(), "workers_rss_mib": workers_rss,
           "workers_warm_rss_mib": warm_rss})
@@ -308,17 +342,19 @@ def child_vbt(job: dict) -> None:
         return (*values, dust)
 
     batch(0, min(VBT_BATCH, m), slice(0, 2000))  # compile vectorbt's numba functions first
-    best, results, cpu = None, None, math.nan
+    runs = {"seconds_runs": [], "from_signals_s_runs": [], "metrics_s_runs": [],
+            "cpu_s_runs": []}
     for _ in range(job["repeat"]):
         timings, c0 = [0.0, 0.0], time.process_time()
         parts = [batch(lo, min(lo + VBT_BATCH, m), slice(None), timings)
                  for lo in range(0, m, VBT_BATCH)]
-        if best is None or sum(timings) < sum(best):
-            best, results, cpu = timings, parts, time.process_time() - c0
-    stacked = [np.concatenate([p[i] for p in results]) for i in range(5)]
+        runs["cpu_s_runs"].append(time.process_time() - c0)
+        runs["seconds_runs"].append(sum(timings))
+        runs["from_signals_s_runs"].append(timings[0])
+        runs["metrics_s_runs"].append(timings[1])
+    stacked = [np.concatenate([p[i] for p in parts]) for i in range(5)]
     np.savez(job["out"], **dict(zip((*CHECKED, "n_trades", "dust"), stacked)))
-    emit({"seconds": sum(best), "cpu_s": cpu, "from_signals_s": best[0], "metrics_s": best[1],
-          "signals_s": signals_s, "n_combos": m, "n_bars": len(close),
+    emit({**runs, "signals_s": signals_s, "n_combos": m, "n_bars": len(close),
           "rss_mib": peak_rss_mib()})
 
 
@@ -341,20 +377,26 @@ def barsweep_script() -> str:
 
 
 def run_demo(tmp: Path, cache: Path, name: str) -> dict:
+    """``barsweep demo`` in a fresh process: wall seconds, combos and the sweep seconds it
+    prints, and the load average just before and after (as :func:`run_child` records)."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     env.pop("NUMBA_NUM_THREADS", None)
+    load_before = load_avg()
     t0 = time.perf_counter()
     proc = subprocess.run([barsweep_script(), "demo", "--dir", str(tmp / name),
                            "--workers", str(N_WORKERS)],
                           capture_output=True, text=True, env=env, cwd=tmp, timeout=900)
     wall = time.perf_counter() - t0
+    load_after = load_avg()
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-6000:])
         raise SystemExit(f"FAIL: barsweep demo exited {proc.returncode}")
+    shutil.rmtree(tmp / name, ignore_errors=True)  # repeats would pile up stores
     found = re.search(r"([\d,]+) combos in .*?: ([\d.]+) s", proc.stdout)
     combos = int(found.group(1).replace(",", "")) if found else None
     sweep_s = float(found.group(2)) if found else None
-    return {"seconds": wall, "n_combos": combos, "sweep_s": sweep_s}
+    return {"seconds": wall, "n_combos": combos, "sweep_s": sweep_s,
+            "load_before": load_before, "load_after": load_after}
 
 
 def source_stamp() -> list[tuple[str, int]]:
@@ -363,52 +405,98 @@ def source_stamp() -> list[tuple[str, int]]:
                   for f in (ROOT / d).rglob("*.py"))
 
 
-def first_calls(tmp: Path, store: str, params_file: Path, tries: int = 3) -> list[list]:
-    """Cold then warm first call of the kernel and of ``barsweep demo``: table rows.
+def first_calls(tmp: Path, store: str, params_file: Path, repeat: int,
+                tries: int = 3) -> list[list]:
+    """Cold then warm first call of the kernel and of ``barsweep demo``, ``repeat``
+    rounds of each (a fresh cache per round): table rows.
 
-    A pair is run again (fresh cache) if barsweep's sources changed during it, since
-    the warm call would then recompile.
+    A round is run again (fresh cache) if barsweep's sources changed during it, since
+    its warm call would then recompile.
     """
     rows = []
     for what in ("kernel", "demo"):
-        for attempt in range(1, tries + 1):
-            stamp, pair = source_stamp(), []
-            cache = tmp / f"numba-cache-{what}-{attempt}"
-            states = ("cold", "warm", "warm, no scipy") if what == "kernel" else ("cold", "warm")
-            for state in states:
-                if what == "kernel":
-                    rec = run_child(SCRIPT, "first_call",
-                                    {"store": store, "params": str(params_file),
-                                     "strategy": "ema_cross",
-                                     "hide_scipy": state.endswith("no scipy")},
-                                    env={"NUMBA_CACHE_DIR": str(cache)})
-                    rec["seconds"] = rec["end_epoch"] - rec["spawn_epoch"]
-                else:
-                    rec = run_demo(tmp, cache, f"demo-{state}-{attempt}")
-                log(f"first call, {what}, {state} cache: {rec['seconds']:.2f} s")
-                pair.append((state, rec))
-            if source_stamp() == stamp:
-                break
-            log(f"barsweep's sources changed during the {what} pair: running it again")
-        for state, rec in pair:
+        states = ("cold", "warm", "warm, no scipy") if what == "kernel" else ("cold", "warm")
+        recs = {state: [] for state in states}
+        for round_no in range(1, repeat + 1):
+            for attempt in range(1, tries + 1):
+                stamp, pair = source_stamp(), []
+                cache = tmp / f"numba-cache-{what}-{round_no}-{attempt}"
+                for state in states:
+                    if what == "kernel":
+                        rec = run_child(SCRIPT, "first_call",
+                                        {"store": store, "params": str(params_file),
+                                         "strategy": "ema_cross",
+                                         "hide_scipy": state.endswith("no scipy")},
+                                        env={"NUMBA_CACHE_DIR": str(cache)})
+                        rec["seconds"] = rec["end_epoch"] - rec["spawn_epoch"]
+                    else:
+                        rec = run_demo(tmp, cache, f"demo-{state}-{round_no}-{attempt}")
+                    log(f"first call, {what}, {state} cache, run {round_no}/{repeat}: "
+                        f"{rec['seconds']:.2f} s (load {rec['load_before']:.2f})")
+                    pair.append((state, rec))
+                changed = source_stamp() != stamp
+                if not changed:
+                    break
+                log(f"barsweep's sources changed during the {what} round"
+                    + (": running it again" if attempt < tries else
+                       f" {tries} times: keeping this round, marked in the table"))
+            for state, rec in pair:
+                recs[state].append({**rec, "sources_changed": changed})
+        for state, runs in recs.items():
+            timing = stats_cells(repeat_stats([r["seconds"] for r in runs]), load_span(runs))
+            n_changed = sum(r["sources_changed"] for r in runs)
+            caveat = (f"; {n_changed} run(s) while barsweep's sources were being edited (a "
+                      "warm one may have recompiled)" if n_changed else "")
             if what == "kernel":
                 rows.append([
                     "first call", f"kernel, {state} NUMBA_CACHE_DIR", FIRST_CALL_COMBOS,
-                    f"{SMALL_BARS:,}", fmt(rec["seconds"]), "—", "—", fmt(rec["rss_mib"], 0),
+                    f"{SMALL_BARS:,}", *timing, "—", "—",
+                    fmt(max(r["rss_mib"] for r in runs), 0),
                     ("(scipy not importable, as in `pip install barsweep`) "
                      if state.endswith("no scipy") else "") +
-                    f"process start to first `sweep()` result: import barsweep "
-                    f"{rec['import_s']:.2f} s, bars + "
+                    f"process start to first `sweep()` result (medians): import barsweep "
+                    f"{median(r['import_s'] for r in runs):.2f} s, bars + "
                     f"{'compile + ' if state == 'cold' else 'cache load + '}"
-                    f"sweep {rec['first_sweep_s']:.2f} s"])
+                    f"sweep {median(r['first_sweep_s'] for r in runs):.2f} s{caveat}"])
             else:
+                combos = runs[0]["n_combos"]
+                reported = [r["sweep_s"] for r in runs if r["sweep_s"] is not None]
                 rows.append([
                     "first call", f"`barsweep demo`, {state} NUMBA_CACHE_DIR",
-                    fmt(rec["n_combos"], 0) if rec["n_combos"] else "—", f"{SMALL_BARS:,}",
-                    fmt(rec["seconds"]), "—", "—", "—",
+                    fmt(combos, 0) if combos else "—", f"{SMALL_BARS:,}", *timing,
+                    "—", "—", "—",
                     f"whole CLI ({N_WORKERS} workers): synth bars, cluster start, sweep "
-                    f"(fill next_open; {fmt(rec['sweep_s'])} s as the demo reports it), top 10"])
+                    + (f"(fill next_open; {fmt(median(reported))} s median as the demo "
+                       "reports it)" if reported else "(fill next_open)")
+                    + f", top 10{caveat}"])
     return rows
+
+
+def samples(stats: dict) -> str:
+    """A log line's view of repeat_stats(): every sample in run order, then the median."""
+    return (", ".join(f"{x:.3f}" for x in stats["samples"])
+            + f" s (median {stats['median']:.3f} s, load now {load_avg():.2f})")
+
+
+def rates(work: float, stats: dict) -> dict:
+    """``work`` (e.g. combo-bars) per second at the median and at the best time."""
+    return {"median": work / stats["median"], "best": work / stats["best"]}
+
+
+def per_core(rate: dict, digits: int = 1) -> str:
+    """A rates() cell in millions: "240.1 (244.4) per core", median (best)."""
+    return f"{fmt(rate['median'] / 1e6, digits)} ({fmt(rate['best'] / 1e6, digits)}) per core"
+
+
+def ratio(num: dict, den: dict, digits: int, unit: str = "") -> str:
+    """Two rates() as a ratio cell: from the medians (bold), from the bests in parentheses."""
+    return (f"**{num['median'] / den['median']:.{digits}f}{unit}** "
+            f"({num['best'] / den['best']:.{digits}f}{unit})")
+
+
+def load_span(recs: list[dict]) -> tuple[float, float]:
+    """The load average before the first and after the last of a measurement's runs."""
+    return recs[0]["load_before"], recs[-1]["load_after"]
 
 
 def compare(case: Case, kernel_out, vbt_file: Path, subset) -> tuple[dict, list[str]]:
@@ -480,14 +568,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller everything: a smoke run")
     parser.add_argument("--out", help="also write the markdown report here")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="timed repetitions of the kernel and vectorbt (best is kept)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of every timed measurement (default 3): the tables show "
+                             "the median, the best and the spread")
     parser.add_argument("--cases", default="abc", help="which cases to run (default abc)")
     parser.add_argument("--no-first-call", action="store_true",
                         help="skip the cold/warm first-call rows (kernel and demo)")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1 (got {args.repeat}); 3 or more gives a "
+                     "median worth reading")
     if args.child:
         CHILDREN[args.child](json.loads(args.job))
         return 0
@@ -514,7 +606,7 @@ def main() -> int:
         a_params, _ = make_cases(args.quick)[0].combos()
         np.savez(first_params, **{k: v[:FIRST_CALL_COMBOS] for k, v in a_params.items()})
         first_rows = [] if args.no_first_call else first_calls(tmp, stores[SMALL_BARS],
-                                                               first_params)
+                                                               first_params, args.repeat)
 
         # ---- the three cases
         for case in cases:
@@ -531,27 +623,32 @@ def main() -> int:
             kern = run_child(SCRIPT, "kernel", {
                 "store": store, "strategy": case.strategy, "repeat": args.repeat,
                 "params": str(tmp / f"{case.key}-all.npz"), "out": str(tmp / f"{case.key}.npy")})
-            kernel_rate = combo_bars / kern["seconds"]
-            log(f"  kernel {kern['seconds']:.2f} s, {kernel_rate / 1e6:.1f} M combo-bars/s; "
-                "pipeline...")
+            kern_s = repeat_stats(kern["seconds_runs"])
+            kernel_rate = rates(combo_bars, kern_s)
+            log(f"  kernel {samples(kern_s)}, {kernel_rate['median'] / 1e6:.1f} M "
+                "combo-bars/s (median); pipeline...")
 
             zarr_path = str(tmp / f"{case.key}-results.zarr")
             warm_params = {k: v[:2].tolist() for k, v in params.items()}
             pipe = run_child(SCRIPT, "pipeline", {
                 "spec": case.spec(store, zarr_path), "workers": N_WORKERS,
-                "store": store, "warm_params": warm_params})
-            pipe_rate = pipe["combo_bars"] / pipe["run_wall_s"]
-            log(f"  pipeline {pipe['run_wall_s']:.2f} s, rank {pipe['rank_s']:.2f} s; "
-                f"vectorbt on {len(subset)} combos...")
+                "store": store, "warm_params": warm_params, "repeat": args.repeat})
+            pipe_s = repeat_stats(pipe["run_wall_s_runs"])
+            rank_s = repeat_stats(pipe["rank_s_runs"])
+            pipe_rate = rates(pipe["combo_bars"] / N_WORKERS, pipe_s)  # per worker
+            log(f"  pipeline {samples(pipe_s)}, rank {samples(rank_s)}; vectorbt on "
+                f"{len(subset)} combos...")
 
             vb = run_child(SCRIPT, "vbt", {
                 "store": store, "strategy": case.strategy, "repeat": args.repeat,
                 "params": str(tmp / f"{case.key}-subset.npz"),
                 "out": str(tmp / f"{case.key}-vbt.npz")})
-            vbt_rate = vb["n_combos"] * vb["n_bars"] / vb["seconds"]
-            vbt_full_s = vb["seconds"] * n / vb["n_combos"]
-            log(f"  vectorbt {vb['seconds']:.2f} s on {vb['n_combos']} combos "
-                f"({vbt_rate / 1e6:.2f} M combo-bars/s)")
+            vb_s = repeat_stats(vb["seconds_runs"])
+            vbt_rate = rates(vb["n_combos"] * vb["n_bars"], vb_s)
+            scale = n / vb["n_combos"]
+            vbt_full_s = repeat_stats([x * scale for x in vb["seconds_runs"]])
+            log(f"  vectorbt {samples(vb_s)} on {vb['n_combos']} combos "
+                f"({vbt_rate['median'] / 1e6:.2f} M combo-bars/s, median)")
 
             kernel_out = np.load(tmp / f"{case.key}.npy")
             errors, found = compare(case, kernel_out, tmp / f"{case.key}-vbt.npz", subset)
@@ -567,51 +664,57 @@ def main() -> int:
                                 f"sweep()'s {best}")
 
             bars_txt = f"{case.n_bars:,}"
+            timings = pipe["timings"]  # medians over the runs
             rows += [
                 [case.label, "barsweep kernel: `sweep()`, 1 thread", f"{n:,}", bars_txt,
-                 fmt(kern["seconds"]), fmt(n / kern["seconds"], 0),
-                 f"{fmt(kernel_rate / 1e6, 1)} (per core)", fmt(kern["rss_mib"], 0),
+                 *stats_cells(kern_s, load_span([kern])), fmt(n / kern_s["median"], 0),
+                 per_core(kernel_rate), fmt(kern["rss_mib"], 0),
                  f"all combos in one call, warm (a 16-combo call compiles first); CPU "
-                 f"{kern['cpu_s']:.2f} s"],
+                 f"{median(kern['cpu_s_runs']):.2f} s (median)"],
                 [case.label, f"barsweep run: `run_sweep`, {N_WORKERS} workers, Zarr",
-                 f"{n:,}", bars_txt, fmt(pipe["run_wall_s"]),
-                 fmt(n / pipe["run_wall_s"], 0),
-                 f"{fmt(pipe_rate / N_WORKERS / 1e6, 1)} per core "
-                 f"({fmt(pipe_rate / 1e6, 1)} total)",
+                 f"{n:,}", bars_txt, *stats_cells(pipe_s, load_span([pipe])),
+                 fmt(n / pipe_s["median"], 0),
+                 f"{per_core(pipe_rate)}, {fmt(pipe_rate['median'] * N_WORKERS / 1e6, 1)} total",
                  f"driver {fmt(pipe['driver_rss_mib'], 0)}, workers ≤ "
                  f"{fmt(max(pipe['workers_rss_mib']), 0)}",
                  f"{pipe['n_blocks']} block{'s' if pipe['n_blocks'] > 1 else ''} of ≤ "
-                 f"{pipe['block_combos']:,} combos; workers' CPU "
-                 f"{pipe['workers_cpu_s']:.2f} s of {N_WORKERS} x {pipe['run_wall_s']:.2f} s; "
-                 f"plan + store "
-                 f"{pipe['timings']['plan_and_create']:.2f} s, compute + write "
-                 f"{pipe['timings']['compute_and_write']:.2f} s (task time summed over "
-                 f"workers {pipe['timings']['task_seconds_sum']:.2f} s); cluster start "
-                 f"({pipe['cluster_start_s']:.1f} s) and worker warm-up "
-                 f"({pipe['worker_warm_s']:.2f} s) before timing"],
+                 f"{pipe['block_combos']:,} combos; medians: workers' CPU "
+                 f"{pipe['workers_cpu_s']:.2f} s of {N_WORKERS} x {pipe_s['median']:.2f} s, "
+                 f"plan + store {timings['plan_and_create']:.2f} s, compute + write "
+                 f"{timings['compute_and_write']:.2f} s (task time summed over workers "
+                 f"{timings['task_seconds_sum']:.2f} s); one cluster for the {pipe_s['n']} runs "
+                 f"({', '.join(f'{x:.2f}' for x in pipe_s['samples'])} s in order), each into "
+                 f"a new store; cluster start ({pipe['cluster_start_s']:.1f} s) and "
+                 f"worker warm-up ({pipe['worker_warm_s']:.2f} s) before timing"],
                 [case.label, "barsweep `rank(top=20, by=sharpe)`", f"{n:,}", "—",
-                 fmt(pipe["rank_s"], 3), "—", "—", "(in driver)", "reads the Zarr store"],
+                 *stats_cells(rank_s, load_span([pipe]), 3), "—", "—", "(in driver)",
+                 f"reads the Zarr store; the first call in the process took "
+                 f"{rank_s['samples'][0]:.3f} s (load: the run_sweep process's)"],
                 [case.label, "vectorbt `from_signals` (extrapolated)", f"{n:,}", bars_txt,
-                 fmt(vbt_full_s), fmt(n / vbt_full_s, 0),
-                 f"{fmt(vbt_rate / 1e6, 2)} (per core)", fmt(vb["rss_mib"], 0),
-                 f"EXTRAPOLATED x{n / vb['n_combos']:.1f} from 1 combo in {stride} "
-                 f"({vb['n_combos']} combos, {vb['seconds']:.2f} s: from_signals "
-                 f"{vb['from_signals_s']:.2f} s + 4 metrics {vb['metrics_s']:.2f} s, batches "
-                 f"of ≤ {VBT_BATCH} columns; CPU {vb['cpu_s']:.2f} s); TA-Lib signals "
+                 *stats_cells(vbt_full_s, load_span([vb])), fmt(n / vbt_full_s["median"], 0),
+                 per_core(vbt_rate, 2), fmt(vb["rss_mib"], 0),
+                 f"EXTRAPOLATED x{scale:.1f} from 1 combo in {stride} "
+                 f"({vb['n_combos']} combos, medians: {vb_s['median']:.2f} s = from_signals "
+                 f"{median(vb['from_signals_s_runs']):.2f} s + 4 metrics "
+                 f"{median(vb['metrics_s_runs']):.2f} s, batches of ≤ {VBT_BATCH} columns; "
+                 f"CPU {median(vb['cpu_s_runs']):.2f} s); TA-Lib signals "
                  f"({vb['signals_s']:.2f} s) not counted"],
-                [case.label, "ratio: barsweep kernel / vectorbt", "", "", "", "",
-                 f"**{kernel_rate / vbt_rate:.1f}x** (per core)", "", "combo-bars/s"],
-                [case.label, "ratio: barsweep run / kernel", "", "", "", "",
-                 f"**{pipe_rate / N_WORKERS / kernel_rate:.2f}** (per core)", "",
-                 "pipeline efficiency per worker"],
-                [case.label, "ratio: ranking / sweep", "", "",
-                 f"**{pipe['rank_s'] / pipe['run_wall_s']:.3f}**", "", "", "",
-                 "rank seconds / run_sweep seconds"],
+                [case.label, "ratio: barsweep kernel / vectorbt", "", "", "", "", "", "", "",
+                 "", ratio(kernel_rate, vbt_rate, 1, "x"), "",
+                 "combo-bars/s per core, from the medians (from the bests)"],
+                [case.label, "ratio: barsweep run / kernel", "", "", "", "", "", "", "",
+                 "", ratio(pipe_rate, kernel_rate, 2), "",
+                 "pipeline efficiency per worker: combo-bars/s per core, from the medians "
+                 "(from the bests)"],
+                [case.label, "ratio: ranking / sweep", "", "", "",
+                 f"**{rank_s['median'] / pipe_s['median']:.3f}**",
+                 f"{rank_s['best'] / pipe_s['best']:.3f}", "", "", "", "", "",
+                 "rank seconds / run_sweep seconds: of the medians (of the bests)"],
             ]
         rows += first_rows
 
-    columns = ["case", "engine", "combos", "bars", "seconds", "combos/s", "M combo-bars/s",
-               "peak RSS MiB", "notes"]
+    columns = ["case", "engine", "combos", "bars", *STATS_COLUMNS, "combos/s (median)",
+               "M combo-bars/s median (best)", "peak RSS MiB", "notes"]
     lines = [preamble, table(columns, rows), ""]
     lines.append(
         f"All: fees {FEES:.1%}, fill at close, long only, {PPY} bars/year, synthetic bars "
@@ -619,7 +722,10 @@ def main() -> int:
         f"the pipeline uses a LocalCluster of {N_WORKERS} single-threaded worker processes "
         "(per core = total / workers). Each measurement is its own process; peak RSS is "
         "that process's `ru_maxrss` (workers: each worker's, via `client.run`). "
-        f"Timings are the best of {args.repeat} run(s) on a shared machine: expect noise.")
+        f"Every timing is measured {args.repeat} time(s) (`--repeat`) on a shared machine: "
+        "kernel and vectorbt repeat in their process after a warm-up call, run_sweep repeats "
+        "on one warm cluster and rank on the first store, and each first-call run is a new "
+        "process (a new cache for each cold one). " + STATS_NOTE)
     lines += ["", "## Correctness: barsweep `sweep()` vs vectorbt on the combos both ran", ""]
     check_rows = []
     for key, (m, errs) in errors_by_case.items():
