@@ -97,6 +97,46 @@ def file_blake2b(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+HASHES_NAME = ".barsweep-hashes.json"
+
+
+def full_blake2b(store: str | os.PathLike, path: Path) -> tuple[int, str]:
+    """Size and BLAKE2b of every byte of `path`, a file of `store`, hashed only when it
+    may have changed since it was last hashed here.
+
+    The last hash of each file is kept in ``{store}/.barsweep-hashes.json`` with the
+    file's size, mtime, ctime and inode. The ctime moves on with any write to the file,
+    and with ``os.utime`` too, and cannot be set back, so a file with all four as kept
+    holds the bytes that were hashed: even an edit that put the size and mtime back is
+    hashed again. A store this process cannot write is hashed every time.
+    """
+    st = os.stat(path)
+    stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    name, kept = entry_name(store, path), _read_hashes(store)
+    entry = kept.get(name)
+    if isinstance(entry, dict) and entry.get("stamp") == stamp:
+        return st.st_size, str(entry["blake2b"])
+    digest = file_blake2b(path)
+    kept[name] = {"stamp": stamp, "blake2b": digest}
+    try:  # atomically; the last of two runs hashing at once wins, both right
+        fd, tmp_name = tempfile.mkstemp(prefix=f"{HASHES_NAME}.", suffix=".tmp", dir=store)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(kept, fh)
+        os.replace(tmp_name, Path(store) / HASHES_NAME)
+    except OSError:  # a read-only store: hashed again next time
+        pass
+    return st.st_size, digest
+
+
+def _read_hashes(store: str | os.PathLike) -> dict:
+    try:
+        with open(Path(store) / HASHES_NAME) as fh:
+            kept = json.load(fh)
+    except (OSError, ValueError):  # none yet, or unreadable: hash again
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
 def read_index(store: str | os.PathLike, *, cached: bool = True) -> Mapping[str, FileRecord]:
     """The store's index: file name (relative to `store`) -> `FileRecord`.
 

@@ -28,6 +28,7 @@ from .index import (
     check_file,
     entry_name,
     file_blake2b,
+    full_blake2b,
     read_index,
 )
 from .timeframes import timeframe_seconds
@@ -401,8 +402,10 @@ def fingerprint(
     Raises
     ------
     DataError
-        If a file is missing, or its hash is not the one the store's index recorded (every
-        byte is hashed here, so this catches edits that kept the size and mtime).
+        If a file is missing, or its hash is not the one the store's index recorded (the
+        hash covers every byte, so this catches edits that kept the size and mtime; it is
+        taken again only when a file may have changed, see
+        `barsweep.datasets.index.full_blake2b`).
     """
     names = [symbols] if isinstance(symbols, str) else list(symbols)
     if not names:
@@ -412,8 +415,7 @@ def fingerprint(
     for symbol in names:
         path = _existing_path(store, symbol, timeframe)
         try:
-            size = path.stat().st_size
-            digest = file_blake2b(path)
+            size, digest = full_blake2b(store, path)
         except OSError as exc:
             raise DataError(f"{path} cannot be read: {os_reason(exc)}") from exc
         check_digest(store, path, size, digest)
