@@ -195,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--top", type=int, default=20)
     report.set_defaults(func=cmd_report)
 
+    warm = sub.add_parser("warm", help="compile strategies' kernels ahead of time (numba's "
+                                       "on-disk cache): after an install, in a worker image")
+    warm.add_argument("strategies", nargs="*", metavar="STRATEGY",
+                      help="strategy names (default: every builtin one)")
+    warm.set_defaults(func=cmd_warm)
+
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
     demo.add_argument("--workers", type=int)
@@ -559,6 +565,20 @@ def _metric_names() -> tuple[str, ...]:
     from ..engine import METRICS
 
     return METRICS
+
+
+def cmd_warm(args) -> int:
+    from ..engine.strategies import get_strategy, strategy_names
+    from ..engine.warm import warm
+
+    names = args.strategies or [n for n in strategy_names() if not n.startswith("_")]
+    strategies = [get_strategy(name) for name in names]  # refuse an unknown one up front
+    for strategy in strategies:
+        print(f"{strategy.name}: ", end="", flush=True)
+        seconds, cached = warm(strategy)
+        print(f"{'loaded from the cache' if cached else 'compiled'} in {seconds:.1f} s",
+              flush=True)
+    return 0
 
 
 def cmd_demo(args) -> int:

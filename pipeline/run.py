@@ -488,8 +488,16 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
         shipped = shipper.ensure() if todo else None
         if shipped and on_start is not None:
             on_start(shipped)
+        compiling = bool(todo) and the_plan.tasks[0].backend == "cpu" and not kernel_cached(
+            spec.strategy)
+        if compiling and on_start is not None:
+            on_start(f"compiling the {spec.strategy} kernel: once on this machine (numba "
+                     f"caches it; `barsweep warm` does it ahead of time)")
+        t_warm = time.perf_counter()
         warm_up(client, todo)
         t_plan = time.perf_counter()
+        if compiling and on_start is not None:
+            on_start(f"compiled in {t_plan - t_warm:.1f} s")
         combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
         todo_ids = {t.block_id for t in todo}
         bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids)) if progress else None
@@ -517,6 +525,18 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend, skipped)
+
+
+def kernel_cached(name: str) -> bool:
+    """Whether this machine's numba cache holds strategy ``name``'s kernel (True when it
+    cannot tell: then nothing is said about compiling)."""
+    from ..engine.strategies import get_strategy
+    from ..engine.warm import is_compiled
+
+    try:
+        return is_compiled(get_strategy(name))
+    except Exception:  # a strategy this driver cannot build: its workers will say
+        return True
 
 
 def wait_for_workers(client: Client, timeout: float) -> None:

@@ -1,0 +1,50 @@
+"""The first run of a strategy on a machine says that it compiles, for how long, and
+that it happens once; `barsweep warm` compiles ahead of time. Real processes with an
+empty numba cache of their own."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from runs import synth
+
+from barsweep.engine import get_strategy
+from barsweep.engine.strategies import strategy_names
+from barsweep.engine.warm import warm_params
+
+pytestmark = pytest.mark.slow
+CLI = [sys.executable, "-m", "barsweep.pipeline.cli"]
+
+
+@pytest.mark.parametrize("name", [n for n in strategy_names() if not n.startswith("_")])
+def test_warm_params_are_valid(name):
+    strategy = get_strategy(name)
+    params = warm_params(strategy)
+    assert set(params) == set(strategy.param_names)
+    strategy.validate({k: v[0] for k, v in params.items()})
+
+
+def test_first_run_says_it_compiles_once_and_warm_compiles_ahead(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+    bars = synth(tmp_path / "bars", 500, seed=1)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": str(bars), "symbols": ["BTCUSDT"], "timeframe": "1h"},
+        "strategy": "buy_and_hold", "run": {"out": str(tmp_path / "r.zarr")}}))
+
+    def barsweep(*args):
+        done = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    first = barsweep("run", str(spec), "--no-progress")
+    assert ("compiling the buy_and_hold kernel: once on this machine (numba caches it; "
+            "`barsweep warm` does it ahead of time)") in first
+    assert "\ncompiled in " in first
+    assert barsweep("warm", "buy_and_hold").startswith("buy_and_hold: loaded from the cache")
+    again = barsweep("run", str(spec), "--no-progress", "--overwrite")
+    assert "compiling" not in again and "compiled in" not in again
+    assert barsweep("warm", "sma_cross").startswith("sma_cross: compiled in ")
