@@ -145,7 +145,7 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
         metrics[:, :, keep] = out.reshape(runs, n_kept, N_METRICS).transpose(2, 0, 1)
         if sums is not None:
             segs[:, :, keep] = sums.transpose(2, 1, 0)
-    lead = (1,) if task.spans is None else (1, 1, runs)
+    lead = (1,) if task.spans is None else (1, runs // 2, 2)  # (symbol, window, sample)
     values = {name: metrics[k].reshape(*lead, *shape) for k, name in enumerate(METRICS)}
     if task.segments:
         values.update({name: segs[k].reshape(1, task.segments, *shape)

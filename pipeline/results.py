@@ -395,9 +395,11 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
         raise ResultsError(f"{path} is incomplete: {pending} of {total} blocks missing; "
                            f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
                            f"to read what is there")
-    ds = xr.open_zarr(path, consolidated=False)
+    ds = xr.open_zarr(path, consolidated=False, chunks=None)  # lazy, without dask
     if ds.nbytes <= EAGER_BYTES:  # read at once: no task graph behind every later step
         ds = ds.load()
+    else:
+        ds = xr.open_zarr(path, consolidated=False)
     ds = ds[[*(m for m in METRICS if m in ds), *(v for v in ds.data_vars if v not in METRICS)]]
     if pending:  # a block cut short may have written some metrics before its flag: hide them
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)

@@ -130,7 +130,9 @@ MAX_BLOCK_COMBOS = 1 << 20
 
 def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     """Combos per block: ~BLOCKS_PER_WORKER blocks per worker, but no block shorter than
-    MIN_BLOCK_COMBO_BARS combo-bars (about 0.25 s of kernel) nor larger than MAX_BLOCK_COMBOS.
+    MIN_BLOCK_COMBO_BARS combo-bars (about 0.25 s of kernel) nor larger than MAX_BLOCK_COMBOS;
+    where that floor decides, a multiple of ``n_workers`` (worker threads) blocks, so that
+    every worker computes the same number of blocks.
 
     ``n_combos`` is the grid's valid combos, or an upper bound of them such as
     :meth:`~barsweep.pipeline.grid.Grid.estimate_valid` gives without enumerating.
@@ -140,10 +142,14 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     >>> auto_block_size(1_000_000, 26_280, 2)
     125000
     >>> auto_block_size(4_000, 26_280, 2)
-    1903
+    2000
     """
-    spread = -(-n_combos // max(1, n_workers * BLOCKS_PER_WORKER))
+    n_workers = max(1, n_workers)
+    spread = -(-n_combos // (n_workers * BLOCKS_PER_WORKER))
     floor = -(-MIN_BLOCK_COMBO_BARS // max(1, n_bars))
+    if floor > spread:  # few blocks: a multiple of the workers
+        n_blocks = max(n_workers, -(-n_combos // floor) // n_workers * n_workers)
+        floor = -(-n_combos // n_blocks)
     return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
 
 
@@ -172,7 +178,8 @@ def plan(spec: Spec, out: str, block_size: int,
     ``run_id`` names the Dask datasets of bars shipped to workers that cannot read them,
     and ``store_id`` is the results store's id (workers write only that store).
     ``windows`` (walk-forward: ``(W, 4)`` train and test bounds) makes a block of each
-    window of each box: its train and test runs, the store's ``window``/``sample`` dims.
+    box and group of :func:`windows_per_block` windows: their train and test runs (the
+    indicators hoisted once for all), the store's ``window``/``sample`` dims.
 
     The grid is never enumerated: each block is decided by interval bounds and counted
     by :meth:`~barsweep.pipeline.grid.Grid.block_counts` within a fixed budget, so
@@ -203,17 +210,23 @@ def plan(spec: Spec, out: str, block_size: int,
     tasks, task_combos, excluded = [], [], []
     modules = tuple(spec.modules)
     files = (prints or {}).get("files", [{}] * len(spec.data.symbols))
-    spans = [None] if windows is None else [((a, b), (c, d)) for a, b, c, d in windows.tolist()]
+    if windows is None:
+        groups = [(slice(0, 0), None)]
+    else:
+        step = windows_per_block(len(windows), math.prod(chunks))
+        groups = [(slice(w, min(w + step, len(windows))), tuple(
+            span for a, b, c, d in windows[w:w + step].tolist() for span in ((a, b), (c, d))))
+            for w in range(0, len(windows), step)]
     segments = spec.analysis.pbo_segments if windows is None else 0
     for s, symbol in enumerate(spec.data.symbols):
         bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
                        to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
                        (prints or {}).get("blake2b", ""), files[s].get("blake2b", ""),
                        f"barsweep-bars-{run_id}-{s}" if run_id else "")
-        for w, span in enumerate(spans):
-            first = (s * len(spans) + w) * per_symbol  # block ids: symbol, window, box
+        for g, (group, span) in enumerate(groups):
+            first = (s * len(groups) + g) * per_symbol  # block ids: symbol, windows, box
             lead = (slice(s, s + 1),) if span is None else (
-                slice(s, s + 1), slice(w, w + 1), slice(0, 2))
+                slice(s, s + 1), group, slice(0, 2))
             for b, axes, slices, n_valid in boxes:
                 tasks.append(BlockTask(first + b, out, bars, spec.strategy, axes,
                                        (*lead, *slices), grid.constraints, execution, ppy,
@@ -221,7 +234,7 @@ def plan(spec: Spec, out: str, block_size: int,
                                        spans=span, segments=segments))
                 task_combos.append(n_valid)
             excluded.extend(first + b for b in empty)
-    n_blocks = per_symbol * len(spec.data.symbols) * len(spans)
+    n_blocks = per_symbol * len(spec.data.symbols) * len(groups)
     return Plan(grid, chunks, n_blocks, tuple(tasks),
                 tuple(excluded), sum(task_combos), bool(exact.all()), tuple(task_combos))
 
@@ -229,7 +242,7 @@ def plan(spec: Spec, out: str, block_size: int,
 def execute(client: Client, tasks: tuple[BlockTask, ...],
             on_done: Callable[[BlockReport], None] | None = None, *,
             worker_timeout: float = 60.0,
-            on_workers: Callable[[int], None] | None = None,
+            on_workers: Callable[[int, int], None] | None = None,
             ship: Callable[[], object] | None = None) -> list[BlockReport]:
     """Run every block as one Dask task; return their reports in completion order.
 
@@ -239,7 +252,8 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
     fails stops the run with :class:`RunError` naming the block and the cause, and the
     other blocks are cancelled (a running block sees it and does not write). When no
     worker is connected for ``worker_timeout`` seconds the run stops too.
-    ``on_workers`` hears the number of connected workers as it changes.
+    ``on_workers`` hears the number of connected workers (and of their threads) as it
+    changes.
 
     A block whose worker returns its metrics (it cannot write the store) is written
     here. A block that failed because its worker could not read the bars
@@ -296,6 +310,22 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
     return reports
 
 
+#: A walk-forward block runs at most this many combos x runs (two per window): its
+#: metrics then take at most MAX_BLOCK_RUNS x 18 x 8 B (150 MB), as a plain block's.
+MAX_BLOCK_RUNS = 1 << 20
+
+
+def windows_per_block(n_windows: int, box_combos: int) -> int:
+    """Walk-forward windows per block: all of them where the block's combos x train and
+    test runs stay within :data:`MAX_BLOCK_RUNS` (one block then hoists the indicators
+    once and writes once for every window), fewer for large boxes.
+
+    >>> windows_per_block(15, 36), windows_per_block(15, 100_000)
+    (15, 5)
+    """
+    return max(1, min(n_windows, MAX_BLOCK_RUNS // max(1, 2 * box_combos)))
+
+
 def block_key(task: BlockTask, run_id: str) -> str:
     """The Dask key of a block: ``sweep-<strategy>-<block id>-<run id>``, whose prefix
     (``dask.utils.key_split``: the hyphenated words before the first number) names the
@@ -310,10 +340,10 @@ def block_key(task: BlockTask, run_id: str) -> str:
 
 def block_annotations(task: BlockTask) -> dict:
     """What the dashboard shows of a block besides its key: its symbol, and its
-    walk-forward window when it has one."""
+    walk-forward windows (``"0-14"``) when it has some."""
     where = {"symbol": task.bars.symbol}
     if task.spans is not None:
-        where["window"] = int(task.region[1].start)
+        where["windows"] = f"{task.region[1].start}-{task.region[1].stop - 1}"
     return where
 
 
@@ -329,10 +359,11 @@ POLL_S = 0.05
 
 
 class WorkerWatch:
-    """Counts the workers a run has, and stops it when none is there for ``timeout`` s."""
+    """Counts the workers a run has (and their threads), and stops it when none is there
+    for ``timeout`` s; ``on_change(workers, threads)`` hears the counts as they change."""
 
     def __init__(self, client: Client, timeout: float,
-                 on_change: Callable[[int], None] | None = None) -> None:
+                 on_change: Callable[[int, int], None] | None = None) -> None:
         self.client, self.timeout, self.on_change = client, timeout, on_change
         self.n_workers = -1
         self.alone_since: float | None = None
@@ -343,11 +374,12 @@ class WorkerWatch:
         if now < self.next_look:
             return
         self.next_look = now + 1.0
-        n = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        n = len(workers)
         if n != self.n_workers:
             self.n_workers = n
             if self.on_change is not None:
-                self.on_change(n)
+                self.on_change(n, sum(w.get("nthreads", 1) for w in workers.values()))
         if n:
             self.alone_since = None
         elif self.alone_since is None:
@@ -439,7 +471,8 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
     else:
         block_size = spec.run.block_size
         if block_size == "auto":
-            n_workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+            workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+            n_workers = max(1, sum(w.get("nthreads", 1) for w in workers))  # threads
             block_size = auto_block_size(grid.estimate_valid()[0], prepared.n_bars, n_workers)
     run_id = uuid.uuid4().hex[:12]
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
@@ -451,6 +484,9 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
                                f"this run plans {the_plan.chunks}")
         done = done_flags(out)  # read under the lock: no other run writes them now
+        if len(done) != the_plan.n_blocks:  # e.g. walk-forward blocks of another release
+            raise ResultsError(f"--resume: {out} has {len(done)} blocks, this run plans "
+                               f"{the_plan.n_blocks}; use --overwrite to start again")
         todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)
         skipped = len(the_plan.tasks) - len(todo)
         if on_start is not None:
@@ -480,7 +516,8 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
                      coords={**store_coords(spec, prepared.symbol_bars),
                              **(prepared.window_times or {})},
                      lead=() if windows is None else (
-                         ("window", np.arange(len(windows)), 1),
+                         ("window", np.arange(len(windows)),
+                          windows_per_block(len(windows), math.prod(the_plan.chunks))),
                          ("sample", np.array(["train", "test"], dtype=object), 2)))
         todo, skipped = the_plan.tasks, 0
     shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
@@ -588,6 +625,7 @@ class ProgressBar:
         self.blocks = self.combos = 0
         self.best = -math.inf
         self.n_workers: int | None = None
+        self.n_threads: int | None = None
         self.t0 = time.perf_counter()
         self._draw()
 
@@ -598,8 +636,8 @@ class ProgressBar:
             self.best = report.best_sharpe
         self._draw()
 
-    def workers(self, n: int) -> None:
-        self.n_workers = n
+    def workers(self, n: int, threads: int | None = None) -> None:
+        self.n_workers, self.n_threads = n, threads
         self._draw()
 
     def close(self) -> None:
@@ -612,6 +650,8 @@ class ProgressBar:
         rate = self.combos / max(time.perf_counter() - self.t0, 1e-9)
         workers = "" if self.n_workers is None else (
             f", {self.n_workers} worker{'s' if self.n_workers != 1 else ''}")
+        if self.n_workers and (self.n_threads or self.n_workers) != self.n_workers:
+            workers += f" ({self.n_threads} threads)"
         left = (self.n_combos - self.combos) / rate if self.combos and rate > 0 else None
         eta = "" if left is None else f", ETA {eta_text(left)}"
         best = f", best sharpe {self.best:.3f}" if math.isfinite(self.best) else ""

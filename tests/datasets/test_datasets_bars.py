@@ -109,7 +109,8 @@ def test_several_symbols_inner_join(tmp_path):
     shifted_synth(tmp_path, "ETH", 10, 5, seed=2)  # hours 5..14
     ds = open_bars(tmp_path, ["ETH", "BTC"], "1h")
     assert ds["symbol"].values.tolist() == ["ETH", "BTC"]
-    np.testing.assert_array_equal(ds["time"].values.view(np.int64), START_NS + HOUR_NS * np.arange(5, 10))
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64),
+                                  START_NS + HOUR_NS * np.arange(5, 10))
     btc = synth_bars(10, seed=1).column("close").to_numpy()
     eth = synth_bars(10, seed=2).column("close").to_numpy()
     np.testing.assert_array_equal(ds["close"].values[:, 1], btc[5:])
@@ -124,7 +125,8 @@ def test_several_symbols_join_drops_gaps(tmp_path):
     write_bars(tmp_path, "BTC", "1h", table.take([0, 1, 2, 4, 6, 7, 8, 9]))
     write_bars(tmp_path, "ETH", "1h", table.take([1, 2, 3, 4, 5, 7, 9]))
     ds = open_bars(tmp_path, ["BTC", "ETH"], "1h", end="2020-01-01T09:00")
-    np.testing.assert_array_equal(ds["time"].values.view(np.int64), START_NS + HOUR_NS * np.array([1, 2, 4, 7]))
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64),
+                                  START_NS + HOUR_NS * np.array([1, 2, 4, 7]))
 
 
 def test_several_symbols_disjoint(tmp_path):
@@ -161,7 +163,8 @@ def test_funding_rate_only_when_every_file_has_it(tmp_path):
 def test_start_end_slicing(tmp_path, start, end, hours):
     write_synth(tmp_path, "BTC", "1h", 10, seed=1)
     ds = open_bars(tmp_path, "BTC", "1h", start=start, end=end)
-    np.testing.assert_array_equal(ds["time"].values.view(np.int64), START_NS + HOUR_NS * np.array(hours))
+    np.testing.assert_array_equal(ds["time"].values.view(np.int64),
+                                  START_NS + HOUR_NS * np.array(hours))
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,9 @@ def cluster_client():
 def test_cli_run_then_rank_equals_backtest_and_reference(synth_store, tmp_path, capsys):
     out = tmp_path / "results.zarr"
     spec = write_spec(tmp_path / "spec.yaml", synth_store, out, block_size=200)
-    assert main(["run", str(spec), "--workers", "2", "--no-progress"]) == 0
+    # worker processes, as a large sweep gets (this small one would run on threads)
+    assert main(["run", str(spec), "--cluster", "local", "--workers", "2",
+                 "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "dask dashboard: http://127.0.0.1:" in printed
 

@@ -149,7 +149,8 @@ def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, 
     err = capsys.readouterr().err
     assert "execution.fees was 0.001, now 0.002" in err
     assert "grid.slow.stop was 200, now 150" in err
-    assert "dask dashboard" not in capsys.readouterr().out
+    assert "dask dashboard" not in (printed := capsys.readouterr().out)
+    assert "on threads of this process" not in printed
 
     other_bars = tmp_path / "bars"
     assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars",

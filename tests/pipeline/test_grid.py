@@ -254,7 +254,9 @@ def test_auto_block_size():
     from barsweep.pipeline.run import MAX_BLOCK_COMBOS, auto_block_size
 
     assert auto_block_size(1_000_000, 26_280, 2) == 125_000          # 4 blocks per worker
-    assert auto_block_size(4_000, 26_280, 2) == 1_903                # >= 5e7 combo-bars
+    assert auto_block_size(4_000, 26_280, 2) == 2_000      # >= 5e7 combo-bars, 1 per worker
+    assert auto_block_size(5_000, 26_280, 2) == 2_500      # 3 -> 2 blocks: as many each
+    assert auto_block_size(500, 26_280, 2) == 250          # both workers busy
     assert auto_block_size(10**8, 26_280, 2) == MAX_BLOCK_COMBOS
     assert auto_block_size(1_000, 1_000_000, 2) == 125               # 4 blocks per worker
     assert auto_block_size(1, 10, 8) == 1

@@ -66,9 +66,9 @@ def test_a_run_shows_its_strategy_symbol_and_window_on_the_dashboard(tmp_path):
         seen = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[
             Seen.name].seen)
     blocks = {k: v for k, v in seen.items() if key_split(k) == "sweep-ema-cross"}
-    assert len(blocks) == 5 * 2  # 5 windows x 2 boxes of 3 combos
+    assert len(blocks) == 2  # 2 boxes of 3 combos, each over the 5 windows
     assert {v["symbol"] for v in blocks.values()} == {"BTCUSDT"}
-    assert sorted({v["window"] for v in blocks.values()}) == list(range(5))
+    assert {v["windows"] for v in blocks.values()} == {"0-4"}
     assert np.all([k.startswith("sweep-ema-cross-") for k in blocks])
 
 

@@ -59,6 +59,7 @@ def assert_one_line_refusal(capsys, *needles: str) -> str:
     err = captured.err
     assert "Traceback" not in err + captured.out
     assert "dask dashboard" not in captured.out  # refused before any cluster started
+    assert "on threads of this process" not in captured.out
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     for needle in needles:
@@ -195,7 +196,8 @@ def test_demo_runs_again_replacing_only_its_own_results(tmp_path, capsys):
         assert main(["demo", "--dir", str(demo), "--workers", "2"]) == 0
         captured = capsys.readouterr()
         assert "top 10 of" in captured.out
-        assert "blocks, " in captured.err and ", 2 workers" in captured.err  # progress
+        # progress: the demo runs on one in-process worker with a thread per worker asked
+        assert "blocks, " in captured.err and ", 1 worker (2 threads)" in captured.err
     assert store_attrs(demo / "results.zarr")["complete"] is True
     (demo / "results.zarr").rename(demo / "mine")
     (demo / "results.zarr").mkdir()
