@@ -97,40 +97,51 @@ def file_blake2b(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-HASHES_NAME = ".barsweep-hashes.json"
+def hashes_path() -> Path:
+    """Where full hashes are kept between runs: ``$BARSWEEP_CACHE_DIR/file-hashes.json``,
+    else ``$XDG_CACHE_HOME/barsweep/`` or ``~/.cache/barsweep/`` (never in the bar
+    store, which runs only read)."""
+    folder = os.environ.get("BARSWEEP_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "barsweep")
+    return Path(folder) / "file-hashes.json"
 
 
-def full_blake2b(store: str | os.PathLike, path: Path) -> tuple[int, str]:
-    """Size and BLAKE2b of every byte of `path`, a file of `store`, hashed only when it
-    may have changed since it was last hashed here.
+def full_blake2b(path: Path) -> tuple[int, str]:
+    """Size and BLAKE2b of every byte of the file `path`, hashed only when it may have
+    changed since it was last hashed on this machine.
 
-    The last hash of each file is kept in ``{store}/.barsweep-hashes.json`` with the
+    The last hash of each file (by absolute path) is kept in :func:`hashes_path` with the
     file's size, mtime, ctime and inode. The ctime moves on with any write to the file,
     and with ``os.utime`` too, and cannot be set back, so a file with all four as kept
     holds the bytes that were hashed: even an edit that put the size and mtime back is
-    hashed again. A store this process cannot write is hashed every time.
+    hashed again. Where that file cannot be written, every run hashes.
     """
     st = os.stat(path)
     stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    name, kept = entry_name(store, path), _read_hashes(store)
+    where, name = hashes_path(), os.path.abspath(path)
+    kept = _read_hashes(where)
     entry = kept.get(name)
     if isinstance(entry, dict) and entry.get("stamp") == stamp:
         return st.st_size, str(entry["blake2b"])
     digest = file_blake2b(path)
+    kept = {k: v for k, v in kept.items() if os.path.exists(k)}  # forget deleted files
     kept[name] = {"stamp": stamp, "blake2b": digest}
     try:  # atomically; the last of two runs hashing at once wins, both right
-        fd, tmp_name = tempfile.mkstemp(prefix=f"{HASHES_NAME}.", suffix=".tmp", dir=store)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp",
+                                        dir=where.parent)
         with os.fdopen(fd, "w") as fh:
             json.dump(kept, fh)
-        os.replace(tmp_name, Path(store) / HASHES_NAME)
-    except OSError:  # a read-only store: hashed again next time
+        os.replace(tmp_name, where)
+    except OSError:  # no writable cache folder: hashed again next time
         pass
     return st.st_size, digest
 
 
-def _read_hashes(store: str | os.PathLike) -> dict:
+def _read_hashes(where: Path) -> dict:
     try:
-        with open(Path(store) / HASHES_NAME) as fh:
+        with open(where) as fh:
             kept = json.load(fh)
     except (OSError, ValueError):  # none yet, or unreadable: hash again
         return {}

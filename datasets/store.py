@@ -415,7 +415,7 @@ def fingerprint(
     for symbol in names:
         path = _existing_path(store, symbol, timeframe)
         try:
-            size, digest = full_blake2b(store, path)
+            size, digest = full_blake2b(path)
         except OSError as exc:
             raise DataError(f"{path} cannot be read: {os_reason(exc)}") from exc
         check_digest(store, path, size, digest)

@@ -325,7 +325,7 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
     chosen, reason = (None, None) if client is not None else choose(
-        spec.cluster, prepared.combo_bars())
+        spec.cluster, prepared.combo_bars(), spec.run.backend)
     cluster = cluster if chosen is None else (chosen.describe(), reason)
     try:
         with (contextlib.nullcontext(client) if client is not None
@@ -610,7 +610,8 @@ def cmd_demo(args) -> int:
         asked = ClusterSpec.model_validate(args.cluster)
     except ValueError as err:
         raise BarsweepError(f"--cluster: {' '.join(str(err).split())}") from None
-    cluster, reason = choose(asked, build_grid(spec).estimate_valid()[0] * DEMO_BARS)
+    cluster, reason = choose(asked, build_grid(spec).estimate_valid()[0] * DEMO_BARS,
+                             spec.run.backend)
     with connect(cluster, args.workers) as client:
         print(f"on threads of this process ({reason})" if cluster.kind == "threads"
               else f"dask dashboard: {client.dashboard_link}", flush=True)

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.security import Security
 
+from ..engine.backend import cuda_problem_here
 from ..errors import BackendError
 from .spec_cluster import ClusterSpec, check_address
 
@@ -34,10 +35,12 @@ CONNECT_TIMEOUT_S = 10
 THREADS_MAX_COMBO_BARS = 5e9
 
 
-def choose(cluster: ClusterSpec, combo_bars: float) -> tuple[ClusterSpec, str]:
-    """The cluster to start for ``cluster`` and a sweep of ``combo_bars``, and why:
-    ``auto`` becomes ``threads`` up to :data:`THREADS_MAX_COMBO_BARS`, else ``local``;
-    any other kind is kept, as asked.
+def choose(cluster: ClusterSpec, combo_bars: float,
+           backend: str = "cpu") -> tuple[ClusterSpec, str]:
+    """The cluster to start for ``cluster`` and a sweep of ``combo_bars`` on ``backend``
+    (``run.backend``), and why: ``auto`` becomes ``threads`` up to
+    :data:`THREADS_MAX_COMBO_BARS` on the CPU, else ``local`` (also wherever the run may
+    use a GPU: one process per GPU); any other kind is kept, as asked.
 
     >>> choose(ClusterSpec(), 1e8)[0].kind
     'threads'
@@ -46,6 +49,9 @@ def choose(cluster: ClusterSpec, combo_bars: float) -> tuple[ClusterSpec, str]:
     """
     if cluster.kind != "auto":
         return cluster, f"{cluster.kind}: as the spec or --cluster asks"
+    if backend == "cuda" or (backend == "auto" and cuda_problem_here() is None):
+        return cluster.model_copy(update={"kind": "local"}), (
+            f"auto: worker processes, since run.backend {backend} may use a GPU")
     small = combo_bars <= THREADS_MAX_COMBO_BARS
     kind = "threads" if small else "local"
     return cluster.model_copy(update={"kind": kind}), (

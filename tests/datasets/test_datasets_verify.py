@@ -94,8 +94,7 @@ def test_write_records_size_mtime_and_hash_in_the_index(store):
     assert entry.blake2b == fingerprint(store, "BTCUSDT", "1h")["files"][0]["blake2b"]
     document = json.loads((store / INDEX_NAME).read_text())
     assert document["format"] == "barsweep-bar-store-index" and document["version"] == 1
-    # no temp files; the fingerprint kept its hash (index.full_blake2b)
-    assert {p.name for p in store.iterdir()} == {"1h", INDEX_NAME, index_module.HASHES_NAME}
+    assert sorted(p.name for p in store.iterdir()) == ["1h", INDEX_NAME]  # no temp files
     assert sorted(p.name for p in path.parent.iterdir()) == ["BTCUSDT.arrow"]
 
 
@@ -203,15 +202,16 @@ def test_a_same_size_same_mtime_edit_passes_the_cheap_check_but_not_verify(store
 
 
 def test_fingerprint_hashes_a_file_again_only_when_it_may_have_changed(store, monkeypatch):
-    """Kept beside the store with size, mtime, ctime and inode: an unchanged file is not
-    read again (a multi-GB store costs no seconds per run); any edit moves the ctime,
-    so even one that put size and mtime back is hashed and refused."""
+    """Kept in the user's cache with size, mtime, ctime and inode: an unchanged file is
+    not read again (a multi-GB store costs no seconds per run); any edit moves the
+    ctime, so even one that put size and mtime back is hashed and refused."""
+    monkeypatch.setenv("BARSWEEP_CACHE_DIR", str(store.parent / "cache"))
     calls = []
     original = index_module.file_blake2b
     monkeypatch.setattr(index_module, "file_blake2b",
                         lambda path: calls.append(path) or original(path))
     first = fingerprint(store, "BTCUSDT", "1h")
-    assert len(calls) == 1 and (store / index_module.HASHES_NAME).is_file()
+    assert len(calls) == 1 and index_module.hashes_path().is_file()
     assert fingerprint(store, "BTCUSDT", "1h") == first and len(calls) == 1
     set_highs(bar_path(store, "BTCUSDT", "1h"), -0.15, mtime="kept")
     with pytest.raises(DataError, match="does not match the store's index"):

@@ -56,6 +56,9 @@ def test_auto_starts_processes_for_large_work():
     large, why_large = choose(ClusterSpec(), 2 * THREADS_MAX_COMBO_BARS)
     assert (small.kind, large.kind) == ("threads", "local")
     assert why_large == "auto: 1e+10 combo-bars, over 5e+09: worker processes"
+    gpu, why_gpu = choose(ClusterSpec(), 1e6, "cuda")  # one process per GPU
+    assert gpu.kind == "local" and why_gpu == ("auto: worker processes, since run.backend "
+                                               "cuda may use a GPU")
     asked, reason = choose(ClusterSpec(kind="threads"), 1e15)
     assert asked.kind == "threads" and reason == "threads: as the spec or --cluster asks"
 

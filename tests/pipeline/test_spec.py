@@ -468,7 +468,7 @@ def test_readme_cluster_examples_validate(tmp_path):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Clusters", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     entries = ["cluster:" + e for e in ("\n" + section.strip()).split("\ncluster:")[1:]]
-    assert len(entries) == 5
+    assert len(entries) == 7
     for name in ("ca.pem", "me.pem", "me.key"):
         (tmp_path / name).write_text("PEM")
     kinds = []
@@ -480,7 +480,7 @@ def test_readme_cluster_examples_validate(tmp_path):
         kinds.append(cluster.kind)
         if cluster.security is not None:
             assert cluster.security.ca == str(tmp_path / "ca.pem")
-    assert kinds == ["local", "scheduler", "scheduler", "slurm", "local"]
+    assert kinds == ["auto", "threads", "local", "scheduler", "scheduler", "slurm", "local"]
 
 
 def test_execution_is_validated_once_when_the_spec_is_loaded(tmp_path):
