@@ -45,7 +45,8 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
         written to a temporary directory, loaded and removed).
     client : distributed.Client, optional
         Run on this client; else a cluster is started as ``barsweep run`` would
-        (``cluster``: the spec's ``cluster`` section, default local, ``n_workers``).
+        (``cluster``: the spec's ``cluster`` section, default auto: threads of this
+        process for a small sweep, worker processes for a large one; ``n_workers``).
     **spec_sections
         Further spec sections or data keys: ``data`` keys ``start``, ``end``,
         ``year_days``, ``align``; sections ``walk_forward``, ``analysis``, ``run``,
@@ -56,7 +57,7 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     xarray.Dataset
         As :func:`open_results` gives it (lazy when ``out`` is given).
     """
-    from .cluster import connect
+    from .cluster import choose, connect
     from .prepare import prepare_run
     from .results import open_results
     from .run import run_prepared
@@ -99,9 +100,12 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
         spec["cluster"] = cluster
     try:
         prepared = prepare_run(parse_spec(spec, source="sweep()"), overwrite=overwrite)
+        chosen, reason = choose(prepared.spec.cluster, prepared.combo_bars(),
+                                prepared.spec.run.backend)
         with (contextlib.nullcontext(client) if client is not None
-              else connect(prepared.spec.cluster, n_workers)) as running:
-            run_prepared(prepared, running, progress=progress)
+              else connect(chosen, n_workers)) as running:
+            run_prepared(prepared, running, progress=progress, cluster=None
+                         if client is not None else (chosen.describe(), reason))
         ds = open_results(target)
         return ds if scratch is None else ds.load()
     finally:

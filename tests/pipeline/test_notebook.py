@@ -40,6 +40,8 @@ def test_sweep_from_python_equals_the_cli(store, tmp_path):
                         symbols="BTCUSDT", timeframe="1h", n_workers=2)
     assert set(Path(tempfile.gettempdir()).glob("barsweep-*")) == scratch  # nothing left
     assert ds["fast"].values.tolist() == list(range(2, 10))
+    assert ds.attrs["cluster"] == "threads"  # a small sweep: threads of this process
+    assert ds.attrs["cluster_reason"].startswith("auto: ")
     for name in METRICS:
         np.testing.assert_array_equal(ds[name].values, cli[name].values, err_msg=name)
     with connect("local", n_workers=1) as client:
@@ -49,6 +51,7 @@ def test_sweep_from_python_equals_the_cli(store, tmp_path):
     np.testing.assert_array_equal(kept["sharpe"].values[0], cli["sharpe"].sel(
         fast=[3, 5], slow=[20, 30, 40]).values[0])
     assert (tmp_path / "kept.zarr").is_dir()
+    assert kept.attrs["cluster_reason"] == "a client given"
 
 
 def test_sweep_refuses_what_a_spec_refuses(store):
