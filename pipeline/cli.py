@@ -331,8 +331,8 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
         with (contextlib.nullcontext(client) if client is not None
               else connect(chosen, n_workers or spec.n_workers)) as client:
             if not quiet:
-                print(f"on threads of this process ({reason}; no dashboard: --cluster "
-                      f"local starts one)" if chosen is not None and chosen.kind == "threads"
+                print(f"{cluster[1]}; no dashboard (--cluster local starts one)"
+                      if cluster and cluster[0] == "threads"
                       else f"dask dashboard: {client.dashboard_link}", flush=True)
             try:
                 with (contextlib.nullcontext() if perf_report is None
@@ -613,10 +613,8 @@ def cmd_demo(args) -> int:
     cluster, reason = choose(asked, build_grid(spec).estimate_valid()[0] * DEMO_BARS,
                              spec.run.backend)
     with connect(cluster, args.workers) as client:
-        print(f"on threads of this process ({reason})" if cluster.kind == "threads"
-              else f"dask dashboard: {client.dashboard_link}", flush=True)
-        summary = run_spec(spec, overwrite=out.exists(), client=client, quiet=True,
-                           progress=True, cluster=(cluster.describe(), reason))
+        summary = run_spec(spec, overwrite=out.exists(), client=client,
+                           cluster=(cluster.describe(), reason))
         print(f"\ntop 10 of {summary.out} by sharpe, n_trades >= 10:")
         top = rank(summary.out, by="sharpe", top=10, where="n_trades >= 10")
         print(format_table(top, "sharpe"))

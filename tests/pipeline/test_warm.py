@@ -41,6 +41,8 @@ def test_first_run_says_it_compiles_once_and_warm_compiles_ahead(tmp_path):
         return done.stdout
 
     first = barsweep("run", str(spec), "--no-progress")
+    assert first.splitlines()[0] == ("auto: 500 combo-bars, at most 5e+09: threads of this "
+                                     "process; no dashboard (--cluster local starts one)")
     assert ("compiling the buy_and_hold kernel: once on this machine (numba caches it; "
             "`barsweep warm` does it ahead of time)") in first
     assert "\ncompiled in " in first
