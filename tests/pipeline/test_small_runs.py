@@ -4,6 +4,7 @@ results as worker processes, the choice and its reason kept in the store."""
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 from runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
@@ -78,3 +79,20 @@ def test_cluster_flag_and_spec(tmp_path, capsys):
     path.write_text("{}")
     assert main(["run", str(path), "--cluster", "local", "--scheduler", "tcp://h:8786"]) == 2
     assert "--scheduler and --cluster both say where to run" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_store_cut_into_other_blocks(tmp_path, capsys):
+    """A walk-forward store made with a block per window (before blocks spanned
+    windows) has more block flags than this run plans: --resume refuses it by name."""
+    bars = synth(tmp_path / "bars", 3_000, seed=5)
+    data = spec(bars, tmp_path / "wf.zarr", walk_forward={"train": 800, "test": 400})
+    out = run_spec_file(data, tmp_path / "spec.yaml")
+    group = zarr.open_group(str(out), mode="r+")
+    n_planned = group["done"].shape[0]
+    del group["done"]  # as an older layout left it: one flag per window and box, pending
+    group.create_array("done", shape=(n_planned * 5,), chunks=(1,), dtype="int8",
+                       fill_value=0, dimension_names=["block"])
+    assert main(["run", str(tmp_path / "spec.yaml"), "--resume", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"has {n_planned * 5} blocks, this run plans {n_planned}" in err
+    assert "use --overwrite to start again" in err
