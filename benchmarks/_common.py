@@ -194,6 +194,15 @@ def table(columns: list[str], rows: list[list[str]]) -> str:
 # ------------------------------------------------------------ repeated timings
 
 
+class HideScipy:
+    """A meta path finder under which ``import scipy`` fails, as when it is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "scipy" or name.startswith("scipy."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
 def load_avg() -> float:
     """The 1-minute load average now: processes running or waiting for a core, averaged
     over about a minute, machine-wide (``os.getloadavg()[0]``)."""

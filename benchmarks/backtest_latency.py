@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     STATS_COLUMNS,
     STATS_NOTE,
+    HideScipy,
     emit,
     header,
     load_avg,
@@ -68,15 +69,6 @@ def make_bars(n_bars: int) -> dict:
         "low": np.minimum(open_, close) * (1.0 - wick),
         "close": close,
     }
-
-
-class HideScipy:
-    """A meta path finder under which ``import scipy`` fails (as bench.py's)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "scipy" or name.startswith("scipy."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
 
 
 def child_fresh(job: dict) -> None:

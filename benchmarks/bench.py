@@ -42,6 +42,7 @@ from _common import (
     STATS_NOTE,
     SYMBOL,
     TIMEFRAME,
+    HideScipy,
     cpu_seconds,
     emit,
     fmt,
@@ -164,15 +165,6 @@ def child_first_call(job: dict) -> None:
     emit({"end_epoch": time.time(), "from_script_start": t_done - T0_PERF,
           "import_s": t_imported - t_import, "first_sweep_s": t_done - t_imported,
           "rss_mib": peak_rss_mib()})
-
-
-class HideScipy:
-    """A meta path finder under which ``import scipy`` fails, as when it is not installed."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "scipy" or name.startswith("scipy."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
 
 
 def child_kernel(job: dict) -> None:

@@ -7,6 +7,7 @@ Nothing here writes or starts anything; every refusal is a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -41,6 +42,12 @@ class Prepared:
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
 
+    @functools.cached_property
+    def valid_combos(self) -> int:
+        """The grid's valid combos, or an upper bound of them (``Grid.estimate_valid``,
+        within its counting budget), counted once for the run."""
+        return self.grid.estimate_valid()[0]
+
     def combo_bars(self) -> float:
         """The work of the run: combos (estimated) x the bars each one runs, summed over
         the symbols and, with walk-forward, over every window's train and test runs."""
@@ -49,7 +56,7 @@ class Prepared:
         else:
             spans = self.windows[:, 1::2] - self.windows[:, 0::2]
             runs = len(self.symbol_bars) * int(spans.sum())
-        return float(self.grid.estimate_valid()[0]) * runs
+        return float(self.valid_combos) * runs
 
 
 def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,

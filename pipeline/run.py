@@ -473,7 +473,7 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
         if block_size == "auto":
             workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
             n_workers = max(1, sum(w.get("nthreads", 1) for w in workers))  # threads
-            block_size = auto_block_size(grid.estimate_valid()[0], prepared.n_bars, n_workers)
+            block_size = auto_block_size(prepared.valid_combos, prepared.n_bars, n_workers)
     run_id = uuid.uuid4().hex[:12]
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
                 is not None else uuid.uuid4().hex)
