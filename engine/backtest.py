@@ -17,6 +17,7 @@ from .metrics import METRICS, N_METRICS
 from .simulate import N_TRADE_FIELDS, no_segments
 from .strategies import get_strategy
 from .strategies.base import Strategy
+from .year import bars_per_year
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +65,7 @@ def backtest(
     params: Mapping[str, float] | None = None,
     *,
     ppy: float | None = None,
-    year_days: float = 365.0,
+    year_days: float | None = None,
     span: tuple[int, int] | None = None,
     **execution,
 ) -> BacktestResult:
@@ -79,9 +80,12 @@ def backtest(
     strategy : str or Strategy
     params : mapping of parameter name to value
     ppy : float, optional
-        Bars per year; by default ``year_days * 1 day / median bar spacing``.
-    year_days : float
-        365 for markets that trade every day, 252 for equities.
+        Bars per year; by default ``year_days * 1 day / median bar spacing``, or,
+        without ``year_days``, measured from the bars' times as a run measures them
+        (:func:`~barsweep.engine.year.bars_per_year`: 365 days of bars for bars on every
+        day, else the bars counted per calendar year, ~252 for daily stocks).
+    year_days : float, optional
+        365 for markets that trade every day, 252 for daily equities.
     span : (start, end), optional
         Run over bars ``[start, end)`` only, as one walk-forward window: flat with
         ``init_cash`` at ``start``, the indicators warmed up on the bars before it; the
@@ -172,13 +176,15 @@ def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | N
     return cols, time
 
 
-def _infer_ppy(time_ns: np.ndarray | None, year_days: float) -> float:
+def _infer_ppy(time_ns: np.ndarray | None, year_days: float | None) -> float:
     if time_ns is None or len(time_ns) < 2:
         raise SpecError("backtest(): pass ppy= (bars per year); the bars carry no times")
     steps = np.diff(time_ns)
     lowest, highest = steps.min(), steps.max()
     # evenly spaced bars (the usual case) need no sort for their median
     step_ns = float(lowest) if lowest == highest else float(np.median(steps))
+    if year_days is None:
+        return bars_per_year(time_ns, step_ns)[0]
     return year_days * NS_PER_DAY / step_ns
 
 

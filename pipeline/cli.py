@@ -324,6 +324,8 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
+    if not quiet:
+        print(prepared.annualised, flush=True)
     chosen, reason = (None, None) if client is not None else choose(
         spec.cluster, prepared.combo_bars(), spec.run.backend)
     cluster = cluster if chosen is None else (chosen.describe(), reason)

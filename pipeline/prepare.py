@@ -16,8 +16,9 @@ import numpy as np
 import yaml
 
 from .. import __version__
-from ..datasets import fingerprint, open_bars
+from ..datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
 from ..engine import METRICS
+from ..engine.year import bars_per_year
 from ..errors import ResultsError, SpecError
 from .grid import Grid
 from .results import check_out, store_attrs
@@ -41,6 +42,7 @@ class Prepared:
     spec_path: str | None = None
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
+    annualised: str = ""
 
     @functools.cached_property
     def valid_combos(self) -> int:
@@ -77,6 +79,7 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                        spec.data.end)
         symbol_bars.append(ds.sizes["time"])
         times.append(ds["time"].values.astype("datetime64[ns]"))
+    spec, annualised = measured_year(spec, times)
     windows, window_times = (None, None) if spec.walk_forward is None else (
         walk_forward_windows(spec, times))
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
@@ -85,7 +88,44 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     return Prepared(spec, out, grid, max(symbol_bars), prints, tuple(symbol_bars),
                     windows, window_times,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
-                    resume_chunks=chunks, overwrite=overwrite)
+                    resume_chunks=chunks, overwrite=overwrite, annualised=annualised)
+
+
+#: Symbols whose bars a year differ by more than this share cannot share one year.
+YEAR_AGREEMENT = 0.05
+
+
+def measured_year(spec: Spec, times: list[np.ndarray]) -> tuple[Spec, str]:
+    """``spec`` with ``data.year_days`` set, and the sentence a run prints about it.
+
+    A spec that sets ``year_days`` keeps it. Otherwise each symbol's bars are measured
+    (:func:`~barsweep.engine.year.bars_per_year`); the median over the symbols becomes
+    ``year_days = bars a year x timeframe / 1 day`` (so ``periods_per_year`` gives those
+    bars back, and walk-forward's ``"6M"`` is half of them). Symbols that disagree by
+    more than 5 % (a 24/7 market beside a weekday one) are refused: one year cannot
+    annualise both, and the user must choose it.
+    """
+    seconds = timeframe_seconds(spec.data.timeframe)
+    if spec.data.year_days is not None:
+        ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
+        return spec, (f"annualised with {ppy:,.6g} bars a year (data.year_days: "
+                      f"{spec.data.year_days:g})")
+    measured = [bars_per_year(t, seconds * 1e9) for t in times]
+    ppys = np.array([ppy for ppy, _ in measured])
+    low, high = int(np.argmin(ppys)), int(np.argmax(ppys))
+    if ppys[high] > ppys[low] * (1 + YEAR_AGREEMENT):
+        symbols = spec.data.symbols
+        raise SpecError(f"data.year_days: the symbols' bars disagree on the bars in a year "
+                        f"({symbols[high]}: {ppys[high]:,.6g}, {measured[high][1]}; "
+                        f"{symbols[low]}: {ppys[low]:,.6g}, {measured[low][1]}); set "
+                        f"data.year_days (e.g. 365 or 252) or sweep them in separate runs")
+    ppy = float(np.median(ppys))
+    year_days = ppy * seconds / 86_400
+    how = measured[0][1] if len(measured) == 1 else "the median over the symbols"
+    spec = spec.model_copy(update={"data": spec.data.model_copy(
+        update={"year_days": year_days})})
+    return spec, (f"annualised with {ppy:,.6g} bars a year, from the bars ({how}); set "
+                  f"data.year_days to override")
 
 
 def common_range(data: DataSpec) -> DataSpec:

@@ -190,6 +190,9 @@ def plan(spec: Spec, out: str, block_size: int,
     chunks = grid.chunks(block_size)
     per_symbol = grid.n_blocks(chunks)
     execution = spec.execution
+    if spec.data.year_days is None:
+        raise ValueError("plan() takes a prepared spec: data.year_days is measured from the "
+                         "bars by prepare_run")
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
     counts, exact = grid.block_counts(chunks)
     per_axis = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]
@@ -508,6 +511,7 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
             "n_combos_exact": the_plan.n_combos_exact,
             "periods_per_year": periods_per_year(spec.data.timeframe, spec.data.year_days),
+            "annualised": prepared.annualised,
         }
         windows = prepared.windows
         create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,

@@ -66,7 +66,9 @@ class DataSpec(BaseModel):
     """Which bars to sweep over.
 
     ``start`` and ``end`` are ISO dates or datetimes (YAML dates are accepted and kept as
-    ISO strings); ``year_days`` is 365 for crypto, 252 for equities. ``align``: ``own``
+    ISO strings). ``year_days`` sets the days a year of the timeframe's bars (365 for
+    crypto, 252 for daily equities); unset, the run measures it from the bars
+    (:func:`barsweep.engine.year.bars_per_year`) and stores what it used. ``align``: ``own``
     (default) runs each symbol over its own bars within start/end, however many; ``inner``
     over the range every symbol covers (from the latest first bar to the earliest last).
     """
@@ -78,7 +80,7 @@ class DataSpec(BaseModel):
     timeframe: str
     start: str | None = None
     end: str | None = None
-    year_days: float = Field(365.0, gt=0, strict=True, allow_inf_nan=False)
+    year_days: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
     align: Literal["own", "inner"] = "own"
 
     @field_validator("symbols", mode="before")
@@ -305,8 +307,9 @@ class Spec(BaseModel):
         if self.walk_forward is not None:
             for key in ("train", "test", "step"):
                 try:
+                    # the form of the length; its bars, with the measured year, at prepare
                     bars_of(getattr(self.walk_forward, key), self.data.timeframe,
-                            self.data.year_days, key="")
+                            self.data.year_days or 365.0, key="")
                 except SpecError as err:
                     problems.append((f"walk_forward.{key}", str(err)))
         strategy = get_strategy(self.strategy)

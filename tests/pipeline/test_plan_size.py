@@ -10,7 +10,7 @@ from barsweep.pipeline.grid import Grid
 from barsweep.pipeline.run import auto_block_size, plan
 from barsweep.pipeline.spec import build_grid, parse_spec
 
-DATA = {"store": "bars/", "symbols": ["A", "B"], "timeframe": "1h"}
+DATA = {"store": "bars/", "symbols": ["A", "B"], "timeframe": "1h", "year_days": 365}
 
 
 def spec_of(strategy, grid, constraints=(), symbols=("A", "B")):

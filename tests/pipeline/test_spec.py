@@ -77,7 +77,7 @@ def test_defaults():
     assert spec.run.backend == "auto" and spec.run.out == os.path.abspath("results.zarr")
     assert spec.cluster == ClusterSpec(kind="auto") and spec.n_workers is None
     assert spec.cluster.dashboard == "127.0.0.1:8787"
-    assert spec.data.year_days == 365.0 and spec.data.start is None
+    assert spec.data.year_days is None and spec.data.start is None  # measured at prepare
 
 
 def test_single_symbol_becomes_a_list():
@@ -507,7 +507,7 @@ def test_the_grid_is_built_once_per_spec(monkeypatch):
     post_init = grid_module.Grid.__post_init__
     monkeypatch.setattr(grid_module.Grid, "__post_init__",
                         lambda self: built.append(self) or post_init(self))
-    spec = parse_spec(spec_with(constraints=["fast < slow"]))
+    spec = parse_spec(spec_with(constraints=["fast < slow"], data__year_days=365))
     assert len(built) == 1 and build_grid(spec) is built[0] is build_grid(spec)
     the_plan = plan(spec, "out.zarr", 7)
     assert the_plan.grid is built[0] and len(the_plan.tasks) > 1
