@@ -1,8 +1,7 @@
 """A static picture of one backtest: price with trades, equity, and drawdown.
 
-matplotlib is an optional dependency (``pip install 'barsweep[plot]'``). The figure is
-drawn on an Agg canvas of its own, so no pyplot state, GUI backend or global style is
-touched.
+matplotlib (a dependency of barsweep) draws it on an Agg canvas of its own, so no pyplot
+state, GUI backend or global style is touched.
 """
 
 from __future__ import annotations
@@ -43,11 +42,6 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
         close with entries (``^`` green long, ``v`` red short) and exits (``x``, colored
         by exit reason, see :data:`EXIT_COLORS`); equity; drawdown in percent.
 
-    Raises
-    ------
-    ImportError
-        When matplotlib is not installed.
-
     Examples
     --------
     >>> import numpy as np
@@ -58,14 +52,9 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     >>> len(res.plot().axes)
     3
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ImportError(
-            "BacktestResult.plot() needs matplotlib: pip install 'barsweep[plot]'"
-        ) from None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.figure import Figure
 
     x = _x_values(result.close.index)
     close = result.close.to_numpy()

@@ -1,5 +1,5 @@
 """Pictures of a results store: a heatmap of one metric over two parameters (a line
-over one), every other dim reduced. matplotlib (the ``[plot]`` extra) draws on an Agg
+over one), every other dim reduced. matplotlib draws on an Agg
 canvas of its own: no pyplot state or GUI backend is touched."""
 
 from __future__ import annotations

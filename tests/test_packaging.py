@@ -58,3 +58,59 @@ def test_the_package_imports_itself_relatively():
                 if words[:1] in (["from"], ["import"]) and words[1].split(".")[0] == "barsweep":
                     absolute.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not absolute, "\n".join(absolute)
+
+
+#: Imports of the package that only an extra provides, each refused in one line when the
+#: extra is missing (cluster kinds that need them).
+OPTIONAL_IMPORTS = {"dask_cuda": "cuda", "dask_jobqueue": "hpc"}
+
+
+def third_party_imports() -> dict[str, set[str]]:
+    """Top-level names of the non-stdlib modules the package imports (function-local
+    imports too), each with the files that import it."""
+    import ast
+
+    found: dict[str, set[str]] = {}
+    for folder in ("api", "datasets", "engine", "pipeline"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names:
+                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")
+def test_every_import_is_a_declared_dependency():
+    """``pip install .`` gives everything the package imports (pictures and the report
+    included: matplotlib is a dependency), except what an extra is declared for."""
+    import re
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(requirements):
+        return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("_", "-")
+                for r in requirements}
+
+    required = names(project["dependencies"])
+    extras = {k: names(v) for k, v in project["optional-dependencies"].items()}
+    dists = packages_distributions()
+    missing = []
+    for module, files in sorted(third_party_imports().items()):
+        if module in OPTIONAL_IMPORTS:
+            assert OPTIONAL_IMPORTS[module] in extras, module
+            continue
+        owners = {d.lower().replace("_", "-") for d in dists.get(module, [module])}
+        if not owners & required:
+            missing.append(f"{module} ({', '.join(sorted(files))}): from {sorted(owners)}")
+    assert not missing, "imported but not in [project] dependencies: " + "; ".join(missing)
+    assert "matplotlib" in required

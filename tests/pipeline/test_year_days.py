@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
+from runs import synth
 
 from barsweep.datasets import open_bars
 from barsweep.engine import backtest
 from barsweep.pipeline.cli import main
-from runs import synth
 
 pytest.importorskip("bokeh_sampledata")
 from golden.cases import stocks_csv  # noqa: E402
