@@ -51,16 +51,16 @@ def bars_per_year(time_ns: np.ndarray, step_ns: float) -> tuple[float, str]:
     >>> days = np.arange("2001-01-01", "2004-01-01", dtype="datetime64[D]")
     >>> weekdays = days[np.is_busday(days)].astype("datetime64[ns]")
     >>> bars_per_year(weekdays, 86_400 * 10**9)
-    (261.0, 'the median count of bars per calendar year over 1 whole year (2002)')
+    (261.0, 'the median of 1 whole calendar year, 2002')
     """
     calendar = 365.0 * NS_PER_DAY / float(step_ns)
     time_ns = np.asarray(time_ns).view(np.int64)
     n = len(time_ns)
     span = float(time_ns[-1] - time_ns[0]) if n > 1 else 0.0
     if n < 3 or span <= 0.0:
-        return calendar, "365 days a year (too few bars to measure)"
+        return calendar, "too few bars to measure: 365 days of bars"
     if (n - 1) * float(step_ns) >= CONTINUOUS_COVERAGE * span:
-        return calendar, "365 days a year (the bars run on every day)"
+        return calendar, "bars on every day: 365 days of bars"
     years = time_ns.view("datetime64[ns]").astype("datetime64[Y]").astype(np.int64) + 1970
     first, last = int(years[0]), int(years[-1])
     whole = np.arange(first + 1, last)
@@ -69,7 +69,6 @@ def bars_per_year(time_ns: np.ndarray, step_ns: float) -> tuple[float, str]:
         ppy = float(np.median(counts))
         named = f"{whole[0]}" if len(whole) == 1 else f"{whole[0]}-{whole[-1]}"
         plural = "year" if len(whole) == 1 else "years"
-        return ppy, (f"the median count of bars per calendar year over {len(whole)} whole "
-                     f"{plural} ({named})")
+        return ppy, f"the median of {len(whole)} whole calendar {plural}, {named}"
     ppy = float(round((n - 1) * 365.25 * NS_PER_DAY / span))
-    return ppy, f"{n:,} bars over {span / NS_PER_DAY:,.0f} days, scaled to 365.25 days"
+    return ppy, f"{n:,} bars in {span / NS_PER_DAY:,.0f} days, scaled to 365.25 days"

@@ -121,11 +121,11 @@ def measured_year(spec: Spec, times: list[np.ndarray]) -> tuple[Spec, str]:
                         f"data.year_days (e.g. 365 or 252) or sweep them in separate runs")
     ppy = float(np.median(ppys))
     year_days = ppy * seconds / 86_400
-    how = measured[0][1] if len(measured) == 1 else "the median over the symbols"
+    how = measured[0][1] if len(measured) == 1 else f"the median of {len(measured)} symbols"
     spec = spec.model_copy(update={"data": spec.data.model_copy(
         update={"year_days": year_days})})
-    return spec, (f"annualised with {ppy:,.6g} bars a year, from the bars ({how}); set "
-                  f"data.year_days to override")
+    return spec, (f"annualised with {ppy:,.6g} bars a year, from the bars ({how}); "
+                  f"set data.year_days to override")
 
 
 def common_range(data: DataSpec) -> DataSpec:

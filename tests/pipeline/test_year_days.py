@@ -43,7 +43,7 @@ def run(tmp_path, capsys, store, symbols, timeframe="1d", **data):
 def test_daily_stocks_are_annualised_with_their_own_bars(tmp_path, capsys, stock_store):
     rc, out = run(tmp_path, capsys, stock_store, ["AAPL", "MSFT"])
     assert rc == 0, out.err
-    assert ("annualised with 252 bars a year, from the bars (the median over the symbols); "
+    assert ("annualised with 252 bars a year, from the bars (the median of 2 symbols); "
             "set data.year_days to override") in out.out
     ds = xr.open_zarr(tmp_path / "r.zarr", consolidated=False)
     assert ds.attrs["periods_per_year"] == 252.0
@@ -68,8 +68,8 @@ def test_a_24_7_store_keeps_365_days(tmp_path, capsys):
     store = synth(tmp_path / "bars", 3000, seed=3)
     rc, out = run(tmp_path, capsys, store, ["BTCUSDT"], timeframe="1h")
     assert rc == 0, out.err
-    assert "annualised with 8,760 bars a year, from the bars (365 days a year (the bars " \
-           "run on every day))" in out.out
+    assert ("annualised with 8,760 bars a year, from the bars (bars on every day: 365 days "
+            "of bars); set data.year_days to override") in out.out
     assert xr.open_zarr(tmp_path / "r.zarr", consolidated=False).attrs["periods_per_year"] \
         == 8760.0
 
