@@ -114,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     run.add_argument("--workers", type=int, help="workers of the local cluster (threads of "
                                                  "a threads one)")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no progress line (on a terminal it is redrawn in place; in a "
+                          "log it is a line every --progress-every seconds)")
+    run.add_argument("--progress-every", type=float, metavar="S",
+                     help="seconds between progress lines when stderr is not a terminal "
+                          "(default: the spec's run.progress_every, 5)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the final summary (for scripts)")
     run.add_argument("--perf-report", metavar="FILE.html",
@@ -285,7 +290,8 @@ def cmd_run(args) -> int:
         if args.cluster is not None:
             raise BarsweepError("--scheduler and --cluster both say where to run: give one")
     spec = load_spec(args.spec, overrides={"run": {
-        "backend": args.backend, "out": args.out, "max_combos": args.max_combos}})
+        "backend": args.backend, "out": args.out, "max_combos": args.max_combos,
+        "progress_every": args.progress_every}})
     spec = with_scheduler(with_cluster(spec, args.cluster), args.scheduler,
                           {"ca": args.tls_ca, "cert": args.tls_cert, "key": args.tls_key})
     if args.worker_timeout is not None:
