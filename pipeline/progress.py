@@ -108,12 +108,14 @@ class _Meter(tqdm):
 
     @property
     def format_dict(self) -> dict:
-        d = super().format_dict
-        return {**d, "ncols": None if self._lines else d["ncols"] or None,
+        d = super().format_dict  # on a terminal it reads the size into ncols and nrows
+        self._forget_no_size()
+        return {**d, "ncols": None if self._lines else self.ncols,
                 "sweep": self._text(d["elapsed"])}
 
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:
         if not self._lines:
+            self._forget_no_size()
             return super().display(msg, pos)
         line = str(self) if msg is None else msg
         if line and line != self._last:
@@ -121,6 +123,13 @@ class _Meter(tqdm):
             self.fp.flush()
             self._last = line
         return False  # nothing to clear: close() adds no "\r"
+
+    def _forget_no_size(self) -> None:
+        """A terminal that reports no size (0 x 0, read as -1 x -1) gets the whole line,
+        where tqdm would draw nothing."""
+        if (self.ncols is not None and self.ncols < 1) or (
+                self.nrows is not None and self.nrows < 1):
+            self.ncols = self.nrows = None
 
 
 def eta_text(seconds: float) -> str:
