@@ -31,8 +31,7 @@ class ProgressBar:
         count as it ends).
     every_s : float
         Off a terminal, the fewest seconds between two lines (a run's
-        ``run.progress_every``); the last line is printed
-        by :meth:`close` whatever the time.
+        ``run.progress_every``); :meth:`close` prints the last line whatever the time.
     file : text stream, optional
         Where the line goes; a terminal (``isatty()``) gets a redrawn line.
 
@@ -57,7 +56,8 @@ class ProgressBar:
         file = sys.stderr if file is None else file
         self.terminal = terminal = bool(getattr(file, "isatty", lambda: False)())
         self._meter = _Meter(
-            total=max(n_combos, 1), file=file, text=self.text, lines=not terminal,
+            total=max(n_combos, 1),  # tqdm draws no bar of a total of 0
+            file=file, text=self.text, lines=not terminal,
             bar_format="|{bar:24}| {sweep}" if terminal else "{sweep}",
             mininterval=REDRAW_S if terminal else every_s, miniters=0, smoothing=0,
             dynamic_ncols=terminal, leave=terminal)
