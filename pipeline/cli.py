@@ -1,4 +1,4 @@
-"""The ``barsweep`` command line: data, run, rank, demo.
+"""The ``barsweep`` command line: data, run, rank, walkforward, plot, report, warm, demo.
 
 Only this module turns flags into configuration values; everything it calls takes
 explicit arguments.
@@ -54,7 +54,10 @@ def quiet_dask() -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="barsweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="barsweep", description="Parameter sweeps of trading strategies over bars: "
+        "numba kernels, Dask blocks, Zarr results.",
+        epilog="`barsweep COMMAND --help` lists a command's options.")
     parser.add_argument("--version", action="version", version=f"barsweep {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="Dask's INFO logging too (workers starting, closing...)")
@@ -63,17 +66,21 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="the bar store: synth, import, info, verify")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     synth = data_sub.add_parser("synth", help="write synthetic bars (seeded, GBM with regimes)")
-    synth.add_argument("--symbol", required=True)
-    synth.add_argument("--timeframe", default="1h")
-    synth.add_argument("--bars", type=int, default=DEMO_BARS)
-    synth.add_argument("--seed", type=int, default=7)
-    synth.add_argument("--store", required=True)
+    synth.add_argument("--symbol", required=True, help="symbol to store them as, e.g. BTCUSDT")
+    synth.add_argument("--timeframe", default="1h",
+                       help="bar spacing: a number and s, m, h, d or w (default 1h)")
+    synth.add_argument("--bars", type=int, default=DEMO_BARS,
+                       help=f"how many bars (default {DEMO_BARS:,}: three years of hours)")
+    synth.add_argument("--seed", type=int, default=7,
+                       help="random seed: a seed always writes the same bars (default 7)")
+    synth.add_argument("--store", required=True, help="the bar store (a directory)")
     synth.set_defaults(func=cmd_synth)
     imp = data_sub.add_parser("import", help="import a CSV or Parquet file, validated")
-    imp.add_argument("file")
-    imp.add_argument("--symbol", required=True)
-    imp.add_argument("--timeframe", required=True)
-    imp.add_argument("--store", required=True)
+    imp.add_argument("file", help="the CSV or Parquet file")
+    imp.add_argument("--symbol", required=True, help="symbol to store the bars as, e.g. AAPL")
+    imp.add_argument("--timeframe", required=True,
+                     help="the file's bar spacing, e.g. 1h or 1d (checked against its times)")
+    imp.add_argument("--store", required=True, help="the bar store (a directory)")
     imp.add_argument("--drop-nan", action="store_true",
                      help="drop rows with missing values instead of refusing the file")
     imp.add_argument("--time-format", metavar="FMT",
@@ -90,18 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="import bars whose measured spacing differs from --timeframe")
     imp.set_defaults(func=cmd_import)
     info = data_sub.add_parser("info", help="list the store's files")
-    info.add_argument("--store", required=True)
+    info.add_argument("--store", required=True, help="the bar store (a directory)")
     info.set_defaults(func=cmd_info)
     verify = data_sub.add_parser(
         "verify", help="hash every file against the store's index and check every bar")
-    verify.add_argument("--store", required=True)
+    verify.add_argument("--store", required=True, help="the bar store (a directory)")
     verify.add_argument("--update-index", action="store_true",
                         help="record files the index lacks whose bars pass, forget entries "
                              "whose file is gone, refresh mtimes (never adopts a changed file)")
     verify.set_defaults(func=cmd_verify)
 
     run = sub.add_parser("run", help="run a sweep spec on a Dask cluster into a Zarr store")
-    run.add_argument("spec")
+    run.add_argument("spec", help="the sweep spec (a YAML file)")
     run.add_argument("--out", help="results store (default: the spec's run.out)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler "
                                          "(tcp://host:8786, or tls://... with --tls-*)")
@@ -111,10 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cluster", metavar="KIND", help="where the blocks run: auto (threads "
                      "of this process for a small sweep, else local), threads, local, cuda, "
                      "slurm, pbs or a scheduler address (default: the spec's cluster, auto)")
-    run.add_argument("--backend", choices=["auto", "cpu", "cuda"])
+    run.add_argument("--backend", choices=["auto", "cpu", "cuda"],
+                     help="where the kernels run: cpu, cuda, or auto (cuda when every worker "
+                          "has a GPU of its own; default: the spec's run.backend, auto)")
     run.add_argument("--workers", type=int, help="workers of the local cluster (threads of "
                                                  "a threads one)")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no progress line (on a terminal it is redrawn in place; in a "
+                          "log it is a line every --progress-every seconds)")
+    run.add_argument("--progress-every", type=float, metavar="S",
+                     help="seconds between progress lines when stderr is not a terminal "
+                          "(default: the spec's run.progress_every, 5)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the final summary (for scripts)")
     run.add_argument("--perf-report", metavar="FILE.html",
@@ -135,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rank = sub.add_parser("rank", help="the best combos of a results store")
     add_rank_arguments(rank)
-    rank.add_argument("results")
+    rank.add_argument("results", help="the results store (a run's --out)")
     rank.add_argument("--partial", action="store_true",
                       help="rank an incomplete store (an interrupted run) as it is")
     rank.add_argument("--smooth", type=int, metavar="R",
@@ -154,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     wf = sub.add_parser("walkforward", help="a walk-forward store: the combo chosen in each "
                         "window's train sample, its test, and the stitched out-of-sample run")
-    wf.add_argument("results")
+    wf.add_argument("results", help="a walk-forward results store (a run's --out)")
     wf.add_argument("--by", default="sharpe", help="metric the train sample chooses by "
                     "(default sharpe)")
     wf.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
@@ -166,10 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot_sub = plot.add_subparsers(dest="plot_command", required=True)
     heat = plot_sub.add_parser("heatmap", help="a metric over two parameters (a line over "
                                "one), every other dim reduced; the best cell marked")
-    heat.add_argument("results")
+    heat.add_argument("results", help="the results store (a run's --out)")
     heat.add_argument("--x", required=True, help="parameter across")
     heat.add_argument("--y", help="parameter up (omit for a line over --x)")
-    heat.add_argument("--metric", default="sharpe")
+    heat.add_argument("--metric", default="sharpe", help="the metric drawn (default sharpe)")
     heat.add_argument("--symbol", help="the symbol, when the store holds several")
     heat.add_argument("--reduce", default="max", help="max (default), mean or median over "
                       "every other parameter")
@@ -180,19 +194,20 @@ def build_parser() -> argparse.ArgumentParser:
     best = plot_sub.add_parser("best", help="combo N of the ranking rebuilt from the stored "
                                "spec (metrics checked): price with trades, equity against "
                                "buy and hold, drawdown")
-    best.add_argument("results")
+    best.add_argument("results", help="the results store (a run's --out)")
     best.add_argument("--rank", type=int, default=1, help="which combo of the ranking (1)")
-    best.add_argument("--by", default="sharpe")
+    best.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
     best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     best.add_argument("--out", required=True, help="the PNG to write")
     best.set_defaults(func=cmd_plot_best)
 
     report = sub.add_parser("report", help="one self-contained HTML page of a results "
                             "store: spec, run facts, top combos, heatmaps, the best combo")
-    report.add_argument("results")
+    report.add_argument("results", help="the results store (a run's --out)")
     report.add_argument("--out", required=True, help="the HTML file to write")
     report.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
-    report.add_argument("--top", type=int, default=20)
+    report.add_argument("--top", type=int, default=20,
+                        help="combos in the table of the best (default 20)")
     report.set_defaults(func=cmd_report)
 
     warm = sub.add_parser("warm", help="compile strategies' kernels ahead of time (numba's "
@@ -203,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="synthetic BTCUSDT bars, an ema_cross sweep, the top 10")
     demo.add_argument("--dir", default="barsweep-demo", help="where bars and results go")
-    demo.add_argument("--workers", type=int)
+    demo.add_argument("--workers", type=int, help="workers of a local cluster (threads of a "
+                                                  "threads one; default: one per core)")
     demo.add_argument("--cluster", default="auto", metavar="KIND",
                       help="auto (threads here: the demo is small), threads or local")
     demo.set_defaults(func=cmd_demo)
@@ -212,11 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", default="sharpe", help="metric to rank by (default sharpe)")
-    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--top", type=int, default=20,
+                        help="how many combos to print (default 20)")
     parser.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     order = parser.add_mutually_exclusive_group()
-    order.add_argument("--ascending", dest="ascending", action="store_true", default=None)
-    order.add_argument("--descending", dest="ascending", action="store_false")
+    order.add_argument("--ascending", dest="ascending", action="store_true", default=None,
+                       help="lowest first (default: lowest first by volatility, ulcer_index "
+                            "and ruined, highest first by any other metric)")
+    order.add_argument("--descending", dest="ascending", action="store_false",
+                       help="highest first")
     parser.add_argument("--json", action="store_true", help="print a JSON array for scripts")
 
 
@@ -285,7 +305,8 @@ def cmd_run(args) -> int:
         if args.cluster is not None:
             raise BarsweepError("--scheduler and --cluster both say where to run: give one")
     spec = load_spec(args.spec, overrides={"run": {
-        "backend": args.backend, "out": args.out, "max_combos": args.max_combos}})
+        "backend": args.backend, "out": args.out, "max_combos": args.max_combos,
+        "progress_every": args.progress_every}})
     spec = with_scheduler(with_cluster(spec, args.cluster), args.scheduler,
                           {"ca": args.tls_ca, "cert": args.tls_cert, "key": args.tls_key})
     if args.worker_timeout is not None:

@@ -11,7 +11,6 @@ import dataclasses
 import itertools
 import json
 import math
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from ..errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
 from .prepare import Prepared, prepare_run
+from .progress import ProgressBar
 from .results import (
     PENDING,
     create_store,
@@ -541,7 +541,8 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
             on_start(f"compiled in {t_plan - t_warm:.1f} s")
         combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
         todo_ids = {t.block_id for t in todo}
-        bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids)) if progress else None
+        bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids),
+                          every_s=spec.run.progress_every) if progress and todo else None
         try:
             reports = execute(client, todo, bar.update if bar else None,
                               worker_timeout=spec.run.worker_timeout,
@@ -620,53 +621,6 @@ def bars_head(ref: BarsRef, n_bars: int = 64) -> dict:
     return {name: values[:n_bars].copy() for name, values in arrays.items()}
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr: blocks done, combos done, throughput, workers,
-    the time left at this rate and the best Sharpe so far."""
-
-    def __init__(self, n_blocks: int, n_combos: int, width: int = 30) -> None:
-        self.n_blocks, self.n_combos, self.width = n_blocks, n_combos, width
-        self.blocks = self.combos = 0
-        self.best = -math.inf
-        self.n_workers: int | None = None
-        self.n_threads: int | None = None
-        self.t0 = time.perf_counter()
-        self._draw()
-
-    def update(self, report: BlockReport) -> None:
-        self.blocks += 1
-        self.combos += report.n_combos
-        if report.best_sharpe > self.best:
-            self.best = report.best_sharpe
-        self._draw()
-
-    def workers(self, n: int, threads: int | None = None) -> None:
-        self.n_workers, self.n_threads = n, threads
-        self._draw()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    def _draw(self) -> None:
-        frac = self.blocks / self.n_blocks if self.n_blocks else 1.0
-        filled = int(frac * self.width)
-        rate = self.combos / max(time.perf_counter() - self.t0, 1e-9)
-        workers = "" if self.n_workers is None else (
-            f", {self.n_workers} worker{'s' if self.n_workers != 1 else ''}")
-        if self.n_workers and (self.n_threads or self.n_workers) != self.n_workers:
-            workers += f" ({self.n_threads} threads)"
-        left = (self.n_combos - self.combos) / rate if self.combos and rate > 0 else None
-        eta = "" if left is None else f", ETA {eta_text(left)}"
-        best = f", best sharpe {self.best:.3f}" if math.isfinite(self.best) else ""
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.blocks}/{self.n_blocks} "
-            f"blocks, {self.combos:,}/{self.n_combos:,} combos, {rate:,.0f} combos/s"
-            f"{workers}{eta}{best}  "
-        )
-        sys.stderr.flush()
-
-
 def phase_summary(reports: list[BlockReport]) -> dict:
     """Per phase of a block (``open_bars``, ``indicators``, ``kernel``, ``write``; the
     GPU's stages on ``cuda``): the total seconds over the blocks and the 50th, 90th and
@@ -678,13 +632,3 @@ def phase_summary(reports: list[BlockReport]) -> dict:
     return {name: {"total": round(float(np.sum(s)), 6),
                    **{f"p{q}": round(float(np.percentile(s, q)), 6) for q in (50, 90, 100)}}
             for name, s in phases.items()}
-
-
-def eta_text(seconds: float) -> str:
-    """``seconds`` left as ``42s``, ``3m05s`` or ``2h07m``."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

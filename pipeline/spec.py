@@ -137,6 +137,8 @@ class RunSpec(BaseModel):
     (see :func:`barsweep.pipeline.run.auto_block_size`). ``max_combos`` bounds the
     combos of a run (the grid's box, before constraints, times the symbols): a larger
     spec is refused before anything runs, a guard against a mistyped range.
+    ``progress_every``: seconds between two progress lines when stderr is not a terminal
+    (a log); a terminal's line is redrawn in place.
     """
 
     model_config = _CONFIG
@@ -146,6 +148,7 @@ class RunSpec(BaseModel):
     out: PathStr = Field("results.zarr", validate_default=True)
     max_combos: int = Field(MAX_COMBOS, gt=0, le=MAX_COUNTABLE, strict=True)
     worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
+    progress_every: float = Field(5.0, gt=0, allow_inf_nan=False)
 
 
 class AnalysisSpec(BaseModel):

@@ -111,14 +111,15 @@ def test_dask_info_only_with_verbose(tmp_path):
 
 def test_the_progress_line_has_eta_workers_and_the_best_sharpe(capsys):
     from barsweep.pipeline.blocks import BlockReport
-    from barsweep.pipeline.run import ProgressBar, eta_text
+    from barsweep.pipeline.progress import ProgressBar, eta_text
 
     assert [eta_text(s) for s in (4.4, 185, 7620)] == ["4s", "3m05s", "2h07m"]
-    bar = ProgressBar(4, 400)
+    bar = ProgressBar(4, 400, every_s=0)
     bar.workers(2)
     bar.update(BlockReport(0, 100, 500, 0.1, best_sharpe=0.8))
     bar.update(BlockReport(1, 100, 500, 0.1, best_sharpe=np.nan))
-    line = capsys.readouterr().err.split("\r")[-1]
+    bar.close()
+    line = capsys.readouterr().err.splitlines()[-1]
     assert "2/4 blocks, 200/400 combos" in line and "2 workers" in line
     assert "ETA " in line and "best sharpe 0.800" in line
 
