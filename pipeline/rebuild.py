@@ -56,17 +56,28 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
     if len(top) < rank:
         raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
     row = top.iloc[rank - 1]
-    spec, ppy = stored_spec(ds, "plot best")
-    bars = stored_bars(spec, row["symbol"])
     params = {name: _plain(row[name]) for name in ds[METRICS[0]].dims if name != "symbol"}
+    return rebuild_combo(ds, row["symbol"], params, "plot best")
+
+
+def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"):
+    """The combo ``params`` (every parameter dim's value) of ``symbol`` in results
+    Dataset ``ds``, rebuilt with :func:`barsweep.engine.backtest` from the stored spec.
+
+    Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
+    differ from the store's, naming the metric.
+    """
+    stored_metrics = ds[list(METRICS)].sel(symbol=symbol, **params).load()
+    spec, ppy = stored_spec(ds, what)
+    bars = stored_bars(spec, symbol)
     settings = {**spec.execution.model_dump(),
                 **{k: v for k, v in params.items() if k in STOP_PARAMS}}
     result = backtest(bars, spec.strategy, {k: v for k, v in params.items()
                                             if k not in STOP_PARAMS}, ppy=ppy, **settings)
     for name in METRICS:
-        stored, rebuilt = float(row[name]), result.metrics[name]
+        stored, rebuilt = float(stored_metrics[name]), result.metrics[name]
         if not (stored == rebuilt or (math.isnan(stored) and math.isnan(rebuilt))):
-            raise MismatchError(f"the rebuilt combo {params} of {row['symbol']} has {name} "
+            raise MismatchError(f"the rebuilt combo {params} of {symbol} has {name} "
                                f"{rebuilt!r}, the store {stored!r}: the bars or barsweep "
                                f"changed since the run")
     return result
