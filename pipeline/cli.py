@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     trades = sub.add_parser("trades", help="one combo rebuilt from the stored spec "
                             "(metrics checked): its stats beside buy and hold's, then its "
                             "trades")
-    trades.add_argument("results")
+    trades.add_argument("results", help="a results store (barsweep run's --out)")
     pick = trades.add_mutually_exclusive_group()
     pick.add_argument("--rank", type=int, metavar="N",
                       help="combo N of the ranking by --by (default: 1)")
