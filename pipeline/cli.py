@@ -439,7 +439,7 @@ def cmd_trades(args) -> int:
                             "not --params")
     combo = combo_backtest(args.results,
                            None if args.params is None else parse_params(args.params),
-                           rank_n=args.rank, symbol=args.symbol, by=args.by or "sharpe",
+                           rank=args.rank, symbol=args.symbol, by=args.by or "sharpe",
                            where=args.where)
     result = combo.result
     held = result.buy_and_hold()

@@ -15,7 +15,8 @@ import pandas as pd
 from ..engine.backtest import BacktestResult
 from ..engine.stats import stat_units
 from ..errors import ResultsError, SpecError
-from .rank import param_dims, rank
+from .rank import param_dims
+from .rank import rank as ranked
 from .rebuild import rebuild_combo, stored_spec
 from .results import open_results
 
@@ -42,11 +43,11 @@ class Combo:
     result: BacktestResult
 
 
-def combo_backtest(results, params: Mapping | None = None, *, rank_n: int | None = None,
+def combo_backtest(results, params: Mapping | None = None, *, rank: int | None = None,
                    symbol: str | None = None, by: str = "sharpe",
                    where: str | None = None) -> Combo:
     """A combo of a results store rebuilt with :func:`barsweep.engine.backtest`: the one
-    with parameter values ``params``, or number ``rank_n`` of the ranking by ``by`` among
+    with parameter values ``params``, or number ``rank`` of the ranking by ``by`` among
     those passing ``where`` (``rank 1`` when neither is given).
 
     Parameters
@@ -55,11 +56,11 @@ def combo_backtest(results, params: Mapping | None = None, *, rank_n: int | None
     params : mapping of parameter name to value, optional
         Values as numbers or text (``{"fast": "12"}``); every parameter with more than
         one value in the grid must be named.
-    rank_n : int, optional
+    rank : int, optional
     symbol : str, optional
         Needed when the store holds several symbols.
     by, where : str
-        The ranking (with ``rank_n``), as ``barsweep rank``'s.
+        The ranking (with ``rank``), as ``barsweep rank``'s.
 
     Raises
     ------
@@ -80,14 +81,14 @@ def combo_backtest(results, params: Mapping | None = None, *, rank_n: int | None
                            "and the stitched out-of-sample run")
     symbol = one_symbol(ds, symbol)
     if params is not None:
-        if rank_n is not None:
+        if rank is not None:
             raise SpecError("--rank and --params each choose the combo: give one")
         chosen = grid_point(ds, symbol, params)
         how = "chosen by --params"
     else:
-        rank_n = 1 if rank_n is None else rank_n
-        chosen = ranked_point(ds, symbol, rank_n, by, where)
-        how = f"rank {rank_n} by {by}" + (f" where {where}" if where else "")
+        rank = 1 if rank is None else rank
+        chosen = ranked_point(ds, symbol, rank, by, where)
+        how = f"rank {rank} by {by}" + (f" where {where}" if where else "")
     spec, _ = stored_spec(ds, "trades")
     return Combo(symbol=symbol, strategy=spec.strategy, params=chosen, chosen=how,
                  result=rebuild_combo(ds, symbol, chosen, "trades"))
@@ -111,7 +112,7 @@ def ranked_point(ds, symbol: str, rank_n: int, by: str, where: str | None) -> di
     """The parameter values of combo ``rank_n`` of ``symbol``'s ranking."""
     if rank_n < 1:
         raise ResultsError(f"--rank: expected 1 or more, got {rank_n}")
-    top = rank(ds.sel(symbol=[symbol]), by=by, top=rank_n, where=where)
+    top = ranked(ds.sel(symbol=[symbol]), by=by, top=rank_n, where=where)
     if len(top) < rank_n:
         passing = f" pass --where {where!r} and" if where else ""
         raise ResultsError(f"--rank {rank_n}: only {len(top)} combos of {symbol}{passing} "

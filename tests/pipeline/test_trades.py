@@ -14,9 +14,10 @@ import yaml
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS, backtest
+from barsweep.pipeline.rank import rank
 from barsweep.pipeline.rebuild import best_backtest
 from barsweep.pipeline.results import open_results
-from barsweep.pipeline.trades import format_stat
+from barsweep.pipeline.trades import combo_backtest, format_stat
 
 BARSWEEP = str(Path(sys.executable).parent / "barsweep")
 EXECUTION = {"fill": "next_open", "fees": 0.0005}
@@ -136,6 +137,21 @@ def test_params_picks_that_combo(store, tmp_path):
     assert ours.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True)
     pd.testing.assert_frame_equal(read_trades_csv(csv), ours.trades, check_exact=True)
     assert (ours.trades["exit_reason"] == "target").any()  # the take_profit axis counts
+    # from Python: numbers or text
+    combo = combo_backtest(store, {"fast": 10, "slow": 50, "take_profit": 0.25}, symbol="IBM")
+    assert combo.params == {"fast": 10, "slow": 50, "take_profit": 0.25}
+    pd.testing.assert_frame_equal(combo.result.trades, ours.trades, check_exact=True)
+
+
+def test_rank_by_where_picks_the_ranked_combo(store):
+    done = barsweep("trades", store, "--symbol", "IBM", "--rank", "2", "--by", "cagr",
+                    "--where", "n_trades >= 10")
+    assert done.returncode == 0, done.stderr
+    row = rank(open_results(store).sel(symbol=["IBM"]), by="cagr", top=2,
+               where="n_trades >= 10").iloc[1]
+    said = f"fast={row['fast']} slow={row['slow']} take_profit={row['take_profit']:g}"
+    assert done.stdout.startswith(f"IBM ema_cross {said} (rank 2 by cagr where n_trades >= 10)")
+    assert stat_rows(done.stdout)["cagr"][0] == format_stat("cagr", row["cagr"])
 
 
 @pytest.mark.parametrize("args, words", [
