@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     trades.add_argument("--symbol", help="the symbol, when the store holds several")
     trades.add_argument("--by", help="with --rank: the metric to rank by (default sharpe)")
     trades.add_argument("--where", help='with --rank: filter, e.g. "n_trades >= 10"')
+    trades.add_argument("--window", type=int, metavar="W",
+                        help="a walk-forward store's window (0, 1, ...): the combo is "
+                             "chosen among, and run over, its --sample")
+    trades.add_argument("--sample", choices=["train", "test"], metavar="SAMPLE",
+                        help="with --window: train (the default) or test, the window's "
+                             "bars the combo is chosen among and run over")
     trades.add_argument("--csv", metavar="FILE",
                         help="write the trades table (every column) to this CSV file "
                              "instead of printing it")
@@ -440,7 +446,7 @@ def cmd_trades(args) -> int:
     combo = combo_backtest(args.results,
                            None if args.params is None else parse_params(args.params),
                            rank=args.rank, symbol=args.symbol, by=args.by or "sharpe",
-                           where=args.where)
+                           where=args.where, window=args.window, sample=args.sample)
     result = combo.result
     held = result.buy_and_hold()
     trades = result.trades

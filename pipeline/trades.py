@@ -44,8 +44,8 @@ class Combo:
 
 
 def combo_backtest(results, params: Mapping | None = None, *, rank: int | None = None,
-                   symbol: str | None = None, by: str = "sharpe",
-                   where: str | None = None) -> Combo:
+                   symbol: str | None = None, by: str = "sharpe", where: str | None = None,
+                   window: int | None = None, sample: str | None = None) -> Combo:
     """A combo of a results store rebuilt with :func:`barsweep.engine.backtest`: the one
     with parameter values ``params``, or number ``rank`` of the ranking by ``by`` among
     those passing ``where`` (``rank 1`` when neither is given).
@@ -61,37 +61,63 @@ def combo_backtest(results, params: Mapping | None = None, *, rank: int | None =
         Needed when the store holds several symbols.
     by, where : str
         The ranking (with ``rank``), as ``barsweep rank``'s.
+    window : int, optional
+        A walk-forward store's window (needed there, refused elsewhere): the combo is
+        chosen among, and run over, that window's ``sample``.
+    sample : {"train", "test"}, optional
+        With ``window``; train by default.
 
     Raises
     ------
     SpecError
         A parameter or value the grid lacks, a combo the constraints exclude, a symbol
-        the store lacks (or none named among several).
+        the store lacks (or none named among several), a window the store lacks.
     ResultsError
-        A walk-forward store (its combos are per window: ``barsweep walkforward``), or
-        a rank past the ranked combos.
+        A rank past the ranked combos.
     MismatchError
         The rebuilt metrics differ from the store's.
     """
     ds = open_results(results) if isinstance(results, str | os.PathLike) else results
-    if "window" in ds.dims:
-        raise ResultsError("a walk-forward store: its combos are chosen per window, and "
-                           "each window's trades are those of its train or test sample; "
-                           "see `barsweep walkforward` for the combo chosen in each window "
-                           "and the stitched out-of-sample run")
+    view, window, sample = _window_view(ds, window, sample)
     symbol = one_symbol(ds, symbol)
     if params is not None:
         if rank is not None:
             raise SpecError("--rank and --params each choose the combo: give one")
-        chosen = grid_point(ds, symbol, params)
+        chosen = grid_point(view, symbol, params)
         how = "chosen by --params"
     else:
         rank = 1 if rank is None else rank
-        chosen = ranked_point(ds, symbol, rank, by, where)
+        chosen = ranked_point(view, symbol, rank, by, where)
         how = f"rank {rank} by {by}" + (f" where {where}" if where else "")
+    if window is not None:
+        how = f"window {window} {sample}, {how}"
     spec, _ = stored_spec(ds, "trades")
     return Combo(symbol=symbol, strategy=spec.strategy, params=chosen, chosen=how,
-                 result=rebuild_combo(ds, symbol, chosen, "trades"))
+                 result=rebuild_combo(ds, symbol, chosen, "trades", window=window,
+                                      sample=sample))
+
+
+def _window_view(ds, window: int | None, sample: str | None):
+    """``ds`` at a walk-forward store's ``window`` and ``sample`` (checked; sample train
+    by default), or ``ds`` itself for any other store (where both must be None)."""
+    if "window" not in ds.dims:
+        if window is not None or sample is not None:
+            raise SpecError("--window and --sample choose a walk-forward store's window; "
+                            "this store has none")
+        return ds, None, None
+    n = ds.sizes["window"]
+    if window is None:
+        raise SpecError(f"--window: a walk-forward store: name one of its {n} windows "
+                        f"(0 to {n - 1}) and --sample train (default) or test; `barsweep "
+                        f"walkforward` shows the combo each window chose and the stitched "
+                        f"out-of-sample run")
+    if window not in ds["window"].values:
+        raise SpecError(f"--window: {window} is not a window of the store; its windows "
+                        f"are 0 to {n - 1}")
+    sample = sample or "train"
+    if sample not in ("train", "test"):
+        raise SpecError(f"--sample: expected train or test, got {sample!r}")
+    return ds.sel(window=window, sample=sample), window, sample
 
 
 def one_symbol(ds, symbol: str | None) -> str:

@@ -185,15 +185,41 @@ def test_symbol_is_needed_among_several_and_must_be_there(store):
         assert all(word in err[0] for word in words), err[0]
 
 
-def test_a_walk_forward_store_points_to_walkforward(store):
+def test_a_walk_forward_store_takes_a_window_and_sample(store, tmp_path):
     root = store.parent
     done = barsweep("run", write_spec(root, "wf", walk_forward={"train": 500, "test": 250}),
                     "--cluster", "threads", "--quiet", cwd=root)
     assert done.returncode == 0, done.stderr
-    done = barsweep("trades", root / "wf.zarr", "--symbol", "MSFT")
-    err = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(err) == 1, done.stderr
-    assert "walk-forward" in err[0] and "barsweep walkforward" in err[0]
+    wf = root / "wf.zarr"
+    for args, words in (([], ["--window", "0 to 6", "barsweep walkforward"]),
+                        (["--window", "7"], ["--window", "0 to 6"])):
+        done = barsweep("trades", wf, "--symbol", "MSFT", *args)
+        err = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(err) == 1, done.stderr
+        assert all(word in err[0] for word in words), err[0]
+    done = barsweep("trades", store, "--symbol", "MSFT", "--window", "1")
+    assert done.returncode == 2 and "walk-forward" in done.stderr
+    # window 2's test bars, one combo: the trades of backtest() over those bars only
+    csv = tmp_path / "w.csv"
+    done = barsweep("trades", wf, "--symbol", "MSFT", "--window", "2", "--sample", "test",
+                    "--params", "fast=5,slow=50,take_profit=0.25", "--csv", csv)
+    assert done.returncode == 0, done.stderr
+    assert "(window 2 test, chosen by --params)" in done.stdout.splitlines()[0]
+    ds = open_results(wf)
+    span = (int(ds["test_start_bar"][2]), int(ds["test_end_bar"][2]))
+    bars = open_bars(root / "bars", "MSFT", "1d", "2004-01-01")
+    ours = backtest(bars, "ema_cross", dict(fast=5, slow=50), ppy=252.0, span=span,
+                    take_profit=0.25, **EXECUTION)
+    stored = {m: float(ds[m].sel(symbol="MSFT", window=2, sample="test", fast=5, slow=50,
+                                 take_profit=0.25)) for m in METRICS}
+    assert ours.metrics == pytest.approx(stored, rel=0, abs=0, nan_ok=True)
+    pd.testing.assert_frame_equal(read_trades_csv(csv), ours.trades, check_exact=True)
+    rows = stat_rows(done.stdout)
+    assert rows["n_bars"] == [f"{span[1] - span[0]}"] * 2
+    # by rank: window 4's train sample, as walkforward chooses
+    done = barsweep("trades", wf, "--symbol", "IBM", "--window", "4")
+    assert done.returncode == 0, done.stderr
+    assert "(window 4 train, rank 1 by sharpe)" in done.stdout.splitlines()[0]
 
 
 def test_trades_is_in_the_help_with_every_option_explained():
@@ -201,9 +227,12 @@ def test_trades_is_in_the_help_with_every_option_explained():
     assert "trades" in done.stdout
     done = barsweep("trades", "--help")
     assert done.returncode == 0
-    for option in ("--rank", "--params", "--symbol", "--by", "--where", "--csv"):
+    for option in ("--rank", "--params", "--symbol", "--by", "--where", "--window",
+                   "--sample", "--csv"):
         assert option in done.stdout
-    for line in done.stdout.split("positional arguments:")[1].splitlines():
+    lines = done.stdout.split("positional arguments:")[1].splitlines()
+    for line, after in zip(lines, [*lines[1:], ""]):
         if line.startswith("  ") and not line.startswith("   "):  # an argument's first line
-            assert re.search(r"\S {2,}\S", line), line  # its help text beside it
+            # its help text beside it, or on the next line
+            assert re.search(r"\S {2,}\S", line) or after.startswith(" " * 8), line
     assert "``" not in done.stdout and ":func:" not in done.stdout
