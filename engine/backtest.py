@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import SpecError
 from .block import BAR_COLUMNS, prepare_block
-from .execution import execution_of, span_xp
+from .execution import Execution, execution_of, span_xp
 from .fills import EXIT_REASONS
 from .hoist import hoist
 from .metrics import METRICS, N_METRICS
@@ -42,12 +42,74 @@ class BacktestResult:
         trail, end or ruin: equity reached zero, see docs/EXECUTION.md).
     close : pandas.Series
         The close prices, for plotting.
+    execution : Execution or None
+        The execution settings the combo ran with (its stops included).
+    ppy : float or None
+        Bars per year the metrics were annualised with.
     """
 
     metrics: dict[str, float]
     equity: pd.Series
     trades: pd.DataFrame
     close: pd.Series
+    execution: Execution | None = None
+    ppy: float | None = None
+    # (bar columns, times, start, end): what buy_and_hold() reruns on
+    _bars: tuple | None = field(default=None, repr=False, compare=False)
+
+    def stats(self, buy_and_hold: bool = True) -> pd.Series:
+        """The summary of this backtest, as backtesting.py's and vectorbt's ``stats()``.
+
+        Every metric (fractions, not percent), and ``start``, ``end``, ``duration``,
+        ``n_bars``, ``init_cash``, ``equity_final``, ``equity_peak``,
+        ``buy_and_hold_return``, ``max_drawdown_duration``, ``n_open_trades``,
+        ``best_trade``, ``worst_trade``, ``avg_winning_trade``, ``avg_losing_trade``,
+        ``avg_trade_duration``, ``max_trade_duration``, ``sqn`` and ``fees_paid``
+        (each described in :data:`barsweep.engine.stats.STATS_INFO`). Times and
+        durations are pandas Timestamps and Timedeltas when the bars carry times.
+
+        Parameters
+        ----------
+        buy_and_hold : bool
+            Include ``buy_and_hold_return`` (runs :meth:`buy_and_hold`).
+
+        Returns
+        -------
+        pandas.Series, dtype object, in the order of
+        :data:`barsweep.engine.stats.STATS`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from barsweep.engine import backtest
+        >>> close = 100 + np.cumsum(np.random.default_rng(0).normal(size=500))
+        >>> res = backtest(dict(open=close, high=close, low=close, close=close),
+        ...                "ema_cross", dict(fast=5, slow=20), ppy=252, fill="close")
+        >>> s = res.stats()
+        >>> s["n_bars"], s["n_trades"] == len(res.trades)
+        (500, True)
+        """
+        from .stats import backtest_stats
+
+        exe = self.execution or Execution()
+        bh = self.buy_and_hold().metrics["total_return"] if buy_and_hold else None
+        return backtest_stats(self.metrics, self.equity, self.trades, exe.init_cash,
+                              exe.funding, buy_and_hold_return=bh)
+
+    def buy_and_hold(self) -> BacktestResult:
+        """The ``buy_and_hold`` strategy over the same bars, with the same execution
+        settings and bars per year, long and without stops: entered on the first bar
+        (at its close, or the next open), held to the last."""
+        if self._bars is None or self.execution is None:
+            raise SpecError("buy_and_hold(): this BacktestResult does not hold its bars; "
+                            "make it with backtest()")
+        columns, time, start, end = self._bars
+        bars = {name: column[start:end] for name, column in columns.items()}
+        if time is not None:
+            bars["time"] = time[start:end]
+        held = self.execution.model_copy(update=dict(
+            direction="long", stop_loss=None, take_profit=None, trailing_stop=None))
+        return backtest(bars, "buy_and_hold", ppy=self.ppy, **held.model_dump())
 
     def plot(self, path=None, title: str | None = None):
         """Price with entries/exits, equity, and drawdown; saved as PNG when ``path``.
@@ -142,7 +204,9 @@ def backtest(
     trades = _trades_frame(rec_trades[: int(metrics["n_trades"])], index, start)
     return BacktestResult(metrics=metrics, equity=equity, trades=trades,
                           close=pd.Series(block.columns[3][start:end], index=index,
-                                          name="close"))
+                                          name="close"),
+                          execution=exe, ppy=float(ppy),
+                          _bars=(columns, time_ns, start, end))
 
 
 def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:

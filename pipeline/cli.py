@@ -201,6 +201,30 @@ def build_parser() -> argparse.ArgumentParser:
     best.add_argument("--out", required=True, help="the PNG to write")
     best.set_defaults(func=cmd_plot_best)
 
+    trades = sub.add_parser("trades", help="one combo rebuilt from the stored spec "
+                            "(metrics checked): its stats beside buy and hold's, then its "
+                            "trades")
+    trades.add_argument("results", help="a results store (barsweep run's --out)")
+    pick = trades.add_mutually_exclusive_group()
+    pick.add_argument("--rank", type=int, metavar="N",
+                      help="combo N of the ranking by --by (default: 1)")
+    pick.add_argument("--params", metavar="K=V,...",
+                      help="the combo with these parameter values, e.g. fast=12,slow=80 "
+                           "(a parameter with one value in the grid may be left out)")
+    trades.add_argument("--symbol", help="the symbol, when the store holds several")
+    trades.add_argument("--by", help="with --rank: the metric to rank by (default sharpe)")
+    trades.add_argument("--where", help='with --rank: filter, e.g. "n_trades >= 10"')
+    trades.add_argument("--window", type=int, metavar="W",
+                        help="a walk-forward store's window (0, 1, ...): the combo is "
+                             "chosen among, and run over, its --sample")
+    trades.add_argument("--sample", choices=["train", "test"], metavar="SAMPLE",
+                        help="with --window: train (the default) or test, the window's "
+                             "bars the combo is chosen among and run over")
+    trades.add_argument("--csv", metavar="FILE",
+                        help="write the trades table (every column) to this CSV file "
+                             "instead of printing it")
+    trades.set_defaults(func=cmd_trades)
+
     report = sub.add_parser("report", help="one self-contained HTML page of a results "
                             "store: spec, run facts, top combos, heatmaps, the best combo")
     report.add_argument("results", help="the results store (a run's --out)")
@@ -433,6 +457,39 @@ def cmd_plot_best(args) -> int:
     result = best_backtest(args.results, rank=args.rank, by=args.by, where=args.where)
     result.plot(args.out)
     print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_trades(args) -> int:
+    from .trades import combo_backtest, describe, parse_params, stats_table, trades_text
+
+    if args.params is not None and (args.by or args.where):
+        raise BarsweepError("--by and --where choose by the ranking: they go with --rank, "
+                            "not --params")
+    combo = combo_backtest(args.results,
+                           None if args.params is None else parse_params(args.params),
+                           rank=args.rank, symbol=args.symbol, by=args.by or "sharpe",
+                           where=args.where, window=args.window, sample=args.sample)
+    result = combo.result
+    held = result.buy_and_hold()
+    trades = result.trades
+    if args.csv:
+        text = trades.to_csv(index=False)
+        try:
+            Path(args.csv).write_text(text)
+        except OSError as err:
+            raise BarsweepError(f"--csv {args.csv}: cannot write it: "
+                                f"{err.strerror or err}") from None
+    print(describe(combo))
+    print(stats_table(result.stats(buy_and_hold=False),
+                      held.stats(buy_and_hold=False)).to_string())
+    if args.csv:
+        print(f"\nwrote {len(trades):,} trades to {args.csv}")
+    elif len(trades):
+        print(f"\n{len(trades):,} trades (times UTC):")
+        print(trades_text(trades))
+    else:
+        print("\nno trades")
     return 0
 
 

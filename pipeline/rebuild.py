@@ -56,19 +56,37 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
     if len(top) < rank:
         raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
     row = top.iloc[rank - 1]
-    spec, ppy = stored_spec(ds, "plot best")
-    bars = stored_bars(spec, row["symbol"])
     params = {name: _plain(row[name]) for name in ds[METRICS[0]].dims if name != "symbol"}
+    return rebuild_combo(ds, row["symbol"], params, "plot best")
+
+
+def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store", *,
+                  window: int | None = None, sample: str | None = None):
+    """The combo ``params`` (every parameter dim's value) of ``symbol`` in results
+    Dataset ``ds``, rebuilt with :func:`barsweep.engine.backtest` from the stored spec;
+    in a walk-forward store, over the bars of ``window``'s ``sample`` (train or test).
+
+    Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
+    differ from the store's, naming the metric.
+    """
+    at = {} if window is None else {"window": window, "sample": sample}
+    span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
+                                        int(ds[f"{sample}_end_bar"].sel(window=window)))
+    stored_metrics = ds[list(METRICS)].sel(symbol=symbol, **at, **params).load()
+    spec, ppy = stored_spec(ds, what)
+    bars = stored_bars(spec, symbol)
     settings = {**spec.execution.model_dump(),
                 **{k: v for k, v in params.items() if k in STOP_PARAMS}}
     result = backtest(bars, spec.strategy, {k: v for k, v in params.items()
-                                            if k not in STOP_PARAMS}, ppy=ppy, **settings)
+                                            if k not in STOP_PARAMS}, ppy=ppy, span=span,
+                      **settings)
     for name in METRICS:
-        stored, rebuilt = float(row[name]), result.metrics[name]
+        stored, rebuilt = float(stored_metrics[name]), result.metrics[name]
         if not (stored == rebuilt or (math.isnan(stored) and math.isnan(rebuilt))):
-            raise MismatchError(f"the rebuilt combo {params} of {row['symbol']} has {name} "
-                               f"{rebuilt!r}, the store {stored!r}: the bars or barsweep "
-                               f"changed since the run")
+            raise MismatchError(f"the rebuilt combo {params} of {symbol}"
+                                f"{''.join(f', {k} {v}' for k, v in at.items())} has {name} "
+                                f"{rebuilt!r}, the store {stored!r}: the bars or barsweep "
+                                f"changed since the run")
     return result
 
 
