@@ -82,7 +82,9 @@ def moves_text(ts_ns: np.ndarray, close: np.ndarray, positions: np.ndarray) -> s
     for t in positions[:MOVES_SHOWN]:
         when = pd.Timestamp(int(ts_ns[t]), tz="UTC")
         label = when.strftime("%Y-%m-%d" if daily else "%Y-%m-%d %H:%M")
-        shown.append(f"{label} {(close[t] / close[t - 1] - 1) * 100:+.1f} %")
+        with np.errstate(all="ignore"):  # extreme prices: the move may overflow to inf
+            percent = (close[t] / close[t - 1] - 1) * 100
+        shown.append(f"{label} {percent:+.1f} %")
     more = positions.size - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more else "")
 

@@ -99,6 +99,6 @@ def large_moves(close: np.ndarray, limit: float = SPLIT_MOVE) -> np.ndarray:
     """
     if close.size < 2:
         return np.zeros(0, dtype=np.intp)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         move = close[1:] / close[:-1] - 1.0
     return np.flatnonzero(np.abs(move) > limit) + 1
