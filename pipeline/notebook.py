@@ -159,7 +159,10 @@ def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,
                 raise SpecError(f"sweep(): bars of {symbol!r} must be a pandas DataFrame, got "
                                 f"{type(frame).__name__}")
             path = os.path.join(tmp, f"{symbol}.parquet")
-            frame.to_parquet(path)
+            # an unnamed index that is not times is row labels (e.g. after iloc[::-1]), not data
+            keep_index = (frame.index.name is not None
+                          or isinstance(frame.index, pd.DatetimeIndex))
+            frame.to_parquet(path, index=keep_index)
             report = import_file(path, store, symbol, timeframe, replace=replace, **options)
             told = ([f"{symbol}: note: {note}" for note in report.notes]
                     + [f"{symbol}: {warning}" for warning in report.warnings])
