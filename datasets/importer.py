@@ -28,18 +28,14 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import DataError
-from .import_hints import (
-    adjusted_close_column,
-    close_only_hint,
-    column_key,
-    delimiter_hint,
-    split_warning,
-    unused_adjusted_warning,
+from .import_header import (
+    TIME_NAMES,
+    match_columns,
+    refuse_repeated_header_names,
 )
+from .import_hints import delimiter_hint, split_warning
 from .import_rows import (
-    PRICE_NAMES,
     CheckedBars,
-    HeaderNotes,
     ImportChoices,
     checked_bars,
     fail,
@@ -61,10 +57,6 @@ from .writer import check_store_writable, write_bars
 __all__ = ["ImportReport", "import_file"]
 
 logger = logging.getLogger(__name__)
-
-TIME_NAMES = ("time", "timestamp", "date", "datetime")
-OPTIONAL_NAMES = ("volume", "funding_rate")
-
 
 @dataclass(frozen=True)
 class ImportReport:
@@ -211,16 +203,16 @@ def import_file(
         checked = _import_text(src, choices)
     moved = split_warning(checked.values["time"], checked.values["close"],
                           price_column=checked.price_from, adjusted=checked.adjusted)
-    warnings = [*checked.warnings, *([moved] if moved else [])]
+    warned = [*checked.warnings, *([moved] if moved else [])]
     table = _table(checked.values)
     written = write_bars(store, symbol, timeframe, table)
-    shown = {*checked.notes, *warnings}  # the caller's to show, once
+    shown = {*checked.notes, *warned}  # the caller's to show, once
     for message in checked.messages:
         if message not in shown:
             logger.info("%s: %s", src, message)
     return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
-                        [*checked.messages, *warnings[len(checked.warnings):]],
-                        checked.notes, checked.read_as, warnings)
+                        [*checked.messages, *warned[len(checked.warnings):]],
+                        checked.notes, checked.read_as, warned)
 
 
 class _NotTyped(Exception):
@@ -234,7 +226,7 @@ def _import_text(src: Path, choices: ImportChoices) -> CheckedBars:
     if len(raw) == 0:
         raise DataError(f"{src}: empty input: the file has no data rows")
     found = [str(c) for c in raw.columns]
-    columns, header = _match_columns(src, found, messages, choices.price_column,
+    columns, header = match_columns(src, found, messages, choices.price_column,
                                      choices.ohlc_from_close)
     rows = np.arange(1, len(raw) + 1)
     time = _parse_time_column(src, raw[columns["time"]], choices.time_format, messages)
@@ -263,13 +255,13 @@ def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
     try:
         if name.endswith((".csv", ".csv.gz")):
             names = _csv_names(src, choices.delimiter)
-            columns, header = _match_columns(src, names, messages, choices.price_column,
+            columns, header = match_columns(src, names, messages, choices.price_column,
                                              choices.ohlc_from_close)
             table = _read_csv_typed(src, names, columns, choices.delimiter)
         elif name.endswith((".parquet", ".pq")):
             table = _read_parquet_typed(src, messages)
             _note_unused_delimiter(choices.delimiter, messages)
-            columns, header = _match_columns(src, table.column_names, messages,
+            columns, header = match_columns(src, table.column_names, messages,
                                              choices.price_column, choices.ohlc_from_close)
         else:
             raise _NotTyped("unsupported file type")
@@ -323,7 +315,7 @@ def _csv_names(src: Path, delimiter: str | None = None) -> list[str]:
     # pandas names empty or repeated header cells itself ("Unnamed: 0", "close.1").
     if "" in names or len(set(names)) != len(names):
         raise _NotTyped("header cells that are empty or repeated")
-    _refuse_repeated_header_names(src, names)
+    refuse_repeated_header_names(src, names)
     return names
 
 
@@ -421,21 +413,8 @@ def _read_source(src: Path, messages: list[str], delimiter: str | None = None) -
         raise DataError(f"{src}: cannot be read as {kind}: {_one_line(exc)}") from exc
     frame.columns = [str(c) for c in frame.columns]
     if name.endswith((".csv", ".csv.gz")):
-        _refuse_repeated_header_names(src, frame.columns)
+        refuse_repeated_header_names(src, frame.columns)
     return frame
-
-
-def _refuse_repeated_header_names(src: Path, columns: list[str]) -> None:
-    """Refuse a CSV header naming a bar column twice (pandas would rename the second
-    ``close`` to ``close.1`` and the first would be taken silently)."""
-    wanted = (*TIME_NAMES, *PRICE_NAMES, *OPTIONAL_NAMES)
-    for column in columns:
-        base, dot, suffix = column.rpartition(".")
-        if dot and suffix.isdigit() and base in columns and base.strip().lower() in wanted:
-            raise DataError(
-                f"{src}: header: ambiguous columns: {base!r} appears more than once; "
-                "keep only one"
-            )
 
 
 def _csv_shape_error(src: Path, exc: Exception, delimiter: str | None = None) -> DataError:
@@ -493,79 +472,6 @@ def _index_names(src: Path, index: pd.Index, columns: list[str],
 def _one_line(exc: BaseException) -> str:
     """An exception's message on one line (a CLI error is one line)."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _match_columns(
-    src: Path,
-    found: list[str],
-    messages: list[str],
-    price_column: str | None = None,
-    ohlc_from_close: bool = False,
-) -> tuple[dict[str, str], HeaderNotes]:
-    """Map canonical names (time, open, ..., funding_rate, and ``price`` for
-    `price_column`) to the file's column names. With `ohlc_from_close` only the close
-    (or `price_column`) is required and open/high/low are not mapped. Also what the header
-    tells: the columns ignored, an adjusted close left unused."""
-    by_lower: dict[str, list[str]] = {}
-    for name in found:
-        by_lower.setdefault(name.strip().lower(), []).append(name)
-    wanted = (*TIME_NAMES, *PRICE_NAMES, *OPTIONAL_NAMES)
-    clashes = [names for lower, names in by_lower.items() if lower in wanted and len(names) > 1]
-    time_cols = [by_lower[n][0] for n in TIME_NAMES if n in by_lower]
-    if clashes or len(time_cols) > 1:
-        same = clashes[0] if clashes else time_cols
-        raise DataError(
-            f"{src}: header: ambiguous columns: {same} could each be the same column; keep only one"
-        )
-    price = _price_column(src, found, price_column)
-    needed = PRICE_NAMES
-    if ohlc_from_close:
-        needed = () if price else ("close",)
-    missing = [n for n in needed if n not in by_lower]
-    if not time_cols:
-        missing.insert(0, "time (or timestamp, date, datetime)")
-    if missing:
-        hint = delimiter_hint(found) or close_only_hint(missing, "close" in by_lower or bool(price))
-        if not time_cols and any(n in ("", "unnamed: 0") for n in by_lower):
-            hint = ("; the unnamed first column looks like a pandas index written by to_csv: "
-                    "name it (df.index.name = 'time') and write the file again")
-        raise DataError(
-            f"{src}: header: missing required column(s): {', '.join(missing)}; "
-            f"columns found: {found}{hint}"
-        )
-    columns = {"time": time_cols[0]}
-    columns.update({n: by_lower[n][0] for n in (*needed, *OPTIONAL_NAMES) if n in by_lower})
-    if price:
-        columns["price"] = price
-    ignored = [c for c in found if c not in columns.values()]
-    if "volume" not in columns:
-        messages.append("no volume column: volume stored as NaN")
-    adjusted = adjusted_close_column(found)
-    unused = adjusted is not None and price_column is None
-    return columns, HeaderNotes(
-        notes=(f"ignored column(s): {ignored}",) if ignored else (),
-        warnings=(unused_adjusted_warning(adjusted),) if unused else (),
-        adjusted=adjusted)
-
-
-def _price_column(src: Path, found: list[str], price_column: str | None) -> str | None:
-    """The file's column named by `price_column` (any case; space, ``_``, ``-`` alike),
-    or None when not asked for or when it is the close itself."""
-    if price_column is None:
-        return None
-    key = column_key
-    hits = [c for c in found if key(c) == key(price_column)]
-    if not hits:
-        raise DataError(
-            f"{src}: header: --price-column {price_column!r} is not a column; "
-            f"columns found: {found}"
-        )
-    if len(hits) > 1:
-        raise DataError(
-            f"{src}: header: ambiguous columns: {hits} could each be --price-column "
-            f"{price_column!r}; keep only one"
-        )
-    return None if key(hits[0]) == "close" else hits[0]
 
 
 def _table(values: dict[str, np.ndarray]) -> pa.Table:
