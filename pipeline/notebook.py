@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import DataWarning, SpecError
+from ..errors import DataError, DataWarning, SpecError
 
 
 def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, Any],
@@ -163,7 +163,11 @@ def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,
             keep_index = (frame.index.name is not None
                           or isinstance(frame.index, pd.DatetimeIndex))
             frame.to_parquet(path, index=keep_index)
-            report = import_file(path, store, symbol, timeframe, replace=replace, **options)
+            try:
+                report = import_file(path, store, symbol, timeframe, replace=replace,
+                                     **options)
+            except DataError as exc:  # named as the user knows the bars, not by a temp file
+                raise DataError(str(exc).replace(path, f"sweep(): bars of {symbol!r}")) from None
             told = ([f"{symbol}: note: {note}" for note in report.notes]
                     + [f"{symbol}: {warning}" for warning in report.warnings])
             for line in told:
