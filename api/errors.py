@@ -18,6 +18,12 @@ class DataError(BarsweepError, ValueError):
     """Bars that cannot be imported or opened (file, row and rule in the message)."""
 
 
+class DataWarning(UserWarning):
+    """Bars imported as asked that are likely not what the user meant (an adjusted close
+    left unused, a move that looks like an unadjusted split), or a note on what was stored,
+    as ``barsweep.sweep()`` reports it for bars in memory (the CLI prints the same line)."""
+
+
 class SpecError(BarsweepError, ValueError):
     """A sweep spec, grid or parameter that is refused (the key in the message)."""
 

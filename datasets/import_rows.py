@@ -2,7 +2,8 @@
 
 Pure functions over the parsed arrays, called by `import_file` in order: refuse bad times,
 non-numbers and missing values (or drop them), assemble the stored columns, refuse bad
-prices and order, apply ``--price-column`` / ``--ohlc-from-close``, and check the spacing
+prices and order (sorting by time first with ``--sort``), apply ``--price-column`` /
+``--ohlc-from-close``, and check the spacing
 against the timeframe (the last steps together: `checked_bars`, for either way of reading
 a file). Every refusal is a `DataError` naming the file and the 1-based data
 row (or what was measured); `values` dicts map column names to arrays of shape (n_rows,).
@@ -10,13 +11,14 @@ row (or what was measured); `values` dicts map column names to arrays of shape (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from .import_hints import unsorted_hint
 from .parse import EPOCH_UNITS, ParsedColumn, ParsedTime
 from .rules import first_broken_price_rule
 from .timeframes import timeframe_seconds
@@ -24,6 +26,7 @@ from .timeframes import timeframe_seconds
 __all__ = [
     "PRICE_NAMES",
     "CheckedBars",
+    "HeaderNotes",
     "ImportChoices",
     "assemble",
     "check_spacing",
@@ -36,6 +39,7 @@ __all__ = [
     "refuse_bad_prices",
     "refuse_bad_times",
     "refuse_non_numeric",
+    "sort_by_time",
 ]
 
 PRICE_NAMES = ("open", "high", "low", "close")
@@ -52,6 +56,8 @@ class ImportChoices:
     price_column: str | None
     ohlc_from_close: bool
     force: bool
+    sort: bool = False
+    delimiter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,19 @@ class CheckedBars:
     messages: list[str]
     notes: list[str]
     read_as: str
+    warnings: list[str] = field(default_factory=list)
+    price_from: str | None = None
+    adjusted: str | None = None
+
+
+@dataclass(frozen=True)
+class HeaderNotes:
+    """What a file's header tells before its rows are read: notes (columns ignored),
+    warnings (an adjusted close left unused) and the adjusted close column, if any."""
+
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    adjusted: str | None = None
 
 
 def fail(src: Path, row: int, rule: str, detail: str) -> DataError:
@@ -202,7 +221,7 @@ def refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:
             int(rows[i]),
             "unsorted timestamps",
             f"{_iso(ts_ns[i])} is earlier than row {int(rows[i - 1])} ({_iso(ts_ns[i - 1])}); "
-            "sort the file by time",
+            + unsorted_hint(ts_ns),
         )
     dup = np.flatnonzero(step == 0)
     if dup.size:
@@ -211,8 +230,24 @@ def refuse_bad_order(src: Path, ts_ns: np.ndarray, rows: np.ndarray) -> None:
             src,
             int(rows[i + 1]),
             "duplicate timestamps",
-            f"rows {int(rows[i])} and {int(rows[i + 1])} both have {_iso(ts_ns[i])}",
+            f"rows {int(rows[i])} and {int(rows[i + 1])} both have {_iso(ts_ns[i])}; "
+            "keep one row per time",
         )
+
+
+def sort_by_time(values: dict[str, np.ndarray], rows: np.ndarray) -> tuple[
+        dict[str, np.ndarray], np.ndarray, str | None]:
+    """``--sort``: the rows in time order (stable: equal times keep the file's order, and
+    are refused later as duplicates), their file row numbers, and the note saying so
+    (None when they were in order already)."""
+    ts_ns = values["time"]
+    if ts_ns.size < 2 or (np.diff(ts_ns) >= 0).all():
+        return values, rows, None
+    newest_first = bool((np.diff(ts_ns) < 0).all())
+    order = np.argsort(ts_ns, kind="stable")
+    sorted_values = {name: v[order] for name, v in values.items()}
+    how = "newest first" if newest_first else "not in time order"
+    return sorted_values, rows[order], f"--sort: the rows were {how}: sorted by time"
 
 
 def close_from(
@@ -302,22 +337,30 @@ def checked_bars(
     choices: ImportChoices,
     messages: list[str],
     read_as: str,
+    header: HeaderNotes = HeaderNotes(),
 ) -> CheckedBars:
     """Apply the missing-value policy and every rule to parsed columns with no bad cell
-    (appending to `messages`), rows numbered from 1."""
+    (appending to `messages`), rows numbered from 1; `header`'s notes and warnings come
+    first in the result's."""
     rows = np.arange(1, time.ts_ns.size + 1)
     keep, n_dropped = missing_policy(src, time, numbers, rows, choices.drop_nan, messages)
     values = assemble(time, numbers, keep, rows.size, messages)
     rows = rows[keep]
     if rows.size == 0:
         raise DataError(f"{src}: empty input: every row was dropped for missing values")
+    notes = list(header.notes)
+    if choices.sort:
+        values, rows, sorted_note = sort_by_time(values, rows)
+        notes.append(sorted_note)
     refuse_bad_prices(src, values, rows)
-    notes = [close_from(src, columns, values, rows, choices.ohlc_from_close)]
+    notes.append(close_from(src, columns, values, rows, choices.ohlc_from_close))
     refuse_bad_order(src, values["time"], rows)
     notes.append(check_spacing(src, values["time"], choices.timeframe, choices.force))
     notes = [note for note in notes if note is not None]
-    messages.extend(notes)
-    return CheckedBars(values, n_dropped, time.unit, messages, notes, read_as)
+    warnings = list(header.warnings)
+    messages.extend([*notes, *warnings])
+    return CheckedBars(values, n_dropped, time.unit, messages, notes, read_as, warnings,
+                       columns.get("price"), header.adjusted)
 
 
 def note_epoch_unit(columns: dict[str, str], time: ParsedTime, messages: list[str]) -> None:

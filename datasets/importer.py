@@ -28,8 +28,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import DataError
+from .import_header import (
+    TIME_NAMES,
+    match_columns,
+    refuse_repeated_header_names,
+)
+from .import_hints import delimiter_hint, split_warning
 from .import_rows import (
-    PRICE_NAMES,
     CheckedBars,
     ImportChoices,
     checked_bars,
@@ -53,10 +58,6 @@ __all__ = ["ImportReport", "import_file"]
 
 logger = logging.getLogger(__name__)
 
-TIME_NAMES = ("time", "timestamp", "date", "datetime")
-OPTIONAL_NAMES = ("volume", "funding_rate")
-
-
 @dataclass(frozen=True)
 class ImportReport:
     """What `import_file` did.
@@ -74,11 +75,17 @@ class ImportReport:
         integers), ``"iso"`` (strings), ``"format"`` (text read with `time_format`) or
         ``"datetime"`` (typed datetimes).
     messages : list of str
-        Notes for the user (inferred units, ignored columns, dropped rows), also logged.
+        Everything the import has to say: details (inferred units, dropped rows), which
+        are logged at INFO level, then `notes` and `warnings`, which are not logged: the
+        caller shows them (the CLI prints them, ``barsweep.sweep()`` warns).
     notes : list of str
-        Those of `messages` about choices that change what is stored (``price_column``,
-        ``ohlc_from_close``, a spacing let through by ``force``, one bar), which the CLI
-        prints.
+        Those of `messages` about what is stored: columns ignored, and choices that change
+        the bars (``price_column``, ``ohlc_from_close``, ``sort``, a spacing let through
+        by ``force``, one bar).
+    warnings : list of str
+        Those of `messages` about bars stored as asked that are likely not what was meant:
+        an adjusted close column left unused, one-bar moves beyond ±45 % (likely splits
+        the prices are not adjusted for).
     read_as : str
         ``"typed"`` when pyarrow typed the columns (CSV prices as float64, times parsed
         by Arrow; Parquet as stored), ``"text"`` when every cell was read as text and
@@ -94,6 +101,7 @@ class ImportReport:
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     read_as: str = "text"
+    warnings: list[str] = field(default_factory=list)
 
 
 def import_file(
@@ -108,6 +116,8 @@ def import_file(
     ohlc_from_close: bool = False,
     replace: bool = False,
     force: bool = False,
+    sort: bool = False,
+    delimiter: str | None = None,
 ) -> ImportReport:
     """Validate a CSV (``.csv``, ``.csv.gz``) or Parquet file of bars and store it.
 
@@ -142,6 +152,12 @@ def import_file(
         file together); without it such an import is refused before the file is read.
     force : bool, default False
         Import bars whose median spacing differs from `timeframe` (noted, not refused).
+    sort : bool, default False
+        Sort the rows by time before the checks (a file written newest first); rows with
+        the same time are still refused as duplicates.
+    delimiter : str, optional
+        The CSV's field delimiter, one character (``";"``; ``"\\t"`` or ``"tab"`` for a
+        tab); default ``","``. Not used for Parquet.
 
     Returns
     -------
@@ -153,8 +169,17 @@ def import_file(
         Naming the file, row and rule, for: empty input, missing columns, unparseable
         timestamps, non-numeric values, missing values (unless `drop_nan`), non-positive
         prices, negative volume, ``high < max(open, close)``, ``low > min(open, close)``,
-        unsorted or duplicate timestamps, bars already stored (unless `replace`), a median
-        spacing other than `timeframe` (unless `force`). The store is left untouched.
+        unsorted (unless `sort`) or duplicate timestamps, bars already stored (unless
+        `replace`), a median spacing other than `timeframe` (unless `force`). The store is
+        left untouched. Where an option would read the file, the message names it
+        (``--ohlc-from-close``, ``--time-format``, ``--sort``, ``--delimiter``).
+
+    Notes
+    -----
+    Bars stored as asked can still be wrong: a file with an adjusted close column (``Adj
+    Close``, ``adj_close``...) stores the raw close unless `price_column` names it, and a
+    one-bar close move beyond ±45 % is most often a split the prices are not adjusted
+    for. Both are reported in `ImportReport.warnings`; nothing is refused for them.
 
     Examples
     --------
@@ -166,7 +191,8 @@ def import_file(
     check_store_writable(store)
     _refuse_existing(store, symbol, timeframe, replace)
     src = Path(path)
-    choices = ImportChoices(timeframe, drop_nan, time_format, price_column, ohlc_from_close, force)
+    choices = ImportChoices(timeframe, drop_nan, time_format, price_column, ohlc_from_close,
+                            force, sort, _delimiter(delimiter))
     try:
         checked = _import_typed(src, choices)
     except _NotTyped as reason:
@@ -175,12 +201,18 @@ def import_file(
         checked = None
     if checked is None:  # out of the except block: the typed columns are freed first
         checked = _import_text(src, choices)
+    moved = split_warning(checked.values["time"], checked.values["close"],
+                          price_column=checked.price_from, adjusted=checked.adjusted)
+    warned = [*checked.warnings, *([moved] if moved else [])]
     table = _table(checked.values)
     written = write_bars(store, symbol, timeframe, table)
+    shown = {*checked.notes, *warned}  # the caller's to show, once
     for message in checked.messages:
-        logger.info("%s: %s", src, message)
+        if message not in shown:
+            logger.info("%s: %s", src, message)
     return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
-                        checked.messages, checked.notes, checked.read_as)
+                        [*checked.messages, *warned[len(checked.warnings):]],
+                        checked.notes, checked.read_as, warned)
 
 
 class _NotTyped(Exception):
@@ -190,19 +222,19 @@ class _NotTyped(Exception):
 def _import_text(src: Path, choices: ImportChoices) -> CheckedBars:
     """Read every cell as text and check it, refusing the first bad row by number."""
     messages: list[str] = []
-    raw = _read_source(src, messages)
+    raw = _read_source(src, messages, choices.delimiter)
     if len(raw) == 0:
         raise DataError(f"{src}: empty input: the file has no data rows")
     found = [str(c) for c in raw.columns]
-    columns = _match_columns(src, found, messages, choices.price_column,
-                             choices.ohlc_from_close)
+    columns, header = match_columns(src, found, messages, choices.price_column,
+                                     choices.ohlc_from_close)
     rows = np.arange(1, len(raw) + 1)
     time = _parse_time_column(src, raw[columns["time"]], choices.time_format, messages)
     refuse_bad_times(src, columns["time"], raw, time, rows)
     note_epoch_unit(columns, time, messages)
     numbers = {name: parse_numbers(raw[col]) for name, col in columns.items() if name != "time"}
     refuse_non_numeric(src, raw, columns, numbers, rows)
-    return checked_bars(src, columns, time, numbers, choices, messages, "text")
+    return checked_bars(src, columns, time, numbers, choices, messages, "text", header)
 
 
 def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
@@ -222,14 +254,15 @@ def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
     name = src.name.lower()
     try:
         if name.endswith((".csv", ".csv.gz")):
-            names = _csv_names(src)
-            columns = _match_columns(src, names, messages, choices.price_column,
-                                     choices.ohlc_from_close)
-            table = _read_csv_typed(src, names, columns)
+            names = _csv_names(src, choices.delimiter)
+            columns, header = match_columns(src, names, messages, choices.price_column,
+                                             choices.ohlc_from_close)
+            table = _read_csv_typed(src, names, columns, choices.delimiter)
         elif name.endswith((".parquet", ".pq")):
             table = _read_parquet_typed(src, messages)
-            columns = _match_columns(src, table.column_names, messages, choices.price_column,
-                                     choices.ohlc_from_close)
+            _note_unused_delimiter(choices.delimiter, messages)
+            columns, header = match_columns(src, table.column_names, messages,
+                                             choices.price_column, choices.ohlc_from_close)
         else:
             raise _NotTyped("unsupported file type")
     except DataError as exc:
@@ -249,30 +282,53 @@ def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
             if numbers[name] is None:
                 raise _NotTyped(f"column {col!r} has cells not read as finite numbers")
     try:
-        return checked_bars(src, columns, time, numbers, choices, messages, "typed")
+        return checked_bars(src, columns, time, numbers, choices, messages, "typed", header)
     except DataError as exc:
         raise _NotTyped(str(exc)) from exc
 
 
-def _csv_names(src: Path) -> list[str]:
+def _delimiter(delimiter: str | None) -> str | None:
+    """`delimiter` as one character (``"\\t"`` and ``"tab"`` are a tab), or refused."""
+    if delimiter is None:
+        return None
+    named = {"\\t": "\t", "tab": "\t"}.get(delimiter.lower(), delimiter)
+    if len(named) != 1 or named in "\"\r\n":
+        raise DataError(f"--delimiter {delimiter!r}: expected one character, e.g. ';', "
+                        "'|' or '\\t' (a tab)")
+    return named
+
+
+def _note_unused_delimiter(delimiter: str | None, messages: list[str]) -> None:
+    if delimiter is not None:
+        messages.append(f"--delimiter {delimiter!r} not used: the file is Parquet")
+
+
+def _parse_options(delimiter: str | None) -> pacsv.ParseOptions:
+    return pacsv.ParseOptions(delimiter=delimiter or ",")
+
+
+def _csv_names(src: Path, delimiter: str | None = None) -> list[str]:
     """A CSV's header as pyarrow reads it, when it is the header the text read gives."""
-    with pacsv.open_csv(src, read_options=pacsv.ReadOptions(block_size=1 << 16)) as reader:
+    with pacsv.open_csv(src, read_options=pacsv.ReadOptions(block_size=1 << 16),
+                        parse_options=_parse_options(delimiter)) as reader:
         names = reader.schema.names
     # pandas names empty or repeated header cells itself ("Unnamed: 0", "close.1").
     if "" in names or len(set(names)) != len(names):
         raise _NotTyped("header cells that are empty or repeated")
-    _refuse_repeated_header_names(src, names)
+    refuse_repeated_header_names(src, names)
     return names
 
 
-def _read_csv_typed(src: Path, names: list[str], columns: dict[str, str]) -> pa.Table:
+def _read_csv_typed(src: Path, names: list[str], columns: dict[str, str],
+                    delimiter: str | None = None) -> pa.Table:
     """Read a CSV with the numeric bar columns (`columns` but time) as float64, empty
     cells null, and every other column as text (time included, parsed by `typed_times`)."""
     numeric = {col for name, col in columns.items() if name != "time"}
     types = {n: pa.float64() if n in numeric else pa.string() for n in names}
     options = pacsv.ConvertOptions(column_types=types, null_values=[""],
                                    strings_can_be_null=False)
-    return pacsv.read_csv(src, convert_options=options)
+    return pacsv.read_csv(src, convert_options=options,
+                          parse_options=_parse_options(delimiter))
 
 
 def _read_parquet_typed(src: Path, messages: list[str]) -> pa.Table:
@@ -323,7 +379,7 @@ def _parse_time_column(src: Path, column: pd.Series, time_format: str | None,
         ) from exc
 
 
-def _read_source(src: Path, messages: list[str]) -> pd.DataFrame:
+def _read_source(src: Path, messages: list[str], delimiter: str | None = None) -> pd.DataFrame:
     """Read a CSV (every column as text) or a Parquet file into a DataFrame.
 
     A Parquet file written from a DataFrame keeps its index (pandas metadata): the index
@@ -338,8 +394,10 @@ def _read_source(src: Path, messages: list[str]) -> pd.DataFrame:
             with warnings.catch_warnings():
                 # A row longer than the header would otherwise be read as an index.
                 warnings.simplefilter("error", pd.errors.ParserWarning)
-                frame = pd.read_csv(src, dtype=str, na_filter=False, index_col=False)
+                frame = pd.read_csv(src, dtype=str, na_filter=False, index_col=False,
+                                    sep=delimiter or ",")
         elif name.endswith((".parquet", ".pq")):
+            _note_unused_delimiter(delimiter, messages)
             # Integers with nulls stay exact ints (not float64, which would round ns times).
             table = pq.read_table(src)
             frame = _index_as_columns(src, table.to_pandas(integer_object_nulls=True), messages)
@@ -348,43 +406,31 @@ def _read_source(src: Path, messages: list[str]) -> pd.DataFrame:
     except pd.errors.EmptyDataError as exc:
         raise DataError(f"{src}: empty input: the file has no header and no rows") from exc
     except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
-        raise _csv_shape_error(src, exc) from exc
+        raise _csv_shape_error(src, exc, delimiter) from exc
     except (pa.ArrowException, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
         # ValueError covers UnicodeDecodeError; EOFError and zlib.error a truncated .gz.
         kind = "csv" if name.endswith((".csv", ".csv.gz")) else "parquet"
         raise DataError(f"{src}: cannot be read as {kind}: {_one_line(exc)}") from exc
     frame.columns = [str(c) for c in frame.columns]
     if name.endswith((".csv", ".csv.gz")):
-        _refuse_repeated_header_names(src, frame.columns)
+        refuse_repeated_header_names(src, frame.columns)
     return frame
 
 
-def _refuse_repeated_header_names(src: Path, columns: list[str]) -> None:
-    """Refuse a CSV header naming a bar column twice (pandas would rename the second
-    ``close`` to ``close.1`` and the first would be taken silently)."""
-    wanted = (*TIME_NAMES, *PRICE_NAMES, *OPTIONAL_NAMES)
-    for column in columns:
-        base, dot, suffix = column.rpartition(".")
-        if dot and suffix.isdigit() and base in columns and base.strip().lower() in wanted:
-            raise DataError(
-                f"{src}: header: ambiguous columns: {base!r} appears more than once; "
-                "keep only one"
-            )
-
-
-def _csv_shape_error(src: Path, exc: Exception) -> DataError:
+def _csv_shape_error(src: Path, exc: Exception, delimiter: str | None = None) -> DataError:
     """The error for a CSV pandas cannot tokenize, naming the first row longer than the
     header (pandas names file lines, which count the header and blank lines)."""
     try:
         opener = gzip.open if src.name.lower().endswith(".gz") else open
         with opener(src, "rt", newline="") as fh:
-            reader = csv.reader(fh)
+            reader = csv.reader(fh, delimiter=delimiter or ",")
             header = next(reader, [])
             rows = (r for r in reader if r)  # pandas skips blank lines
             for row, fields in enumerate(rows, start=1):
                 if len(fields) > len(header):
                     return fail(src, row, "more fields than the header has columns",
-                                 f"{len(fields)} fields, the header has {len(header)}")
+                                 f"{len(fields)} fields, the header has {len(header)}"
+                                 + delimiter_hint(header))
     except (OSError, EOFError, ValueError, zlib.error, csv.Error):
         pass
     return DataError(f"{src}: cannot be read as csv: {_one_line(exc)}")
@@ -426,78 +472,6 @@ def _index_names(src: Path, index: pd.Index, columns: list[str],
 def _one_line(exc: BaseException) -> str:
     """An exception's message on one line (a CLI error is one line)."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _match_columns(
-    src: Path,
-    found: list[str],
-    messages: list[str],
-    price_column: str | None = None,
-    ohlc_from_close: bool = False,
-) -> dict[str, str]:
-    """Map canonical names (time, open, ..., funding_rate, and ``price`` for
-    `price_column`) to the file's column names. With `ohlc_from_close` only the close
-    (or `price_column`) is required and open/high/low are not mapped."""
-    by_lower: dict[str, list[str]] = {}
-    for name in found:
-        by_lower.setdefault(name.strip().lower(), []).append(name)
-    wanted = (*TIME_NAMES, *PRICE_NAMES, *OPTIONAL_NAMES)
-    clashes = [names for lower, names in by_lower.items() if lower in wanted and len(names) > 1]
-    time_cols = [by_lower[n][0] for n in TIME_NAMES if n in by_lower]
-    if clashes or len(time_cols) > 1:
-        same = clashes[0] if clashes else time_cols
-        raise DataError(
-            f"{src}: header: ambiguous columns: {same} could each be the same column; keep only one"
-        )
-    price = _price_column(src, found, price_column)
-    needed = PRICE_NAMES
-    if ohlc_from_close:
-        needed = () if price else ("close",)
-    missing = [n for n in needed if n not in by_lower]
-    if not time_cols:
-        missing.insert(0, "time (or timestamp, date, datetime)")
-    if missing:
-        hint = ""
-        if not time_cols and any(n in ("", "unnamed: 0") for n in by_lower):
-            hint = ("; the unnamed first column looks like a pandas index written by to_csv: "
-                    "name it (df.index.name = 'time') and write the file again")
-        raise DataError(
-            f"{src}: header: missing required column(s): {', '.join(missing)}; "
-            f"columns found: {found}{hint}"
-        )
-    columns = {"time": time_cols[0]}
-    columns.update({n: by_lower[n][0] for n in (*needed, *OPTIONAL_NAMES) if n in by_lower})
-    if price:
-        columns["price"] = price
-    ignored = [c for c in found if c not in columns.values()]
-    if ignored:
-        messages.append(f"ignored column(s): {ignored}")
-    if "volume" not in columns:
-        messages.append("no volume column: volume stored as NaN")
-    return columns
-
-
-def _price_column(src: Path, found: list[str], price_column: str | None) -> str | None:
-    """The file's column named by `price_column` (any case; space, ``_``, ``-`` alike),
-    or None when not asked for or when it is the close itself."""
-    if price_column is None:
-        return None
-
-    def key(name: str) -> str:
-        return "".join(name.lower().replace("-", " ").replace("_", " ").split())
-
-    hits = [c for c in found if key(c) == key(price_column)]
-    if not hits:
-        raise DataError(
-            f"{src}: header: --price-column {price_column!r} is not a column; "
-            f"columns found: {found}"
-        )
-    if len(hits) > 1:
-        raise DataError(
-            f"{src}: header: ambiguous columns: {hits} could each be --price-column "
-            f"{price_column!r}; keep only one"
-        )
-    return None if key(hits[0]) == "close" else hits[0]
 
 
 def _table(values: dict[str, np.ndarray]) -> pa.Table:

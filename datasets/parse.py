@@ -27,6 +27,7 @@ __all__ = [
     "ParsedColumn",
     "ParsedTime",
     "epoch_unit_index",
+    "guess_time_format",
     "parse_numbers",
     "parse_times",
     "text_of",
@@ -41,6 +42,12 @@ _INT64_MAX = np.iinfo(np.int64).max
 # Text that parse_times reads as epoch integers (a subset of its own pattern, which also
 # takes 1-7 digits and signed 8-digit numbers); eight bare digits are dates there.
 _EPOCH_TEXT = r"^[+-]?[0-9]{9,19}$"
+# Dates that are not ISO: day and month either way round (dd/mm/yyyy, mm/dd/yy, with
+# '/', '.' or '-'), or year first with '/' or '.'; an optional time of day.
+_DMY_TEXT = (r"^(?P<a>\d{1,2})(?P<sep>[/.-])(?P<b>\d{1,2})(?P=sep)(?P<year>\d{4}|\d{2})"
+             r"(?:(?P<T>[ T])\d{1,2}:\d{2}(?P<sec>:\d{2})?)?$")
+_YMD_TEXT = (r"^\d{4}(?P<sep>[/.])\d{1,2}(?P=sep)\d{1,2}"
+             r"(?:(?P<T>[ T])\d{1,2}:\d{2}(?P<sec>:\d{2})?)?$")
 
 
 @dataclass(frozen=True)
@@ -265,8 +272,59 @@ def _iso_times(text: np.ndarray, missing: np.ndarray, is_int: np.ndarray) -> Par
     reason = "not an ISO 8601 time (e.g. 2021-01-01T00:00:00Z)"
     if _first(is_int & ~missing) < _first(bad & ~is_int):
         reason = "an epoch integer, but the first row is an ISO time"
+    elif bad.any():
+        reason += guess_time_format(text[~missing])
     ts_ns = np.where(index.isna(), 0, index.asi8).astype(np.int64)
     return ParsedTime(ts_ns, missing, bad | (is_int & ~missing), "iso", reason)
+
+
+def guess_time_format(text: np.ndarray) -> str:
+    """The ``--time-format`` that reads every cell of `text`, as a hint to follow a
+    refusal ("" when the cells are not all one known shape).
+
+    Day and month are told apart by a value above 12 in either place; when none is, both
+    readings are offered.
+
+    Parameters
+    ----------
+    text : numpy.ndarray
+        object array of str, shape (n,): the non-missing cells of a time column.
+
+    Examples
+    --------
+    >>> guess_time_format(np.array(["04/01/2021", "25/01/2021"], dtype=object))
+    "; the times look like dd/mm/yyyy: pass --time-format '%d/%m/%Y'"
+    """
+    if text.size == 0:
+        return ""
+    cells = pd.Series(text, dtype=object).astype(str)
+    for pattern in (_DMY_TEXT, _YMD_TEXT):
+        parts = cells.str.extract(pattern)
+        if not parts["sep"].notna().all():  # a cell of another shape
+            continue
+        first = parts.iloc[0]
+        clock = ""
+        if isinstance(first["T"], str):
+            clock = f"{first['T']}%H:%M" + (":%S" if isinstance(first["sec"], str) else "")
+        sep = first["sep"]
+        if "a" not in parts:
+            fmt = f"%Y{sep}%m{sep}%d{clock}"
+            return f"; the times look like yyyy{sep}mm{sep}dd: pass --time-format '{fmt}'"
+        year = "%Y" if len(first["year"]) == 4 else "%y"
+        yy = "yyyy" if year == "%Y" else "yy"
+        day_first = f"%d{sep}%m{sep}{year}{clock}"
+        month_first = f"%m{sep}%d{sep}{year}{clock}"
+        a, b = parts["a"].astype(int), parts["b"].astype(int)
+        if (a > 12).any() and not (b > 12).any():
+            return f"; the times look like dd{sep}mm{sep}{yy}: pass --time-format '{day_first}'"
+        if (b > 12).any() and not (a > 12).any():
+            return (f"; the times look like mm{sep}dd{sep}{yy}: pass --time-format "
+                    f"'{month_first}'")
+        if not (a > 12).any():
+            return (f"; the times look like dd{sep}mm{sep}{yy} or mm{sep}dd{sep}{yy}: pass "
+                    f"--time-format '{day_first}' (day first) or '{month_first}' "
+                    "(month first)")
+    return ""
 
 
 def _first(mask: np.ndarray) -> int:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["first_broken_price_rule"]
+__all__ = ["SPLIT_MOVE", "first_broken_price_rule", "large_moves"]
+
+#: A one-bar close-to-close move beyond this fraction (either way) looks like a split
+#: the prices were not adjusted for (2:1 is -50 %, 1:2 is +100 %).
+SPLIT_MOVE = 0.45
 
 
 def first_broken_price_rule(
@@ -71,3 +75,30 @@ def _obeys_every_rule(
         return False
     return bool((high >= open_).all() and (high >= close).all()
                 and (low <= open_).all() and (low <= close).all())
+
+
+def large_moves(close: np.ndarray, limit: float = SPLIT_MOVE) -> np.ndarray:
+    """Positions of the bars whose close moved more than `limit` from the bar before.
+
+    Parameters
+    ----------
+    close : numpy.ndarray
+        float64, shape (n_bars,), positive.
+    limit : float, default `SPLIT_MOVE`
+        The fraction ``|close[t] / close[t - 1] - 1|`` must exceed.
+
+    Returns
+    -------
+    numpy.ndarray
+        intp, shape (n_moves,): each ``t`` (>= 1), in order.
+
+    Examples
+    --------
+    >>> large_moves(np.array([100.0, 101.0, 50.5, 51.0])).tolist()
+    [2]
+    """
+    if close.size < 2:
+        return np.zeros(0, dtype=np.intp)
+    with np.errstate(all="ignore"):
+        move = close[1:] / close[:-1] - 1.0
+    return np.flatnonzero(np.abs(move) > limit) + 1

@@ -88,6 +88,9 @@ class BarsInfo:
         File size.
     columns : tuple of str
         Column names, in file order.
+    problem : str
+        "" for a file that reads; else why it does not, in one line naming the file and
+        the fix (then `n_bars` is 0, `start` and `end` None, `columns` empty).
     """
 
     symbol: str
@@ -98,6 +101,7 @@ class BarsInfo:
     end: pd.Timestamp | None
     bytes: int
     columns: tuple[str, ...]
+    problem: str = ""
 
 
 def bar_path(store: str | os.PathLike, symbol: str, timeframe: str) -> Path:
@@ -344,13 +348,16 @@ def list_bars(store: str | os.PathLike) -> list[BarsInfo]:
     Returns
     -------
     list of BarsInfo
-        One per file; the time column is read through the memory map, nothing else (the
-        files are not checked against the index: see `barsweep.datasets.verify`).
+        One per file; the time column is read through the memory map, nothing else. Each
+        file is checked against the store's index as every read does (size and mtime; a
+        hash only when they changed; `barsweep.datasets.verify` hashes every byte). A file
+        that is damaged, not a bar file or not what the index recorded is listed with its
+        `BarsInfo.problem`.
 
     Raises
     ------
     DataError
-        If `store` is not a directory or a file in it is not a bar file.
+        If `store` is not a directory, or its index is broken.
 
     Examples
     --------
@@ -361,8 +368,15 @@ def list_bars(store: str | os.PathLike) -> list[BarsInfo]:
 
     check_store_dir(store)
     infos = []
+    read_index(store)  # a broken index is the store's problem, not each file's
     for symbol, timeframe, path in scan_store(store):
-        table = read_table(store, symbol, timeframe, verify=False)
+        try:
+            table = read_table(store, symbol, timeframe)
+        except DataError as exc:
+            size = path.stat().st_size if path.exists() else 0
+            infos.append(BarsInfo(symbol, timeframe, path, 0, None, None, size, (),
+                                  problem=_one_line(exc)))
+            continue
         ts_ns = time_ns(table.column("time").combine_chunks())
         infos.append(
             BarsInfo(

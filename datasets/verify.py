@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from .import_hints import split_warning
 from .index import (
     INDEX_NAME,
     FileRecord,
@@ -52,12 +53,16 @@ class FileReport:
         What was found (and done), in words.
     n_bars : int or None
         Bars in the file, when it could be read.
+    warning : str
+        "" or what looks wrong in bars that obey every rule (one-bar close moves beyond
+        ±45 %: likely splits the prices are not adjusted for); it does not make `ok` False.
     """
 
     name: str
     ok: bool
     detail: str
     n_bars: int | None = None
+    warning: str = ""
 
 
 def verify_store(store: str | os.PathLike, update_index: bool = False) -> list[FileReport]:
@@ -132,7 +137,7 @@ def _verify_file(
         digest = file_blake2b(path)
     except OSError as exc:
         return FileReport(name, False, f"cannot be read: {os_reason(exc)}"), None
-    problem, n_bars = _bar_problem(store, path)
+    problem, n_bars, warning = _bar_problem(store, path)
     if record is not None and digest != record.blake2b:
         seen = f"; now: {problem}" if problem else ""
         return FileReport(name, False, mismatch_text(record, st.st_size, digest) + seen
@@ -144,37 +149,50 @@ def _verify_file(
                               n_bars), None
         if update_index:
             return FileReport(name, True, f"{n_bars:,} bars, added to the index",
-                              n_bars), fresh
+                              n_bars, warning), fresh
         return FileReport(name, False, (
             f"not in the store's index (written before barsweep kept one, or copied in by "
             f"hand); its {n_bars:,} bars pass the checks: --update-index records it"),
-            n_bars), None
+            n_bars, warning), None
     if problem:  # as recorded, yet broken: written by a barsweep with weaker checks
         return FileReport(name, False, f"hash as recorded, but {problem}; re-import it",
                           n_bars), None
     if record.mtime_ns != st.st_mtime_ns and update_index:
         return FileReport(name, True, f"{n_bars:,} bars, hash as recorded, mtime refreshed",
-                          n_bars), fresh
-    return FileReport(name, True, f"{n_bars:,} bars, hash as recorded", n_bars), None
+                          n_bars, warning), fresh
+    return FileReport(name, True, f"{n_bars:,} bars, hash as recorded", n_bars,
+                      warning), None
 
 
-def _bar_problem(store: str | os.PathLike, path: Path) -> tuple[str, int | None]:
-    """The first thing wrong with the file's bars (1-based rows), or ""; and n_bars."""
+def _bar_problem(store: str | os.PathLike, path: Path) -> tuple[str, int | None, str]:
+    """The first thing wrong with the file's bars (1-based rows), or ""; n_bars; and the
+    warning on bars that obey every rule (see `FileReport.warning`), or ""."""
+    problem, n_bars, values = _broken_rule(store, path)
+    if problem:
+        return problem, n_bars, ""
+    moved = split_warning(values["time"], values["close"])
+    return "", n_bars, moved or ""
+
+
+def _broken_rule(store: str | os.PathLike, path: Path) -> tuple[
+        str, int | None, dict[str, np.ndarray]]:
+    """The first thing wrong with the file's bars (1-based rows), or ""; n_bars; and
+    the columns as arrays (empty when the file cannot be read)."""
     try:
         table = open_mapped(path, store)
     except DataError as exc:
-        return _without_path(str(exc).split("; re-import it")[0], path), None
+        return _without_path(str(exc).split("; re-import it")[0], path), None, {}
     n_bars = table.num_rows
     if n_bars == 0:
-        return "the file holds no bars", 0
+        return "the file holds no bars", 0, {}
     nulls = [name for name in table.column_names if table.column(name).null_count]
     if nulls:
-        return f"column(s) {nulls} hold nulls", n_bars
+        return f"column(s) {nulls} hold nulls", n_bars, {}
     values = {name: column_array(table, name) for name in table.column_names}
     try:
         check_time_increasing(table.column("time").combine_chunks(), "bars")
     except DataError as exc:
-        return str(exc).removeprefix("bars: "), n_bars
+        return str(exc).removeprefix("bars: "), n_bars, values
     broken = first_broken_price_rule(
         values["open"], values["high"], values["low"], values["close"], values["volume"]
     )
@@ -182,12 +200,12 @@ def _bar_problem(store: str | os.PathLike, path: Path) -> tuple[str, int | None]
         rule, i, count = broken
         cells = ", ".join(f"{n}={float(values[n][i])!r}"
                           for n in ("open", "high", "low", "close", "volume"))
-        return f"row {i + 1}: {rule}: {cells} ({count} row(s) break it)", n_bars
+        return f"row {i + 1}: {rule}: {cells} ({count} row(s) break it)", n_bars, values
     funding = values.get("funding_rate")
     if funding is not None and not np.isfinite(funding).all():
         i = int(np.flatnonzero(~np.isfinite(funding))[0])
-        return f"row {i + 1}: non-finite funding_rate {float(funding[i])!r}", n_bars
-    return "", n_bars
+        return f"row {i + 1}: non-finite funding_rate {float(funding[i])!r}", n_bars, values
+    return "", n_bars, values
 
 
 def _without_path(message: str, path: Path) -> str:

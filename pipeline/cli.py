@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replace bars already stored for this symbol and timeframe")
     imp.add_argument("--force", action="store_true",
                      help="import bars whose measured spacing differs from --timeframe")
+    imp.add_argument("--sort", action="store_true",
+                     help="sort the rows by time before the checks (e.g. a file written "
+                          "newest first); rows with the same time are still refused")
+    imp.add_argument("--delimiter", metavar="CHAR",
+                     help="the CSV's field delimiter, e.g. ';' or '\\t' for a tab "
+                          "(default ',')")
     imp.set_defaults(func=cmd_import)
     info = data_sub.add_parser("info", help="list the store's files")
     info.add_argument("--store", required=True, help="the bar store (a directory)")
@@ -274,33 +280,44 @@ def cmd_synth(args) -> int:
 
 
 def cmd_import(args) -> int:
+    """The import's line, then each note (stdout) and warning (stderr) once: the importer
+    logs only the details (inferred units, ...), not what this prints."""
     from ..datasets import import_file
 
     report = import_file(args.file, args.store, args.symbol, args.timeframe,
                          drop_nan=args.drop_nan, time_format=args.time_format,
                          price_column=args.price_column,
                          ohlc_from_close=args.ohlc_from_close, replace=args.replace,
-                         force=args.force)
+                         force=args.force, sort=args.sort, delimiter=args.delimiter)
     print(f"imported {report.n_rows:,} bars from {args.file} to {report.path}"
           + (f" ({report.n_dropped} rows with missing values dropped)" if report.n_dropped
-             else ""))
-    for note in report.notes:  # the choices that change what is stored
-        print(f"note: {note}")
+             else ""), flush=True)
+    for note in report.notes:  # what is stored, and the choices that changed it
+        print(f"note: {note}", flush=True)
+    for warning in report.warnings:  # stored as asked, but likely not what was meant
+        print(f"barsweep: warning: {args.symbol}: {warning}", file=sys.stderr, flush=True)
     return 0
 
 
 def cmd_info(args) -> int:
+    """The store's files, one line each; a damaged file is named on stderr (one line),
+    the others still listed, and the exit status is then 1."""
     from ..datasets import list_bars
 
     rows = list_bars(args.store)
     if not rows:
         print(f"no bars in {args.store}")
         return 0
-    print(f"{'symbol':<12} {'tf':<4} {'bars':>10} {'start':<26} {'end':<26} {'MiB':>8}")
-    for r in rows:
+    good = [r for r in rows if not r.problem]
+    if good:
+        print(f"{'symbol':<12} {'tf':<4} {'bars':>10} {'start':<26} {'end':<26} {'MiB':>8}")
+    for r in good:
         print(f"{r.symbol:<12} {r.timeframe:<4} {r.n_bars:>10,} {str(r.start):<26} "
-              f"{str(r.end):<26} {r.bytes / 2**20:>8.2f}")
-    return 0
+              f"{str(r.end):<26} {r.bytes / 2**20:>8.2f}", flush=True)
+    for r in rows:
+        if r.problem:
+            print(f"barsweep: error: {r.problem}", file=sys.stderr, flush=True)
+    return 1 if len(good) < len(rows) else 0
 
 
 def cmd_verify(args) -> int:
@@ -313,9 +330,13 @@ def cmd_verify(args) -> int:
         return 0
     for r in reports:
         print(f"{'ok' if r.ok else 'FAILED':<6} {r.name}: {r.detail}", flush=True)
+        if r.warning:  # bars that pass every rule but look wrong: not a failure
+            print(f"{'warn':<6} {r.name}: {r.warning}", flush=True)
     bad = sum(not r.ok for r in reports)
-    print(f"{len(reports)} files, all ok" if not bad
-          else f"{len(reports)} files: {len(reports) - bad} ok, {bad} with problems")
+    warned = sum(bool(r.warning) for r in reports)
+    also = f" ({warned} with a warning)" if warned else ""
+    print(f"{len(reports)} files, all ok{also}" if not bad
+          else f"{len(reports)} files: {len(reports) - bad} ok, {bad} with problems{also}")
     return 1 if bad else 0
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import DataError, DataWarning, SpecError
 
 
 def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, Any],
@@ -19,7 +21,9 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
           symbols: str | Iterable[str] | None = None, timeframe: str | None = None,
           out: str | os.PathLike | None = None, client=None, cluster: Any = None,
           n_workers: int | None = None, overwrite: bool = False, progress: bool = False,
-          **spec_sections: Any):
+          price_column: str | None = None, ohlc_from_close: bool = False,
+          time_format: str | None = None, drop_nan: bool = False, force: bool = False,
+          sort: bool = False, **spec_sections: Any):
     """Sweep ``strategy`` over ``grid`` and return the results as an ``xarray.Dataset``.
 
     Parameters
@@ -29,7 +33,10 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
         DataFrame of one symbol (a DatetimeIndex or a time column; open, high, low,
         close), a mapping of symbol to such DataFrames, or a Dataset from ``open_bars``.
         Bars in memory are validated as ``barsweep data import`` validates a file and
-        stored beside ``out`` (``<out>.bars/``), or in the temporary directory.
+        stored beside ``out`` (``<out>.bars/``), or in the temporary directory; what the
+        import says (columns ignored, the choices below, an adjusted close left unused,
+        moves that look like unadjusted splits) is issued as a `DataWarning` per symbol,
+        in the words ``barsweep data import`` prints.
     strategy : str
         A registered strategy's name.
     grid : mapping of parameter name to values
@@ -47,6 +54,15 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
         Run on this client; else a cluster is started as ``barsweep run`` would
         (``cluster``: the spec's ``cluster`` section, default auto: threads of this
         process for a small sweep, worker processes for a large one; ``n_workers``).
+    price_column, ohlc_from_close, time_format, drop_nan, force, sort
+        For bars in memory, the options of ``barsweep data import`` (see
+        :func:`barsweep.datasets.import_file`), the same for every symbol:
+        ``price_column="adj_close"`` stores an adjusted close column (any case and
+        spacing: ``Adj Close``) as the close and scales open, high and low by it;
+        ``ohlc_from_close`` takes close-only bars; ``time_format`` reads a text time
+        column (``"%d/%m/%Y"``); ``drop_nan`` drops rows with missing values; ``force``
+        takes bars whose spacing is not ``timeframe``; ``sort`` sorts rows by time. A bar
+        store was imported already: these are refused with one.
     **spec_sections
         Further spec sections or data keys: ``data`` keys ``start``, ``end``,
         ``year_days``, ``align``; sections ``walk_forward``, ``analysis``, ``run``,
@@ -64,6 +80,14 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     from .spec import parse_spec
 
     in_memory = not isinstance(bars_or_store, str | os.PathLike)
+    options = {"price_column": price_column, "ohlc_from_close": ohlc_from_close,
+               "time_format": time_format, "drop_nan": drop_nan, "force": force, "sort": sort}
+    asked = [name for name, value in options.items() if value not in (None, False)]
+    if asked and not in_memory:
+        raise SpecError(f"sweep(): {', '.join(f'{n}=' for n in asked)} apply to bars in "
+                        f"memory; the bars of store {os.fspath(bars_or_store)} were imported "
+                        "already (barsweep data import --replace, with its options, imports "
+                        "them again)")
     if in_memory and hasattr(bars_or_store, "data_vars"):  # open_bars' Dataset
         symbols = symbols or bars_or_store["symbol"].values.tolist()
         timeframe = timeframe or bars_or_store.attrs.get("timeframe")
@@ -79,7 +103,8 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     if in_memory:
         store = f"{target}.bars"
         try:
-            store_frames(bars_or_store, symbols, timeframe, store, replace=overwrite)
+            store_frames(bars_or_store, symbols, timeframe, store, replace=overwrite,
+                         **options)
         except BaseException:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -114,9 +139,15 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
 
 
 def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,
-                 replace: bool = False) -> None:
-    """Write bars held in memory into a bar store through the importer (every check of
-    ``barsweep data import``), one symbol at a time, by way of a Parquet file."""
+                 replace: bool = False, **options: Any) -> None:
+    """Write bars held in memory into a bar store through the importer (every check and
+    option of ``barsweep data import``: `options` are `import_file`'s), one symbol at a
+    time, by way of a Parquet file.
+
+    What the import says that ``barsweep data import`` prints (its notes and warnings) is
+    issued as a `DataWarning`: ``"AAPL: note: ignored column(s): ['Ticker']"``,
+    ``"AAPL: column 'Adj Close' holds adjusted prices, ..."``.
+    """
     import pandas as pd
 
     from ..datasets.importer import import_file
@@ -128,8 +159,31 @@ def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,
                 raise SpecError(f"sweep(): bars of {symbol!r} must be a pandas DataFrame, got "
                                 f"{type(frame).__name__}")
             path = os.path.join(tmp, f"{symbol}.parquet")
-            frame.to_parquet(path)
-            import_file(path, store, symbol, timeframe, replace=replace)
+            # an unnamed index that is not times is row labels (e.g. after iloc[::-1]), not data
+            keep_index = (frame.index.name is not None
+                          or isinstance(frame.index, pd.DatetimeIndex))
+            frame.to_parquet(path, index=keep_index)
+            try:
+                report = import_file(path, store, symbol, timeframe, replace=replace,
+                                     **options)
+            except DataError as exc:  # named as the user knows the bars, not by a temp file
+                raise DataError(str(exc).replace(path, f"sweep(): bars of {symbol!r}")) from None
+            told = ([f"{symbol}: note: {note}" for note in report.notes]
+                    + [f"{symbol}: {warning}" for warning in report.warnings])
+            for line in told:
+                warnings.warn(line, DataWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning issued by the calling function at the
+    first frame outside barsweep (the user's call of ``sweep``)."""
+    from .. import __file__ as api_file
+
+    own = {os.path.dirname(os.path.abspath(path)) for path in (__file__, api_file)}
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) in own:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _frame_of(bars: Any, symbol: str):
