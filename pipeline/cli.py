@@ -142,12 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rank by --by averaged over each combo's neighbourhood of radius "
                            "R grid steps in every parameter (excluded combos do not count)")
     rank.add_argument("--across", metavar="DIM",
-                      help="rank parameter combos by --by aggregated across DIM (symbol)")
+                      help="rank parameter combos by --by aggregated across DIM (symbol); "
+                           "with --pareto, one front of the aggregated metrics")
     rank.add_argument("--agg", default="median", metavar="HOW",
                       help="with --across: median (default), mean or min")
     rank.add_argument("--pareto", metavar="M1,M2",
                       help="print the non-dominated combos by these metrics, e.g. "
-                           "sharpe,max_drawdown")
+                           "sharpe,max_drawdown: one front per symbol (and walk-forward "
+                           "window) unless --across symbol")
     rank.add_argument("--pbo", action="store_true",
                       help="print the probability of backtest overfitting (CSCV) per symbol")
     rank.set_defaults(func=cmd_rank)
@@ -212,12 +214,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", default="sharpe", help="metric to rank by (default sharpe)")
-    parser.add_argument("--top", type=int, default=20)
-    parser.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    parser.add_argument("--top", type=int, default=20, help="how many combos (default 20)")
+    parser.add_argument("--where", help="filter over metrics, parameters and symbol, e.g. "
+                                        "\"n_trades >= 10 and symbol == 'MSFT'\"")
+    parser.add_argument("--symbol", help="rank this symbol's combos only")
+    parser.add_argument("--sample", choices=["train", "test"],
+                        help="a walk-forward store: the sample ranked (default train)")
     order = parser.add_mutually_exclusive_group()
-    order.add_argument("--ascending", dest="ascending", action="store_true", default=None)
-    order.add_argument("--descending", dest="ascending", action="store_false")
-    parser.add_argument("--json", action="store_true", help="print a JSON array for scripts")
+    order.add_argument("--ascending", dest="ascending", action="store_true", default=None,
+                       help="smaller --by first (the default for volatility, ulcer_index)")
+    order.add_argument("--descending", dest="ascending", action="store_false",
+                       help="larger --by first (the default for most metrics)")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON array for scripts (combos only, no buy and hold)")
 
 
 def cmd_synth(args) -> int:
@@ -436,23 +445,31 @@ def cmd_rank(args) -> int:
         ("--agg", "no --across", args.agg != "median" and not args.across),
         ("--pbo", "--pareto", args.pbo and args.pareto),
         ("--pbo", "--smooth/--across", args.pbo and (args.smooth or args.across)),
-        ("--pareto", "--smooth/--across", args.pareto and (args.smooth or args.across)),
+        ("--pareto", "--smooth", args.pareto and args.smooth),
     ) if both), None)
     if clash:
         print(f"barsweep: error: {clash} do not go together; --agg needs --across symbol, "
-              f"and --pbo and --pareto each stand alone", file=sys.stderr)
+              f"--pbo stands alone, and --pareto takes no --smooth", file=sys.stderr)
         return 2
     ds = open_results(args.results, partial=args.partial)
     if args.pbo:
         return print_pbo(pbo_table(ds, where=args.where), args.json)
     if args.pareto:
         metrics = [m.strip() for m in args.pareto.split(",")]
-        frame = pareto_front(ds, metrics, where=args.where)
+        frame = pareto_front(ds, metrics, where=args.where, symbol=args.symbol,
+                             sample=args.sample, across=args.across, agg=args.agg)
         by = metrics[0]
     else:
         frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending,
-                     smooth=args.smooth, across=args.across, agg=args.agg)
+                     smooth=args.smooth, across=args.across, agg=args.agg,
+                     symbol=args.symbol, sample=args.sample)
         by = args.by
+    if "sample" in ds.dims:
+        sample = args.sample or "train"
+        print(f"barsweep: a walk-forward store: ranking every window's {sample} sample"
+              + ("" if args.sample else " (--sample test for the test samples)")
+              + f"; `barsweep walkforward {args.results}` chooses in each window's train "
+                f"sample and chains the tests out of sample", file=sys.stderr)
     pending, total = store_status(args.results)
     if pending:
         n_done = int(ds["n_trades"].notnull().sum())
@@ -468,12 +485,15 @@ def cmd_rank(args) -> int:
         return 1
     if args.json:
         records = to_records(frame)
-        if args.across:
+        if args.across and not args.pareto:
             records = across_records(records, args.by, args.agg)
         print(json.dumps(records, indent=1, allow_nan=False))
     elif args.pareto:
-        print(f"non-dominated by {', '.join(metrics)} ({len(frame)} combos):")
-        print(format_table(frame, metrics[0], extra=metrics[1:]))
+        each = (f"{args.agg} across symbols" if args.across
+                else "one front per symbol" + (" and window" if "window" in ds.dims else ""))
+        print(f"non-dominated by {', '.join(metrics)} ({each}; {len(frame)} combos):")
+        print(format_across(frame) if args.across
+              else format_table(frame, metrics[0], extra=metrics[1:]))
     elif args.across:
         print(format_across(frame))
     else:
