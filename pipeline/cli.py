@@ -483,6 +483,9 @@ def cmd_rank(args) -> int:
                   else f"has a defined {by}" + (" on every symbol" if args.across else ""))
         print(f"barsweep: no combo of {args.results} to rank: none {reason}", file=sys.stderr)
         return 1
+    reference = None
+    if not args.json and not args.across:
+        reference = buy_and_hold_or_note(ds, frame)
     if args.json:
         records = to_records(frame)
         if args.across and not args.pareto:
@@ -493,13 +496,25 @@ def cmd_rank(args) -> int:
                 else "one front per symbol" + (" and window" if "window" in ds.dims else ""))
         print(f"non-dominated by {', '.join(metrics)} ({each}; {len(frame)} combos):")
         print(format_across(frame) if args.across
-              else format_table(frame, metrics[0], extra=metrics[1:]))
+              else format_table(frame, metrics[0], extra=metrics[1:], reference=reference))
     elif args.across:
         print(format_across(frame))
     else:
         extra = [c for c in ("psr", "dsr", f"{by}_smooth") if c in frame.columns and c != by]
-        print(format_table(frame, by, extra=extra))
+        print(format_table(frame, by, extra=extra, reference=reference))
     return 0
+
+
+def buy_and_hold_or_note(ds, frame):
+    """Buy and hold beside the ranked rows' symbols (windows, samples), or None and a
+    ``note:`` line on stderr saying why not (no spec, bars gone or changed)."""
+    from .buyhold import buy_and_hold, groups_of
+
+    try:
+        return buy_and_hold(ds, groups_of(frame))
+    except BarsweepError as err:
+        print(f"barsweep: note: no buy&hold row: {err}", file=sys.stderr)
+        return None
 
 
 def across_records(records: list[dict], by: str, agg: str) -> list[dict]:
@@ -562,23 +577,37 @@ _PBO_KEYS = {"pbo", "n_splits", "sampled", "n_combos", "logit_quartiles",
              "degradation_slope", "degradation_intercept"}
 
 
-def format_table(frame, by: str, extra=()) -> str:
-    """A compact table for people: identity, the ranking metric (then ``extra``
-    columns: psr, dsr, the smoothed metric), then key metrics."""
+def format_table(frame, by: str, extra=(), reference=None) -> str:
+    """A compact table for people: identity (symbol, window, sample, the parameters as
+    the grid wrote them), the ranking metric (then ``extra`` columns: psr, dsr, the
+    smoothed metric), then key metrics, formatted by
+    :mod:`barsweep.pipeline.formatting`; then the ``reference`` rows (buy and hold,
+    :func:`barsweep.pipeline.buyhold.buy_and_hold`), unranked (``-``), ``buy&hold`` in
+    the first parameter column."""
     import pandas as pd
+
+    from .buyhold import LABEL
+    from .formatting import cells
 
     key = ["total_return", "sharpe", "max_drawdown", "n_trades", "win_rate", "exposure"]
     shown = [by, *extra]
     computed = {"psr", "dsr", f"{by}_smooth"}
-    params = [c for c in frame.columns if c not in _metric_names() and c not in computed]
-    cols = params + shown + [k for k in key if k not in shown]
-    frame = frame[cols].copy()
-    for count in ("n_trades",):  # counts print as integers (NaN stays NaN)
-        if count in frame and frame[count].dropna().eq(frame[count].dropna().round()).all():
-            frame[count] = frame[count].astype("Int64")
-    with pd.option_context("display.width", 160, "display.max_columns", 20,
-                           "display.float_format", "{:.4f}".format):
-        return frame.to_string()
+    identity = [c for c in frame.columns if c not in _metric_names() and c not in computed]
+    cols = identity + shown + [k for k in key if k not in shown]
+    table = cells(frame[cols], identity)
+    if reference is not None and len(reference):
+        labels = [c for c in identity if c in reference.columns]
+        params = [c for c in identity if c not in labels]
+        ref = cells(reference.reindex(columns=cols), labels)
+        for c in params:
+            ref[c] = ""
+        if params:
+            ref[params[0]] = LABEL
+        else:
+            ref["symbol"] = ref["symbol"] + f" {LABEL}"
+        ref.index = pd.Index(["-"] * len(ref), name=table.index.name)
+        table = pd.concat([table, ref])
+    return table.to_string()
 
 
 def _metric_names() -> tuple[str, ...]:

@@ -410,7 +410,7 @@ def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
     """``where`` over metrics ``names`` and the dims (``symbol``, ``sample`` and other
     text compared with strings), flat over ``dims``."""
     expr = parse_expr(where, strings=True)
-    text = [d for d in dims if ds[d].dtype.kind in "OUS"]
+    text = [d for d in dims if ds[d].dtype.kind in "OUST"]
     check_names(expr, set(names) | set(dims), what="--where", text=text)
     env = {}
     for name in expr.names:
