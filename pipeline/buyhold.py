@@ -62,29 +62,50 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
                   for w in (ds["window"].values.tolist() if walk else [None])
                   for p in (ds["sample"].values.tolist() if walk else [None])]
     groups = list(groups)
-    execution = {k: v for k, v in spec.execution.model_dump().items() if k not in _DROPPED}
-    execution["direction"] = "long"
-    files = {f.get("symbol"): f for f in
-             json.loads(ds.attrs.get("bars_fingerprint", "{}") or "{}").get("files", [])}
+    execution = _execution(spec)
     bars, rows = {}, []
     for group in groups:
         symbol = str(group["symbol"])
         if symbol not in bars:
-            bars[symbol] = _run_bars(spec, symbol, files.get(symbol))
+            bars[symbol] = _run_bars(ds, spec, symbol)
         span = None
         if walk:
             w = int(np.flatnonzero(ds["window"].values == group["window"])[0])
             span = tuple(int(_at(ds, f"{group['sample']}_{end}_bar", symbol, w))
                          for end in ("start", "end"))
-        result = backtest(bars[symbol], "buy_and_hold", {}, ppy=ppy, span=span, **execution)
+        result = _hold(bars[symbol], span, ppy, execution)
         rows.append({**group, **{m: result.metrics[m] for m in METRICS}})
     return pd.DataFrame(rows, columns=[*(groups[0] if groups else ["symbol"]), *METRICS])
 
 
-def _run_bars(spec, symbol: str, recorded: Mapping | None):
+def buy_and_hold_equity(ds, symbol: str, span: tuple[int, int] | None = None) -> pd.Series:
+    """The equity of buy and hold of ``symbol`` over the run's bars (``span``: bars
+    ``[start, end)`` of them), as :func:`buy_and_hold` runs it."""
+    spec, ppy = stored_spec(ds, "buy and hold")
+    return _hold(_run_bars(ds, spec, symbol), span, ppy, _execution(spec)).equity
+
+
+def _hold(bars, span, ppy: float, execution: dict):
+    """Buy and hold over ``bars`` (bars ``[start, end)`` of them with ``span``): the
+    strategy enters on the first bar it sees, so a span is cut from the bars."""
+    if span is not None:
+        bars = bars.isel(time=slice(*span))
+    return backtest(bars, "buy_and_hold", {}, ppy=ppy, **execution)
+
+
+def _execution(spec) -> dict:
+    """The run's execution settings as buy and hold takes them: long, no exit rule."""
+    execution = {k: v for k, v in spec.execution.model_dump().items() if k not in _DROPPED}
+    execution["direction"] = "long"
+    return execution
+
+
+def _run_bars(ds, spec, symbol: str):
     """``symbol``'s bars as the run read them, refused when they are not the run's."""
     from ..datasets import fingerprint
 
+    files = json.loads(ds.attrs.get("bars_fingerprint", "{}") or "{}").get("files", [])
+    recorded = next((f for f in files if f.get("symbol") == symbol), None)
     try:
         now = fingerprint(spec.data.store, [symbol], spec.data.timeframe)["files"][0]
     except BarsweepError as err:
@@ -110,3 +131,13 @@ def groups_of(frame: pd.DataFrame) -> list[dict]:
     seen = dict.fromkeys(tuple(row) for row in frame[keys].itertuples(index=False))
     return [dict(zip(keys, (v.item() if isinstance(v, np.generic) else v for v in labels)))
             for labels in seen]
+
+
+def stitched_hold(ds, wf) -> pd.Series | None:
+    """Buy and hold of a walk-forward's symbol over the bars its stitched out-of-sample
+    curve covers (first chained test bar to the last), or None when no window chose."""
+    chosen = wf.windows[wf.windows["chosen"]]
+    if not len(chosen):
+        return None
+    span = (int(chosen["test_start_bar"].iloc[0]), int(chosen["test_end_bar"].iloc[-1]))
+    return buy_and_hold_equity(ds, wf.symbol, span)

@@ -186,8 +186,19 @@ def build_parser() -> argparse.ArgumentParser:
     best.add_argument("--rank", type=int, default=1, help="which combo of the ranking (1)")
     best.add_argument("--by", default="sharpe")
     best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    best.add_argument("--symbol", help="rank this symbol's combos only")
     best.add_argument("--out", required=True, help="the PNG to write")
     best.set_defaults(func=cmd_plot_best)
+    wfplot = plot_sub.add_parser("walkforward", help="a walk-forward store's stitched "
+                                 "out-of-sample equity (the combo chosen in each window's "
+                                 "train sample, run on its test), buy and hold beside it")
+    wfplot.add_argument("results")
+    wfplot.add_argument("--by", default="sharpe", help="metric the train sample chooses by "
+                        "(default sharpe)")
+    wfplot.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    wfplot.add_argument("--symbol", help="the symbol, when the store holds several")
+    wfplot.add_argument("--out", required=True, help="the PNG to write")
+    wfplot.set_defaults(func=cmd_plot_walkforward)
 
     report = sub.add_parser("report", help="one self-contained HTML page of a results "
                             "store: spec, run facts, top combos, heatmaps, the best combo")
@@ -414,10 +425,28 @@ def cmd_plot_heatmap(args) -> int:
 
 
 def cmd_plot_best(args) -> int:
+    from .plots import best_title
     from .rebuild import best_backtest
+    from .results import open_results
 
-    result = best_backtest(args.results, rank=args.rank, by=args.by, where=args.where)
-    result.plot(args.out)
+    ds = open_results(args.results)
+    result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
+                           symbol=args.symbol)
+    result.plot(args.out, title=best_title(ds, result, rank=args.rank, by=args.by,
+                                           where=args.where, symbol=args.symbol))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_plot_walkforward(args) -> int:
+    from .buyhold import stitched_hold
+    from .plots import plot_walkforward
+    from .results import open_results
+    from .walkforward import walkforward
+
+    ds = open_results(args.results)
+    wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
+    plot_walkforward(wf, args.out, hold=stitched_hold(ds, wf))
     print(f"wrote {args.out}")
     return 0
 
@@ -538,12 +567,14 @@ def across_records(records: list[dict], by: str, agg: str) -> list[dict]:
 
 
 def format_across(frame) -> str:
-    """``rank --across``'s table: parameters, the aggregate, each symbol's value."""
-    import pandas as pd
+    """``rank --across``'s table: parameters, the aggregate, each symbol's value, as
+    :func:`format_table` formats them."""
+    from .formatting import cells, column_metric
+    from .rank import COMPUTED
 
-    with pd.option_context("display.width", 160, "display.max_columns", 20,
-                           "display.float_format", "{:.4f}".format):
-        return frame.to_string()
+    known = {*_metric_names(), *COMPUTED}
+    identity = [c for c in frame.columns if column_metric(c) not in known]
+    return cells(frame, identity).to_string()
 
 
 def print_pbo(table, as_json: bool) -> int:

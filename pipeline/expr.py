@@ -68,8 +68,8 @@ _HINTS = {
 
 # --------------------------------------------------------------------------- the tree
 #
-# A node is a tuple: ("num", value), ("str", text), ("name", name), ("neg", x), (op, a, b) for op one
-# of + - * / and the comparisons, ("not", x), ("and", *xs) and ("or", *xs). A chain
+# A node is a tuple: ("num", value), ("str", text), ("name", name), ("neg", x), (op, a, b)
+# for op one of + - * / and the comparisons, ("not", x), ("and", *xs) and ("or", *xs). A chain
 # a < b <= c is read as ("and", ("<", a, b), ("<=", b, c)).
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Metrics that are fractions of something (equity, trades, bars): printed in percent.
 PERCENT = frozenset({"total_return", "cagr", "volatility", "max_drawdown", "win_rate",
@@ -167,7 +171,7 @@ def column_metric(column: str) -> str:
     return name
 
 
-def cells(frame, identity) -> "pd.DataFrame":
+def cells(frame, identity) -> pd.DataFrame:
     """``frame`` as text for people: the ``identity`` columns (symbol, window, sample,
     the parameters) as labels, every other column by :func:`metric` of its metric
     (:func:`column_metric`). Same index and columns.
