@@ -78,11 +78,12 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*(groups[0] if groups else ["symbol"]), *METRICS])
 
 
-def buy_and_hold_equity(ds, symbol: str, span: tuple[int, int] | None = None) -> pd.Series:
-    """The equity of buy and hold of ``symbol`` over the run's bars (``span``: bars
-    ``[start, end)`` of them), as :func:`buy_and_hold` runs it."""
+def buy_and_hold_run(ds, symbol: str, span: tuple[int, int] | None = None):
+    """Buy and hold of ``symbol`` over the run's bars (``span``: bars ``[start, end)``
+    of them), as :func:`buy_and_hold` runs it: the
+    :class:`~barsweep.engine.backtest.BacktestResult`."""
     spec, ppy = stored_spec(ds, "buy and hold")
-    return _hold(_run_bars(ds, spec, symbol), span, ppy, _execution(spec)).equity
+    return _hold(_run_bars(ds, spec, symbol), span, ppy, _execution(spec))
 
 
 def _hold(bars, span, ppy: float, execution: dict):
@@ -133,11 +134,12 @@ def groups_of(frame: pd.DataFrame) -> list[dict]:
             for labels in seen]
 
 
-def stitched_hold(ds, wf) -> pd.Series | None:
+def stitched_hold(ds, wf):
     """Buy and hold of a walk-forward's symbol over the bars its stitched out-of-sample
-    curve covers (first chained test bar to the last), or None when no window chose."""
+    curve covers (first chained test bar to the last; a BacktestResult), or None when no
+    window chose."""
     chosen = wf.windows[wf.windows["chosen"]]
     if not len(chosen):
         return None
     span = (int(chosen["test_start_bar"].iloc[0]), int(chosen["test_end_bar"].iloc[-1]))
-    return buy_and_hold_equity(ds, wf.symbol, span)
+    return buy_and_hold_run(ds, wf.symbol, span)

@@ -446,7 +446,8 @@ def cmd_plot_walkforward(args) -> int:
 
     ds = open_results(args.results)
     wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
-    plot_walkforward(wf, args.out, hold=stitched_hold(ds, wf))
+    hold = stitched_hold(ds, wf)
+    plot_walkforward(wf, args.out, hold=None if hold is None else hold.equity)
     print(f"wrote {args.out}")
     return 0
 
@@ -615,30 +616,10 @@ def format_table(frame, by: str, extra=(), reference=None) -> str:
     :mod:`barsweep.pipeline.formatting`; then the ``reference`` rows (buy and hold,
     :func:`barsweep.pipeline.buyhold.buy_and_hold`), unranked (``-``), ``buy&hold`` in
     the first parameter column."""
-    import pandas as pd
-
-    from .buyhold import LABEL
-    from .formatting import cells
+    from .formatting import ranking_cells
 
     key = ["total_return", "sharpe", "max_drawdown", "n_trades", "win_rate", "exposure"]
-    shown = [by, *extra]
-    computed = {"psr", "dsr", f"{by}_smooth"}
-    identity = [c for c in frame.columns if c not in _metric_names() and c not in computed]
-    cols = identity + shown + [k for k in key if k not in shown]
-    table = cells(frame[cols], identity)
-    if reference is not None and len(reference):
-        labels = [c for c in identity if c in reference.columns]
-        params = [c for c in identity if c not in labels]
-        ref = cells(reference.reindex(columns=cols), labels)
-        for c in params:
-            ref[c] = ""
-        if params:
-            ref[params[0]] = LABEL
-        else:
-            ref["symbol"] = ref["symbol"] + f" {LABEL}"
-        ref.index = pd.Index(["-"] * len(ref), name=table.index.name)
-        table = pd.concat([table, ref])
-    return table.to_string()
+    return ranking_cells(frame, [by, *extra, *key], reference).to_string()
 
 
 def _metric_names() -> tuple[str, ...]:

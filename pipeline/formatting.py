@@ -193,3 +193,38 @@ def cells(frame, identity) -> pd.DataFrame:
             name = column_metric(column)
             out[column] = [metric(name, v) for v in frame[column]]
     return out
+
+
+def ranking_cells(frame, columns, reference=None, label: str = "buy&hold"):
+    """A ranking (:func:`barsweep.pipeline.rank.rank`) as text for people: its identity
+    columns (symbol, window, sample, the parameters: every column that is not a metric
+    or computed from one), then ``columns`` (metric columns, those present), each cell
+    formatted by :func:`cells`; then the ``reference`` rows (buy and hold: labels and
+    metrics), unranked (index ``-``), ``label`` in the first parameter column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Text cells, indexed by rank.
+    """
+    import pandas as pd
+
+    from ..engine import METRICS
+
+    known = {*METRICS, "psr", "dsr"}
+    identity = [c for c in frame.columns if column_metric(c) not in known]
+    cols = identity + [c for c in dict.fromkeys(columns) if c in frame.columns]
+    table = cells(frame[cols], identity)
+    if reference is None or not len(reference):
+        return table
+    labels = [c for c in identity if c in reference.columns]
+    params = [c for c in identity if c not in labels]
+    ref = cells(reference.reindex(columns=cols), labels)
+    for c in params:
+        ref[c] = ""
+    if params:
+        ref[params[0]] = label
+    else:
+        ref["symbol"] = ref["symbol"] + f" {label}"
+    ref.index = pd.Index(["-"] * len(ref), name=table.index.name)
+    return pd.concat([table, ref])
