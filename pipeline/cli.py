@@ -201,11 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     wfplot.set_defaults(func=cmd_plot_walkforward)
 
     report = sub.add_parser("report", help="one self-contained HTML page of a results "
-                            "store: spec, run facts, top combos, heatmaps, the best combo")
+                            "store: spec, run facts, top combos and buy and hold, heatmaps, "
+                            "each symbol's best combo (or walk-forward)")
     report.add_argument("results")
     report.add_argument("--out", required=True, help="the HTML file to write")
     report.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
-    report.add_argument("--top", type=int, default=20)
+    report.add_argument("--top", type=int, default=20,
+                        help="how many combos the top table shows (default 20)")
+    report.add_argument("--symbol", help="this symbol only (default: every symbol)")
     report.set_defaults(func=cmd_report)
 
     warm = sub.add_parser("warm", help="compile strategies' kernels ahead of time (numba's "
@@ -455,7 +458,8 @@ def cmd_plot_walkforward(args) -> int:
 def cmd_report(args) -> int:
     from .report import write_report
 
-    print(f"wrote {write_report(args.results, args.out, by=args.by, top=args.top)}")
+    path = write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol)
+    print(f"wrote {path}")
     return 0
 
 
