@@ -18,7 +18,7 @@ from runs import run_spec_file
 from test_report import browse
 
 from barsweep.datasets import open_bars
-from barsweep.engine import LOWER_IS_BETTER, METRICS
+from barsweep.engine import METRICS
 from barsweep.pipeline.buyhold import buy_and_hold
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.formatting import param, percent
@@ -72,10 +72,13 @@ def rows_of(stdout):
 
 
 def refused(*argv):
-    """``barsweep ARGV`` exits 2 with one ``barsweep: error:`` line: that line."""
+    """``barsweep ARGV`` exits 2 with one ``barsweep: error:`` line (and, for an
+    expression that does not parse, the expression with a caret under the problem):
+    that line."""
     rc, out, err = barsweep(*argv, check=False)
     lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("barsweep: error: "), err
+    assert rc == 2 and lines[0].startswith("barsweep: error: "), err
+    assert len(lines) == 1 or (len(lines) == 3 and lines[2].strip() == "^"), err
     assert out == ""
     return lines[0]
 
@@ -88,13 +91,13 @@ def test_rank_symbol_and_a_string_where_pick_the_same_rows(stores):
     by_flag = rows_of(barsweep("rank", plain, "--symbol", "MSFT", "--top", "50", "--json")[1])
     by_where = rows_of(barsweep("rank", plain, "--where", "symbol == 'MSFT'", "--top", "50",
                                 "--json")[1])
-    assert by_flag == by_where and len(by_flag) == 10  # 10 combos with fast < slow
+    assert by_flag == by_where and len(by_flag) == 14  # the combos with fast < slow
     assert {r["symbol"] for r in by_flag} == {"MSFT"}
     assert [r["sharpe"] for r in by_flag] == sorted((r["sharpe"] for r in by_flag),
                                                     reverse=True)
     others = rows_of(barsweep("rank", plain, "--where", 'symbol != "MSFT" and fast >= 10',
                               "--top", "50", "--json")[1])
-    assert {r["symbol"] for r in others} == {"AAPL", "IBM"} and len(others) == 2 * 7
+    assert {r["symbol"] for r in others} == {"AAPL", "IBM"} and len(others) == 2 * 10
     assert all(r["fast"] >= 10 for r in others)
     assert "holds text" in refused("rank", plain, "--where", "symbol > 1")
     assert "== or != only" in refused("rank", plain, "--where", "symbol < 'MSFT'")
@@ -204,7 +207,7 @@ def test_buy_and_hold_is_a_row_of_rank_per_symbol_and_window(stores):
     for symbol, row in zip(ref["symbol"], ref.itertuples(), strict=True):
         bars = open_bars(stores / "bars", symbol, "1d", start="2008-01-01")
         assert row.total_return == pytest.approx(held(bars), rel=1e-12)
-        assert row.n_trades == 1 and row.beta == pytest.approx(1.0)
+        assert row.n_trades == 1 and row.beta == pytest.approx(1.0, abs=1e-3)
     table = barsweep("rank", stores / "plain.zarr", "--top", "3")[1].splitlines()
     ranked, refs = table[2:5], table[5:]
     assert [r.split()[0] for r in ranked] == ["1", "2", "3"]
@@ -248,7 +251,7 @@ def test_no_buy_and_hold_row_says_why(stores, tmp_path):
 
 def test_tables_print_numbers_for_people(stores):
     out = barsweep("rank", stores / "plain.zarr", "--top", "5")[1]
-    assert not re.search(r"\d\.\d{4}", out)  # no 4-decimal floats (40.0000, 0.0300)
+    assert not re.search(r"\d\.\d*0000\b", out)  # no 40.0000, 0.0300 as pandas printed
     first = out.splitlines()[2].split()
     ds = open_results(stores / "plain.zarr")
     top = rank(ds, top=1).iloc[0]
@@ -274,7 +277,7 @@ def test_a_multi_symbol_walk_forward_report(stores, tmp_path):
     assert heads[:4] == ["rank", "symbol", "window", "sample"]
     cells = re.findall(r"<td>([^<]*)</td>", top)
     assert "train" in cells and "test" not in cells and "buy&amp;hold" in cells
-    assert not re.search(r"<td>-?\d+\.\d{4,}</td>", dom)
+    assert not re.search(r"<td>-?[0-9,]+\.[0-9]*0000</td>", dom)  # no 40.0000
     assert re.search(r"<td>-?\d+(\.\d+)?%</td>", top)
     one = tmp_path / "msft.html"
     barsweep("report", stores / "wf.zarr", "--symbol", "MSFT", "--out", one)
