@@ -236,7 +236,7 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a walk-forward store: the sample ranked (default train)")
     order = parser.add_mutually_exclusive_group()
     order.add_argument("--ascending", dest="ascending", action="store_true", default=None,
-                       help="smaller --by first (the default for volatility, ulcer_index)")
+                       help="smaller --by first (the default for volatility, ulcer_index, ruined)")
     order.add_argument("--descending", dest="ascending", action="store_false",
                        help="larger --by first (the default for most metrics)")
     parser.add_argument("--json", action="store_true",

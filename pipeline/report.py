@@ -25,7 +25,7 @@ table{border-collapse:collapse;font-size:.85em}td,th{padding:.2em .6em;text-alig
 border-bottom:1px solid #eee}th{background:#f4f4f4}pre{background:#f7f7f7;padding:.8em;
 overflow-x:auto;font-size:.85em}img{max-width:100%}.facts td{text-align:left}
 tr.reference td{color:#555;font-style:italic;background:#fafafa}p.note{color:#555}
-td{white-space:nowrap}div.wide{overflow-x:auto}"""
+td{white-space:nowrap}.facts td{white-space:normal}div.wide{overflow-x:auto}"""
 
 #: The metric columns of the report's top table, after the ranking metric.
 TOP_COLUMNS = ("dsr", "psr", "total_return", "cagr", "max_drawdown", "n_trades", "win_rate",
@@ -166,7 +166,8 @@ def _top(ds, by: str, top: int, symbol: str | None, walk: bool) -> str:
 def _table(cells) -> str:
     """A frame of text cells (:func:`barsweep.pipeline.formatting.ranking_cells`) as an
     HTML table; rows indexed ``-`` (references, not ranked) marked."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [cells.index.name or "", *cells])
+    head = "".join(f"<th>{html.escape(str(c).replace('_', ' '))}</th>"
+                   for c in [cells.index.name or "", *cells])
     rows = "".join(
         ("<tr class=\"reference\">" if str(i) == "-" else "<tr>")
         + f"<td>{html.escape(str(i))}</td>"
