@@ -472,7 +472,7 @@ def cmd_walkforward(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    from .rank import pareto_front, pbo_table, rank, to_records
+    from .rank import pareto_front, pbo_table, rank, select, to_records
     from .results import open_results, store_status
 
     clash = next((f"{a} and {b}" for a, b, both in (
@@ -487,7 +487,7 @@ def cmd_rank(args) -> int:
         return 2
     ds = open_results(args.results, partial=args.partial)
     if args.pbo:
-        return print_pbo(pbo_table(ds, where=args.where), args.json)
+        return print_pbo(pbo_table(select(ds, args.symbol), where=args.where), args.json)
     if args.pareto:
         metrics = [m.strip() for m in args.pareto.split(",")]
         frame = pareto_front(ds, metrics, where=args.where, symbol=args.symbol,

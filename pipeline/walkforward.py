@@ -320,7 +320,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     rows, combos = [], []
     for w in range(ds.sizes["window"]):
         train = ds[list(METRICS)].isel(window=w).sel(sample="train")
-        flat = _choose(train, by, where, params, shape)
+        flat = _choose(train, by, where, params, shape, symbol)
         at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
         combo = {p: _scalar(ds[p].values[i]) for p, i in at.items()} if flat >= 0 else None
         combos.append(combo)
@@ -357,13 +357,14 @@ def _one_symbol(ds, symbol: str | None) -> str:
 
 
 def _choose(train, by: str, where: str | None, params: tuple[str, ...],
-            shape: tuple[int, ...]) -> int:
+            shape: tuple[int, ...], symbol: str) -> int:
     """The flat index of the best train combo (rank's rules), or -1 when none qualifies."""
     score = np.asarray(train[by].transpose(*params).values, dtype=np.float64).ravel()
     keep = ~np.isnan(score)
     if where:  # rank's --where, over this window's train metrics
-        keep &= _where_mask(train.transpose(*params).expand_dims("symbol"), where,
-                            ("symbol", *params), (1, *shape))
+        one = train.drop_vars("symbol", errors="ignore").transpose(*params)
+        keep &= _where_mask(one.expand_dims(symbol=[symbol]), where, ("symbol", *params),
+                            (1, *shape))
     candidates = np.flatnonzero(keep)
     if not len(candidates):
         return -1

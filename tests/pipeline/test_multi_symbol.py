@@ -104,6 +104,18 @@ def test_rank_symbol_and_a_string_where_pick_the_same_rows(stores):
     assert "holds numbers" in refused("rank", plain, "--where", "fast == '10'")
     line = refused("rank", plain, "--symbol", "GOOG")
     assert "GOOG" in line and "AAPL, MSFT, IBM" in line
+    pbo = barsweep("rank", plain, "--pbo", "--symbol", "IBM")[1].splitlines()
+    assert len(pbo) == 1 and pbo[0].startswith("symbol=IBM: PBO ")
+    # walkforward: --symbol chooses, and --where reads the symbol as text too
+    wf = stores / "wf.zarr"
+    doc = json.loads(barsweep("walkforward", wf, "--symbol", "IBM", "--json")[1])
+    same = json.loads(barsweep("walkforward", wf, "--symbol", "IBM", "--where",
+                               "symbol == 'IBM'", "--json")[1])
+    assert doc["symbol"] == "IBM" and doc["windows"] == same["windows"]
+    none = json.loads(barsweep("walkforward", wf, "--symbol", "IBM", "--where",
+                               "symbol != 'IBM'", "--json")[1])
+    assert none["stitched"]["n_windows"] == 0
+    assert "--symbol" in refused("walkforward", wf)
 
 
 def test_pareto_fronts_are_per_symbol_unless_across(stores):
