@@ -162,12 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rank by --by averaged over each combo's neighbourhood of radius "
                            "R grid steps in every parameter (excluded combos do not count)")
     rank.add_argument("--across", metavar="DIM",
-                      help="rank parameter combos by --by aggregated across DIM (symbol)")
+                      help="rank parameter combos by --by aggregated across DIM (symbol); "
+                           "with --pareto, one front of the aggregated metrics")
     rank.add_argument("--agg", default="median", metavar="HOW",
                       help="with --across: median (default), mean or min")
     rank.add_argument("--pareto", metavar="M1,M2",
                       help="print the non-dominated combos by these metrics, e.g. "
-                           "sharpe,max_drawdown")
+                           "sharpe,max_drawdown: one front per symbol (and walk-forward "
+                           "window) unless --across symbol")
     rank.add_argument("--pbo", action="store_true",
                       help="print the probability of backtest overfitting (CSCV) per symbol")
     rank.set_defaults(func=cmd_rank)
@@ -204,8 +206,19 @@ def build_parser() -> argparse.ArgumentParser:
     best.add_argument("--rank", type=int, default=1, help="which combo of the ranking (1)")
     best.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
     best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    best.add_argument("--symbol", help="rank this symbol's combos only")
     best.add_argument("--out", required=True, help="the PNG to write")
     best.set_defaults(func=cmd_plot_best)
+    wfplot = plot_sub.add_parser("walkforward", help="a walk-forward store's stitched "
+                                 "out-of-sample equity (the combo chosen in each window's "
+                                 "train sample, run on its test), buy and hold beside it")
+    wfplot.add_argument("results")
+    wfplot.add_argument("--by", default="sharpe", help="metric the train sample chooses by "
+                        "(default sharpe)")
+    wfplot.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    wfplot.add_argument("--symbol", help="the symbol, when the store holds several")
+    wfplot.add_argument("--out", required=True, help="the PNG to write")
+    wfplot.set_defaults(func=cmd_plot_walkforward)
 
     trades = sub.add_parser("trades", help="one combo rebuilt from the stored spec "
                             "(metrics checked): its stats beside buy and hold's, then its "
@@ -232,12 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     trades.set_defaults(func=cmd_trades)
 
     report = sub.add_parser("report", help="one self-contained HTML page of a results "
-                            "store: spec, run facts, top combos, heatmaps, the best combo")
+                            "store: spec, run facts, top combos and buy and hold, heatmaps, "
+                            "each symbol's best combo (or walk-forward)")
     report.add_argument("results", help="the results store (a run's --out)")
     report.add_argument("--out", required=True, help="the HTML file to write")
     report.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
     report.add_argument("--top", type=int, default=20,
-                        help="combos in the table of the best (default 20)")
+                        help="how many combos the top table shows (default 20)")
+    report.add_argument("--symbol", help="this symbol only (default: every symbol)")
     report.set_defaults(func=cmd_report)
 
     warm = sub.add_parser("warm", help="compile strategies' kernels ahead of time (numba's "
@@ -258,16 +273,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", default="sharpe", help="metric to rank by (default sharpe)")
-    parser.add_argument("--top", type=int, default=20,
-                        help="how many combos to print (default 20)")
-    parser.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
+    parser.add_argument("--top", type=int, default=20, help="how many combos (default 20)")
+    parser.add_argument("--where", help="filter over metrics, parameters and symbol, e.g. "
+                                        "\"n_trades >= 10 and symbol == 'MSFT'\"")
+    parser.add_argument("--symbol", help="rank this symbol's combos only")
+    parser.add_argument("--sample", choices=["train", "test"],
+                        help="a walk-forward store: the sample ranked (default train)")
     order = parser.add_mutually_exclusive_group()
     order.add_argument("--ascending", dest="ascending", action="store_true", default=None,
-                       help="lowest first (default: lowest first by volatility, ulcer_index "
-                            "and ruined, highest first by any other metric)")
+                       help="smaller --by first (the default for volatility, ulcer_index, ruined)")
     order.add_argument("--descending", dest="ascending", action="store_false",
-                       help="highest first")
-    parser.add_argument("--json", action="store_true", help="print a JSON array for scripts")
+                       help="larger --by first (the default for most metrics)")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON array for scripts (combos only, no buy and hold)")
 
 
 def cmd_synth(args) -> int:
@@ -473,10 +491,29 @@ def cmd_plot_heatmap(args) -> int:
 
 
 def cmd_plot_best(args) -> int:
+    from .plots import best_title
     from .rebuild import best_backtest
+    from .results import open_results
 
-    result = best_backtest(args.results, rank=args.rank, by=args.by, where=args.where)
-    result.plot(args.out)
+    ds = open_results(args.results)
+    result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
+                           symbol=args.symbol)
+    result.plot(args.out, title=best_title(ds, result, rank=args.rank, by=args.by,
+                                           where=args.where, symbol=args.symbol))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_plot_walkforward(args) -> int:
+    from .buyhold import stitched_hold
+    from .plots import plot_walkforward
+    from .results import open_results
+    from .walkforward import walkforward
+
+    ds = open_results(args.results)
+    wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
+    hold = stitched_hold(ds, wf)
+    plot_walkforward(wf, args.out, hold=None if hold is None else hold.equity)
     print(f"wrote {args.out}")
     return 0
 
@@ -517,7 +554,8 @@ def cmd_trades(args) -> int:
 def cmd_report(args) -> int:
     from .report import write_report
 
-    print(f"wrote {write_report(args.results, args.out, by=args.by, top=args.top)}")
+    path = write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol)
+    print(f"wrote {path}")
     return 0
 
 
@@ -530,30 +568,38 @@ def cmd_walkforward(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    from .rank import pareto_front, pbo_table, rank, to_records
+    from .rank import pareto_front, pbo_table, rank, select, to_records
     from .results import open_results, store_status
 
     clash = next((f"{a} and {b}" for a, b, both in (
         ("--agg", "no --across", args.agg != "median" and not args.across),
         ("--pbo", "--pareto", args.pbo and args.pareto),
         ("--pbo", "--smooth/--across", args.pbo and (args.smooth or args.across)),
-        ("--pareto", "--smooth/--across", args.pareto and (args.smooth or args.across)),
+        ("--pareto", "--smooth", args.pareto and args.smooth),
     ) if both), None)
     if clash:
         print(f"barsweep: error: {clash} do not go together; --agg needs --across symbol, "
-              f"and --pbo and --pareto each stand alone", file=sys.stderr)
+              f"--pbo stands alone, and --pareto takes no --smooth", file=sys.stderr)
         return 2
     ds = open_results(args.results, partial=args.partial)
     if args.pbo:
-        return print_pbo(pbo_table(ds, where=args.where), args.json)
+        return print_pbo(pbo_table(select(ds, args.symbol), where=args.where), args.json)
     if args.pareto:
         metrics = [m.strip() for m in args.pareto.split(",")]
-        frame = pareto_front(ds, metrics, where=args.where)
+        frame = pareto_front(ds, metrics, where=args.where, symbol=args.symbol,
+                             sample=args.sample, across=args.across, agg=args.agg)
         by = metrics[0]
     else:
         frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending,
-                     smooth=args.smooth, across=args.across, agg=args.agg)
+                     smooth=args.smooth, across=args.across, agg=args.agg,
+                     symbol=args.symbol, sample=args.sample)
         by = args.by
+    if "sample" in ds.dims:
+        sample = args.sample or "train"
+        print(f"barsweep: a walk-forward store: ranking every window's {sample} sample"
+              + ("" if args.sample else " (--sample test for the test samples)")
+              + f"; `barsweep walkforward {args.results}` chooses in each window's train "
+                f"sample and chains the tests out of sample", file=sys.stderr)
     pending, total = store_status(args.results)
     if pending:
         n_done = int(ds["n_trades"].notnull().sum())
@@ -567,20 +613,38 @@ def cmd_rank(args) -> int:
                   else f"has a defined {by}" + (" on every symbol" if args.across else ""))
         print(f"barsweep: no combo of {args.results} to rank: none {reason}", file=sys.stderr)
         return 1
+    reference = None
+    if not args.json and not args.across:
+        reference = buy_and_hold_or_note(ds, frame)
     if args.json:
         records = to_records(frame)
-        if args.across:
+        if args.across and not args.pareto:
             records = across_records(records, args.by, args.agg)
         print(json.dumps(records, indent=1, allow_nan=False))
     elif args.pareto:
-        print(f"non-dominated by {', '.join(metrics)} ({len(frame)} combos):")
-        print(format_table(frame, metrics[0], extra=metrics[1:]))
+        each = (f"{args.agg} across symbols" if args.across
+                else "one front per symbol" + (" and window" if "window" in ds.dims else ""))
+        print(f"non-dominated by {', '.join(metrics)} ({each}; {len(frame)} combos):")
+        print(format_across(frame) if args.across
+              else format_table(frame, metrics[0], extra=metrics[1:], reference=reference))
     elif args.across:
         print(format_across(frame))
     else:
         extra = [c for c in ("psr", "dsr", f"{by}_smooth") if c in frame.columns and c != by]
-        print(format_table(frame, by, extra=extra))
+        print(format_table(frame, by, extra=extra, reference=reference))
     return 0
+
+
+def buy_and_hold_or_note(ds, frame):
+    """Buy and hold beside the ranked rows' symbols (windows, samples), or None and a
+    ``note:`` line on stderr saying why not (no spec, bars gone or changed)."""
+    from .buyhold import buy_and_hold, groups_of
+
+    try:
+        return buy_and_hold(ds, groups_of(frame))
+    except BarsweepError as err:
+        print(f"barsweep: note: no buy&hold row: {err}", file=sys.stderr)
+        return None
 
 
 def across_records(records: list[dict], by: str, agg: str) -> list[dict]:
@@ -604,12 +668,14 @@ def across_records(records: list[dict], by: str, agg: str) -> list[dict]:
 
 
 def format_across(frame) -> str:
-    """``rank --across``'s table: parameters, the aggregate, each symbol's value."""
-    import pandas as pd
+    """``rank --across``'s table: parameters, the aggregate, each symbol's value, as
+    :func:`format_table` formats them."""
+    from .formatting import cells, column_metric
+    from .rank import COMPUTED
 
-    with pd.option_context("display.width", 160, "display.max_columns", 20,
-                           "display.float_format", "{:.4f}".format):
-        return frame.to_string()
+    known = {*_metric_names(), *COMPUTED}
+    identity = [c for c in frame.columns if column_metric(c) not in known]
+    return cells(frame, identity).to_string()
 
 
 def print_pbo(table, as_json: bool) -> int:
@@ -643,23 +709,17 @@ _PBO_KEYS = {"pbo", "n_splits", "sampled", "n_combos", "logit_quartiles",
              "degradation_slope", "degradation_intercept"}
 
 
-def format_table(frame, by: str, extra=()) -> str:
-    """A compact table for people: identity, the ranking metric (then ``extra``
-    columns: psr, dsr, the smoothed metric), then key metrics."""
-    import pandas as pd
+def format_table(frame, by: str, extra=(), reference=None) -> str:
+    """A compact table for people: identity (symbol, window, sample, the parameters as
+    the grid wrote them), the ranking metric (then ``extra`` columns: psr, dsr, the
+    smoothed metric), then key metrics, formatted by
+    :mod:`barsweep.pipeline.formatting`; then the ``reference`` rows (buy and hold,
+    :func:`barsweep.pipeline.buyhold.buy_and_hold`), unranked (``-``), ``buy&hold`` in
+    the first parameter column."""
+    from .formatting import ranking_cells
 
     key = ["total_return", "sharpe", "max_drawdown", "n_trades", "win_rate", "exposure"]
-    shown = [by, *extra]
-    computed = {"psr", "dsr", f"{by}_smooth"}
-    params = [c for c in frame.columns if c not in _metric_names() and c not in computed]
-    cols = params + shown + [k for k in key if k not in shown]
-    frame = frame[cols].copy()
-    for count in ("n_trades",):  # counts print as integers (NaN stays NaN)
-        if count in frame and frame[count].dropna().eq(frame[count].dropna().round()).all():
-            frame[count] = frame[count].astype("Int64")
-    with pd.option_context("display.width", 160, "display.max_columns", 20,
-                           "display.float_format", "{:.4f}".format):
-        return frame.to_string()
+    return ranking_cells(frame, [by, *extra, *key], reference).to_string()
 
 
 def _metric_names() -> tuple[str, ...]:

@@ -8,6 +8,12 @@ and the boolean operators ``and``/``&``, ``or``/``|`` and ``not``. Anything else
 attributes, subscripts, strings, ``**`` ...) is refused with a caret under it, and the
 accepted tree is evaluated elementwise with numpy: nothing is compiled or ``eval``-ed.
 
+Result filters (``--where``) also take quoted strings, parsed with
+``parse_expr(text, strings=True)``: a string is compared with ``==`` or ``!=`` to a
+name (``symbol == 'MSFT'``, ``sample != "test"``) and takes part in nothing else;
+:func:`check_names` then refuses a name holding text that is used as a number, and a
+number compared with a string.
+
 Precedence, loosest first: ``or``/``|``; ``and``/``&``; ``not``; comparisons; ``+ -``;
 ``* /``; unary ``-``/``+``. ``&`` and ``|`` are spellings of ``and`` and ``or`` with the
 same precedence (as in pandas' ``query``), so ``a < b & c < d`` means
@@ -43,6 +49,7 @@ _NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # how a number ma
 _WORDS = re.compile(rf"[A-Za-z_]\w*|{_NUMBER.pattern}")  # names and numbers
 _OUTSIDE = re.compile(r"[^ -~]|[#\\]")  # characters never part of the language
 _SPELLINGS = {"&": " and ", "|": " or "}
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")  # a string literal, read as it is
 _INT64_MAX = 2**63 - 1
 _ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
@@ -61,8 +68,8 @@ _HINTS = {
 
 # --------------------------------------------------------------------------- the tree
 #
-# A node is a tuple: ("num", value), ("name", name), ("neg", x), (op, a, b) for op one
-# of + - * / and the comparisons, ("not", x), ("and", *xs) and ("or", *xs). A chain
+# A node is a tuple: ("num", value), ("str", text), ("name", name), ("neg", x), (op, a, b)
+# for op one of + - * / and the comparisons, ("not", x), ("and", *xs) and ("or", *xs). A chain
 # a < b <= c is read as ("and", ("<", a, b), ("<=", b, c)).
 
 
@@ -99,7 +106,7 @@ def _lookup(mapping: Mapping, name: str, what: str):
 
 def _value(node: tuple, env: Mapping) -> np.ndarray:
     op, *args = node
-    if op == "num":
+    if op in ("num", "str"):
         return np.asarray(args[0])
     if op == "name":
         return np.asarray(_lookup(env, args[0], "values"))
@@ -297,13 +304,17 @@ class Expr:
         return self.text
 
 
-def parse_expr(text: str) -> Expr:
+def parse_expr(text: str, *, strings: bool = False) -> Expr:
     """Parse a boolean expression such as ``"fast < slow"``.
 
     Parameters
     ----------
     text : str
         The expression; see the module docstring for the language.
+    strings : bool, default False
+        Accept quoted strings compared with ``==`` or ``!=`` to a name
+        (``symbol == 'MSFT'``): result filters. Grid constraints, decided over boxes
+        of numbers, take none.
 
     Returns
     -------
@@ -320,14 +331,19 @@ def parse_expr(text: str) -> Expr:
     --------
     >>> sorted(parse_expr("fast < slow and not slow > 100").names)
     ['fast', 'slow']
+    >>> parse_expr("symbol == 'MSFT' and fast < 10", strings=True).evaluate(
+    ...     {"symbol": np.array(["MSFT", "IBM"]), "fast": 5}).tolist()
+    [True, False]
     """
     if not isinstance(text, str):
         raise SpecError(f"an expression must be a string, got {type(text).__name__} {text!r}")
-    return Expr(text=text, node=_Reader(text).read())
+    return Expr(text=text, node=_Reader(text, strings=strings).read())
 
 
-def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint") -> None:
-    """Refuse an expression that reads a name outside `allowed`.
+def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint",
+                text: Iterable[str] = ()) -> None:
+    """Refuse an expression that reads a name outside `allowed`, or uses a name as the
+    other kind of value than it holds.
 
     Parameters
     ----------
@@ -337,15 +353,22 @@ def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint") ->
         The names it may read.
     what : str, default "constraint"
         What the expression is, for the message.
+    text : iterable of str, default ()
+        The names among `allowed` that hold text (``symbol``, ``sample``); the others
+        hold numbers.
 
     Raises
     ------
     SpecError
-        Naming the first unknown name (in alphabetical order) and listing `allowed`.
+        Naming the first unknown name (in alphabetical order) and listing `allowed`; or
+        a name holding text used as a number (in arithmetic, ``<``, or compared with a
+        number), or a name holding numbers compared with a string.
 
     Examples
     --------
     >>> check_names(parse_expr("fast < slow"), ["fast", "slow"])
+    >>> check_names(parse_expr("symbol != 'IBM'", strings=True), ["symbol"], "--where",
+    ...             text=["symbol"])
     """
     allowed = sorted(set(allowed))
     unknown = sorted(expr.names.difference(allowed))
@@ -354,6 +377,32 @@ def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint") ->
         raise SpecError(
             f"unknown name {unknown[0]!r} in {what} {expr.text!r}; allowed names: {listed}"
         )
+    text = frozenset(text)
+    for name, kind in _uses(expr.node):
+        holds = "text" if name in text else "number"
+        if kind == holds:
+            continue
+        if holds == "text":
+            raise SpecError(f"{name!r} in {what} {expr.text!r} holds text: compare it with "
+                            f"== or != to a quoted string, e.g. \"{name} == 'X'\"")
+        raise SpecError(f"{name!r} in {what} {expr.text!r} holds numbers: compare it with "
+                        f"a number, not a string")
+
+
+def _uses(node: tuple, kind: str = "number") -> Iterable[tuple[str, str]]:
+    """Each name of `node` with the kind of value its place needs: "text" (compared
+    with == or != to a string, or to a name holding text) or "number"."""
+    op, *args = node
+    if op == "name":
+        yield args[0], kind
+        return
+    if op in ("==", "!=") and any(a[0] == "str" for a in args):
+        for a in args:
+            yield from _uses(a, "text")
+        return
+    for a in args:
+        if isinstance(a, tuple):
+            yield from _uses(a)
 
 
 # --------------------------------------------------------------------------- reading
@@ -385,11 +434,18 @@ class _Reader:
     ``self.where[i]`` is the column in `text` of column ``i`` of that source.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, strings: bool = False) -> None:
         self.text = text
+        self.strings = strings
+        quoted = set()  # the columns inside string literals: read as they are
+        for literal in _QUOTED.finditer(text):
+            quoted.update(range(literal.start(), literal.end()))
+        unpadded = _WORDS.sub(
+            lambda word: word[0] if word.start() in quoted else _unpadded(word[0]), text)
         pieces, where = [], []
-        for i, char in enumerate(_WORDS.sub(lambda word: _unpadded(word[0]), text)):
-            piece = _SPELLINGS.get(char, " " if char.isspace() else char)
+        for i, char in enumerate(unpadded):
+            piece = char if i in quoted else _SPELLINGS.get(char, " " if char.isspace()
+                                                            else char)
             pieces.append(piece)
             where.extend([i] * len(piece))
         self.source = "".join(pieces).lstrip(" ")
@@ -445,7 +501,10 @@ class _Reader:
                 if type(op) not in _COMPARISONS:
                     raise self.refuse(node, self.operator(a, b))
             ops = [_COMPARISONS[type(op)] for op in node.ops]
-            trees = [self.operand(v, "a number", f"'{op}'")
+            if self.strings:
+                self.check_strings(operands, ops)
+            trees = [self.operand(v, "a string" if self.is_string(v) else "a number",
+                                  f"'{op}'")
                      for v, op in zip(operands, [ops[0], *ops], strict=True)]
             links = list(zip(ops, trees, trees[1:], strict=False))
             return (links[0] if len(links) == 1 else ("and", *links)), "a condition"
@@ -461,6 +520,8 @@ class _Reader:
             return (("neg", operand) if sign == "-" else operand), "a number"
         if isinstance(node, ast.Name):
             return ("name", node.id), "a number"
+        if self.is_string(node):
+            return ("str", node.value), "a string"
         literal = self.source[node.col_offset:node.end_col_offset]
         if (isinstance(node, ast.Constant) and type(node.value) in (int, float)
                 and _NUMBER.fullmatch(literal)):
@@ -471,6 +532,23 @@ class _Reader:
         if isinstance(node, ast.UnaryOp):  # "~"
             raise self.refuse(node, (node.col_offset, node.col_offset + 1))
         raise self.refuse(node, (node.col_offset, node.end_col_offset))
+
+    def is_string(self, node: ast.AST) -> bool:
+        """Whether `node` is a string literal this reader accepts."""
+        return self.strings and isinstance(node, ast.Constant) and type(node.value) is str
+
+    def check_strings(self, operands: list[ast.AST], ops: list[str]) -> None:
+        """Refuse a string compared otherwise than with == or != to a name."""
+        for a, op, b in zip(operands, ops, operands[1:], strict=False):
+            for this, other in ((a, b), (b, a)):
+                if not self.is_string(this):
+                    continue
+                if op not in ("==", "!="):
+                    raise self.fail(this.col_offset, f"a string compares with == or != "
+                                                     f"only, not {op!r}")
+                if not isinstance(other, ast.Name):
+                    raise self.fail(this.col_offset, "a string compares with a name, e.g. "
+                                                     "symbol == 'MSFT'")
 
     def operand(self, node: ast.AST, kind: str, role: str) -> tuple:
         """`node` as a tree, refused unless it is of `kind`."""

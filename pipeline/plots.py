@@ -1,6 +1,7 @@
 """Pictures of a results store: a heatmap of one metric over two parameters (a line
-over one), every other dim reduced. matplotlib draws on an Agg
-canvas of its own: no pyplot state or GUI backend is touched."""
+over one), every other dim reduced, its ticks the grid's values; a walk-forward run's
+stitched out-of-sample equity. matplotlib draws on an Agg canvas of its own: no pyplot
+state or GUI backend is touched."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ import numpy as np
 
 from ..engine import LOWER_IS_BETTER, METRICS
 from ..errors import SpecError
+from .formatting import metric as metric_text
+from .formatting import param
+
+#: The most tick labels an axis shows; longer axes label every k-th grid value.
+MAX_TICKS = 16
 
 REDUCERS = {"max": np.nanmax, "mean": np.nanmean, "median": np.nanmedian}
 #: Metrics with a natural zero: their colour scale is centred there.
@@ -59,10 +65,12 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
     return xr.DataArray(reduced, dims=kept, coords=coords, name=metric)
 
 
-def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None) -> None:
+def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None):
     """Draw :func:`metric_grid`'s result as a PNG: a heatmap with a colour bar (centred
     at 0 for metrics with a natural zero that take both signs), excluded cells blank,
-    the best cell outlined; a line when the grid has one dim."""
+    the best cell outlined; a line when the grid has one dim. The ticks are the grid's
+    values as it wrote them (every k-th when there are more than :data:`MAX_TICKS`).
+    Returns the matplotlib Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
@@ -84,10 +92,11 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None) -> 
         ax.plot(x, values, marker="o", ms=3, lw=1.2, color="tab:blue")
         if best is not None:
             ax.plot(x[best[0]], values[best], marker="*", ms=14, color="tab:red",
-                    label=f"best {x[best[0]]}: {values[best]:.4g}")
+                    label=f"best {param(x[best[0]])}: {metric_text(metric, values[best])}")
             ax.legend(loc="best", frameon=False)
         if metric in CENTRED:
             ax.axhline(0, color="0.5", lw=0.8)
+        _grid_ticks(ax.xaxis, x)
         ax.set_xlabel(grid.dims[0])
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
@@ -104,14 +113,110 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None) -> 
         fig.colorbar(mesh, ax=ax, label=metric + (" (0 centred)" if centred else ""))
         if best is not None:
             ax.plot(xs[best[1]], ys[best[0]], marker="o", ms=12, mfc="none", mec="black",
-                    mew=2, label=f"best: {xdim} {xs[best[1]]}, {ydim} {ys[best[0]]}: "
-                                 f"{values[best]:.4g}")
+                    mew=2, label=f"best: {xdim} {param(xs[best[1]])}, {ydim} "
+                                 f"{param(ys[best[0]])}: {metric_text(metric, values[best])}")
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+        _grid_ticks(ax.xaxis, xs)
+        _grid_ticks(ax.yaxis, ys)
         ax.set_xlabel(xdim)
         ax.set_ylabel(ydim)
     ax.set_title(title or metric)
     fig.tight_layout()
     fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png")
+    return fig
+
+
+def _grid_ticks(axis, values: np.ndarray) -> None:
+    """Ticks at the grid's values (every k-th past :data:`MAX_TICKS`), labelled as the
+    grid wrote them."""
+    every = -(-len(values) // MAX_TICKS)
+    shown = np.asarray(values)[::every]
+    axis.set_ticks(np.asarray(shown, dtype=float), [param(v) for v in shown])
+
+
+def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | None = None,
+               symbol: str | None = None) -> str:
+    """The title of :func:`barsweep.pipeline.rebuild.best_backtest`'s picture: the
+    symbol, strategy and parameters of combo ``rank`` of the ranking, then its metrics."""
+    from .formatting import metrics_text, params_text
+    from .rank import param_dims
+    from .rank import rank as ranked
+    from .rebuild import stored_spec
+
+    row = ranked(ds, by=by, top=rank, where=where, symbol=symbol).iloc[rank - 1]
+    spec, _ = stored_spec(ds, "plot best")
+    params = {p: row[p] for p in param_dims(ds)}
+    return (f"{row['symbol']} {spec.strategy} {params_text(params)} (#{rank} by {by}): "
+            f"{metrics_text(result.metrics)}")
+
+
+def plot_walkforward(wf, path: str | os.PathLike, *, hold=None, title: str | None = None):
+    """Draw a walk-forward's stitched out-of-sample equity as a PNG: the chained test
+    runs of the chosen combos (:func:`barsweep.pipeline.walkforward.walkforward`), buy
+    and hold over the same bars (``hold``: an equity Series, optional), each window's
+    test part shaded and labelled with its combo; drawdown below. Returns the Figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .formatting import metrics_text, params_text
+
+    fig = Figure(figsize=(12, 6.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, ax_dd = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.2]})
+    equity = wf.equity
+    x = _x(equity.index)
+    ax.plot(x, equity.to_numpy(), color="tab:purple", lw=1.0, label="out of sample "
+            f"(best train {wf.by})")
+    if hold is not None and len(hold):
+        ax.plot(_x(hold.index), hold.to_numpy(), color="0.55", lw=0.8, label="buy and hold")
+    frame = wf.windows
+    params = [c for c in frame.columns if c not in _WINDOW_COLUMNS
+              and not c.startswith(("train_", "test_"))]
+    for k, (w, row) in enumerate(frame[frame["chosen"]].iterrows()):
+        start, end = _x_at(row["test_start"]), _x_at(row["test_end"])
+        ax.axvspan(start, end, color="tab:blue" if k % 2 else "tab:green", alpha=0.07, lw=0)
+        ax.text(start, 1.0, f" w{w}: {params_text({p: row[p] for p in params})}",
+                transform=ax.get_xaxis_transform(), va="top", fontsize="x-small",
+                rotation=90 if len(frame) > 6 else 0)
+    ax.set_ylabel("equity")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small", framealpha=0.8)
+    values = equity.to_numpy()
+    if len(values):
+        drawdown = (values / np.maximum.accumulate(values) - 1.0) * 100.0
+        ax_dd.fill_between(x, drawdown, 0.0, color="tab:red", alpha=0.35, lw=0)
+    ax_dd.set_ylabel("drawdown (%)")
+    ax_dd.grid(alpha=0.3)
+    s = wf.stitched
+    fig.suptitle(title or f"{wf.symbol}: walk-forward out of sample, {s['n_windows']} of "
+                 f"{s['windows_total']} windows: {metrics_text(s)}")
+    fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png", dpi=100)
+    return fig
+
+
+_WINDOW_COLUMNS = frozenset({"chosen", "combo", "train_start", "train_end", "test_start",
+                             "test_end"})
+
+
+def _x(index) -> np.ndarray:
+    """Plot coordinates of an index: naive UTC times, or bar numbers."""
+    import pandas as pd
+
+    if isinstance(index, pd.DatetimeIndex):
+        if index.tz is not None:
+            index = index.tz_convert("UTC").tz_localize(None)
+        return index.to_numpy(dtype="datetime64[ns]")
+    return np.asarray(index)
+
+
+def _x_at(value):
+    """One time (or bar number) as a plot coordinate."""
+    import pandas as pd
+
+    if isinstance(value, int | np.integer):
+        return value
+    stamp = pd.Timestamp(value)
+    return (stamp.tz_convert("UTC").tz_localize(None) if stamp.tz else stamp).to_datetime64()
 
 
 def _edges(centres: np.ndarray) -> np.ndarray:

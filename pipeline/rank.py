@@ -7,8 +7,12 @@ ranked ascending), a combo that never traded.
 Beyond one metric in sample (docs/ROBUST.md): the probabilistic and deflated Sharpe
 ratios as rankable columns (``by="psr"``, ``by="dsr"``), ranking by a metric smoothed
 over each combo's parameter neighbourhood (``smooth``), by a metric aggregated across
-symbols (``across="symbol"``), the Pareto front of several metrics
+symbols (``across="symbol"``), the Pareto fronts of several metrics
 (:func:`pareto_front`) and the probability of backtest overfitting (:func:`pbo_table`).
+
+A walk-forward store's train and test samples are never ranked together: the train
+samples are ranked unless ``sample="test"`` is asked (each window's choice and its
+test are :func:`barsweep.pipeline.walkforward.walkforward`'s job).
 """
 
 from __future__ import annotations
@@ -34,10 +38,44 @@ COMPUTED = ("psr", "dsr")
 #: How ``across`` aggregates a metric over symbols.
 AGGREGATES = ("median", "mean", "min")
 
+#: The samples of a walk-forward store.
+SAMPLES = ("train", "test")
+
 
 def param_dims(ds: xr.Dataset) -> tuple[str, ...]:
-    """The parameter dims of a results store, in order (every dim after ``symbol``)."""
+    """The dims of a results store after ``symbol``, in order: the parameters (after
+    ``window`` and ``sample`` in a walk-forward store)."""
     return tuple(d for d in ds[METRICS[0]].dims if d != "symbol")
+
+
+def select(ds: xr.Dataset, symbol: str | None = None,
+           sample: str | None = None) -> xr.Dataset:
+    """The part of a results Dataset that ranking reads: one ``symbol`` (all when None)
+    and, in a walk-forward store, one ``sample`` (``"train"`` when None); both dims
+    kept, so rows still name them.
+
+    Raises
+    ------
+    SpecError
+        An unknown symbol or sample (naming those the store holds), or ``sample`` for a
+        store without that dim.
+    """
+    if symbol is not None:
+        symbols = [str(s) for s in ds["symbol"].values]
+        if symbol not in symbols:
+            raise SpecError(f"--symbol: no symbol {symbol!r} in the results store; it holds "
+                            f"{', '.join(symbols)}")
+        ds = ds.isel(symbol=[symbols.index(symbol)])
+    if "sample" not in ds.dims:
+        if sample is not None:
+            raise SpecError(f"--sample {sample}: the results store has no sample dim (not a "
+                            f"walk-forward run)")
+        return ds
+    if sample is None:
+        sample = "train"
+    if sample not in SAMPLES:
+        raise SpecError(f"--sample: expected train or test, got {sample!r}")
+    return ds.sel(sample=[sample])
 
 
 def rank(
@@ -50,6 +88,8 @@ def rank(
     smooth: int | None = None,
     across: str | None = None,
     agg: str = "median",
+    symbol: str | None = None,
+    sample: str | None = None,
 ) -> pd.DataFrame:
     """The ``top`` combos by metric ``by``.
 
@@ -65,7 +105,8 @@ def rank(
         better (volatility, ulcer_index).
     top : int
     where : str, optional
-        A filter over metric and parameter names, e.g. ``"n_trades >= 10"``.
+        A filter over metric and dim names, e.g. ``"n_trades >= 10"`` or
+        ``"symbol == 'MSFT' and fast < slow / 2"`` (strings compared with ``==``/``!=``).
     ascending : bool, optional
         Override the metric's natural direction.
     smooth : int, optional
@@ -79,6 +120,11 @@ def rank(
         ``<by>_smooth_<agg>`` with ``smooth``) and one column ``<by>[<symbol>]`` per
         symbol.
     agg : {"median", "mean", "min"}
+    symbol : str, optional
+        Rank this symbol's combos only.
+    sample : {"train", "test"}, optional
+        A walk-forward store: the sample ranked (default ``"train"``); the frame then
+        has ``window`` and ``sample`` columns after ``symbol``.
 
     Returns
     -------
@@ -102,7 +148,11 @@ def rank(
         raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
     if agg not in AGGREGATES:
         raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
+    if across and symbol is not None:
+        raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
+                        f"symbol has nothing to aggregate across")
     ds, names = _with_computed(ds, need=by in COMPUTED)
+    ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
     value = ds[by].astype(np.float64).transpose(*dims)
@@ -188,16 +238,25 @@ def _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims):
 
 
 def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str],
-                 where: str | None = None) -> pd.DataFrame:
-    """The non-dominated (symbol, combo) rows by ``metrics``, each in its own better
-    direction (:func:`barsweep.pipeline.robust.pareto`), best first by the first metric.
+                 where: str | None = None, *, symbol: str | None = None,
+                 sample: str | None = None, across: str | None = None,
+                 agg: str = "median") -> pd.DataFrame:
+    """The non-dominated combos by ``metrics``, each in its own better direction
+    (:func:`barsweep.pipeline.robust.pareto`): one front per symbol (and per window in
+    a walk-forward store), each best first by the first metric; with
+    ``across="symbol"``, one front of parameter combos by each metric aggregated over
+    the symbols with ``agg`` (a combo takes part where every metric is defined on every
+    symbol).
 
-    Rows with a NaN metric, or failing ``where``, take no part.
+    Rows with a NaN metric, or failing ``where``, take no part. ``symbol`` and
+    ``sample`` choose as in :func:`rank`.
 
     Returns
     -------
     pandas.DataFrame
-        As :func:`rank`'s: ``symbol``, the parameters, every metric.
+        As :func:`rank`'s: ``symbol`` (and ``window``, ``sample``), the parameters,
+        every metric; with ``across``: the parameters, then ``<metric>_<agg>`` for each
+        metric.
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
     metrics = list(metrics)
@@ -207,19 +266,58 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
         raise SpecError(f"--pareto: expected two or more distinct metrics separated by "
                         f"commas, e.g. sharpe,max_drawdown; got {','.join(metrics)!r}"
                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    if across is not None and across != "symbol":
+        raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
+    if agg not in AGGREGATES:
+        raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
+    if across and symbol is not None:
+        raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
+                        f"symbol has nothing to aggregate across")
+    ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
-    columns = {m: np.asarray(ds[m].values, dtype=np.float64).ravel() for m in metrics}
     keep = np.ones(int(np.prod(shape)), dtype=bool)
     if where:
         keep &= _where_mask(ds, where, dims, shape, names)
+    columns = {m: np.asarray(ds[m].transpose(*dims).values, dtype=np.float64).ravel()
+               for m in metrics}
     for m in metrics:
         keep &= ~np.isnan(columns[m])
-    rows = np.flatnonzero(keep)
-    front = rows[robust.pareto({m: c[rows] for m, c in columns.items()}, metrics)]
-    first = columns[metrics[0]][front]
-    order = np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER else -first))
-    return _frame(ds, front[order], dims, shape, names)
+    if across:
+        return _pareto_across(ds, metrics, columns, keep, dims, shape, agg)
+    groups = [i for i, d in enumerate(dims) if d in ("symbol", "window", "sample")]
+    group_of = np.ravel_multi_index(
+        [ix for i, ix in enumerate(np.unravel_index(np.arange(keep.size), shape))
+         if i in groups], [shape[i] for i in groups])
+    fronts = []
+    for g in np.unique(group_of):
+        rows = np.flatnonzero(keep & (group_of == g))
+        front = rows[robust.pareto({m: c[rows] for m, c in columns.items()}, metrics)]
+        first = columns[metrics[0]][front]
+        fronts.append(front[np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER
+                                        else -first))])
+    chosen = np.concatenate(fronts) if fronts else np.empty(0, dtype=np.int64)
+    return _frame(ds, chosen, dims, shape, names)
+
+
+def _pareto_across(ds, metrics, columns, keep, dims, shape, agg) -> pd.DataFrame:
+    """The front of parameter combos by each metric aggregated over symbols."""
+    params = dims[1:]
+    n_symbols = shape[0]
+    per_combo = int(np.prod(shape[1:]))
+    ok = keep.reshape(n_symbols, per_combo).all(axis=0)
+    reduce = {"median": np.median, "mean": np.mean, "min": np.min}[agg]
+    values = {m: reduce(c.reshape(n_symbols, per_combo), axis=0) for m, c in columns.items()}
+    rows = np.flatnonzero(ok)
+    front = rows[robust.pareto({m: v[rows] for m, v in values.items()}, metrics)]
+    first = values[metrics[0]][front]
+    front = front[np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER else -first))]
+    index = np.unravel_index(front, shape[1:])
+    frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(params, index)})
+    for m in metrics:
+        frame[f"{m}_{agg}"] = values[m][front]
+    frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
+    return frame
 
 
 def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None, *,
@@ -247,7 +345,8 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
     shape = tuple(ds.sizes[d] for d in dims)
     params = [d for d in dims if d not in robust.NON_PARAM_DIMS]
     groups = [d for d in dims if d in robust.NON_PARAM_DIMS]
-    keep = np.isfinite(np.asarray(ds["sharpe"].values, dtype=np.float64)).ravel()
+    keep = np.isfinite(np.asarray(ds["sharpe"].transpose(*dims).values,
+                                  dtype=np.float64)).ravel()
     if where:
         keep &= _where_mask(ds, where, dims, shape, list(METRICS))
     keep_da = xr.DataArray(keep.reshape(shape), dims=dims)
@@ -308,13 +407,16 @@ def _label(value):
 
 def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
                 shape: tuple[int, ...], names: Sequence[str] = METRICS) -> np.ndarray:
-    """``where`` over metrics ``names`` and the parameters, flat over ``dims``."""
-    expr = parse_expr(where)
-    check_names(expr, set(names) | set(dims[1:]), what="--where")
+    """``where`` over metrics ``names`` and the dims (``symbol``, ``sample`` and other
+    text compared with strings), flat over ``dims``."""
+    expr = parse_expr(where, strings=True)
+    text = [d for d in dims if ds[d].dtype.kind in "OUST"]
+    check_names(expr, set(names) | set(dims), what="--where", text=text)
     env = {}
     for name in expr.names:
         if name in names:
-            env[name] = np.asarray(ds[name].values, dtype=np.float64).ravel()
+            env[name] = np.asarray(ds[name].transpose(*dims).values,
+                                   dtype=np.float64).ravel()
         else:
             axis = dims.index(name)
             view = ds[name].values.reshape([-1 if i == axis else 1 for i in range(len(dims))])

@@ -35,9 +35,11 @@ def stored_bars(spec, symbol: str):
                      spec.data.end)
 
 
-def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None = None):
-    """Combo number ``rank`` of the ranking by ``by`` (as ``barsweep rank``), rebuilt
-    with :func:`barsweep.engine.backtest`: equity, trades and close in full.
+def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None = None,
+                  symbol: str | None = None):
+    """Combo number ``rank`` of the ranking by ``by`` (as ``barsweep rank``, of
+    ``symbol``'s combos when given), rebuilt with :func:`barsweep.engine.backtest`:
+    equity, trades and close in full.
 
     Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
     differ from the store's (the bars or the code changed since the run), naming the
@@ -52,7 +54,7 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
                            "`barsweep walkforward`")
     if rank < 1:
         raise ResultsError(f"--rank: expected 1 or more, got {rank}")
-    top = ranked(ds, by=by, top=rank, where=where)
+    top = ranked(ds, by=by, top=rank, where=where, symbol=symbol)
     if len(top) < rank:
         raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
     row = top.iloc[rank - 1]

@@ -1,7 +1,9 @@
 """``barsweep report``: one self-contained HTML page of a results store (the pictures
 embedded as PNG data, no script, nothing fetched): the spec, the run's facts, the top
-combos, heatmaps of the two most telling parameter pairs, the best combo's equity and
-drawdown, and the walk-forward table when the run has one."""
+combos with buy and hold of each symbol beside them, heatmaps of the two most telling
+parameter pairs per symbol, each symbol's best combo in full; for a walk-forward run,
+each symbol's windows, its stitched out-of-sample result and equity. Numbers are
+formatted for people (:mod:`barsweep.pipeline.formatting`)."""
 
 from __future__ import annotations
 
@@ -14,34 +16,59 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine import METRICS
+from ..errors import BarsweepError
+from .formatting import count, metric, metrics_text, param, ranking_cells, significant
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em}td,th{padding:.2em .6em;text-align:right;
 border-bottom:1px solid #eee}th{background:#f4f4f4}pre{background:#f7f7f7;padding:.8em;
-overflow-x:auto;font-size:.85em}img{max-width:100%}.facts td{text-align:left}"""
+overflow-x:auto;font-size:.85em}img{max-width:100%}.facts td{text-align:left}
+tr.reference td{color:#555;font-style:italic;background:#fafafa}p.note{color:#555}
+td{white-space:nowrap}.facts td{white-space:normal}div.wide{overflow-x:auto}"""
+
+#: The metric columns of the report's top table, after the ranking metric.
+TOP_COLUMNS = ("dsr", "psr", "total_return", "cagr", "max_drawdown", "n_trades", "win_rate",
+               "exposure", "ruined")
 
 
 def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str = "sharpe",
-                 top: int = 20) -> Path:
-    """Write the report of the store at ``results`` to ``out`` (HTML); returns its path."""
+                 top: int = 20, symbol: str | None = None) -> Path:
+    """Write the report of the store at ``results`` to ``out`` (HTML); returns its path.
+
+    ``symbol``: that symbol's combos only (every symbol by default). A walk-forward
+    store's top table ranks the train samples of every window; its walk-forward section
+    chooses in each window's train sample and chains the tests.
+    """
+    from .rank import select
+    from .rebuild import stored_spec
     from .results import open_results
 
     ds = open_results(results)
     walk = "window" in ds.dims
+    select(ds, symbol)  # refuses an unknown symbol before anything is drawn
+    symbols = [symbol] if symbol else [str(s) for s in ds["symbol"].values]
+    spec, _ = stored_spec(ds, "report")
     sections = [f"<h1>barsweep report: {html.escape(os.fspath(results))}</h1>",
+                f"<p>{html.escape(spec.strategy)} over {html.escape(', '.join(symbols))}"
+                + (", walk-forward" if walk else "") + "</p>",
                 "<h2>Run</h2>" + _facts(ds),
-                f"<h2>Top {top} by {html.escape(by)}</h2>" + _top(ds, by, top, walk)]
-    for x, y in important_pairs(ds, by)[:2]:
-        sections.append(f"<h2>{html.escape(by)} over {html.escape(x)} and "
-                        f"{html.escape(y or '')}</h2>" + _heatmap(ds, by, x, y, walk))
-    if walk:
-        sections.append("<h2>Walk-forward</h2>" + _walkforward(results, by))
-    else:
-        sections.append("<h2>Best combo</h2>" + _best(results, by))
-    spec = ds.attrs.get("spec", "")
-    sections.append(f"<h2>Spec</h2><pre>{html.escape(spec)}</pre>")
+                f"<h2>Top {top} by {html.escape(by)}"
+                + (" (train samples)" if walk else "") + "</h2>"
+                + _top(ds, by, top, symbol, walk)]
+    for name in symbols:
+        for x, y in important_pairs(ds.sel(symbol=[name]), by)[:2]:
+            sections.append(f"<h2>{html.escape(by)} of {html.escape(name)} over "
+                            f"{html.escape(x)}" + (f" and {html.escape(y)}" if y else "")
+                            + "</h2>" + _heatmap(ds, by, x, y, name, walk))
+    for name in symbols:
+        if walk:
+            sections.append(f"<h2>Walk-forward of {html.escape(name)}</h2>"
+                            + _walkforward(ds, by, name))
+        else:
+            sections.append(f"<h2>Best combo of {html.escape(name)}</h2>"
+                            + _best(ds, by, name))
+    sections.append(f"<h2>Spec</h2><pre>{html.escape(ds.attrs.get('spec', ''))}</pre>")
     page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>barsweep "
             f"report</title><style>{STYLE}</style></head><body>{''.join(sections)}"
             f"</body></html>")
@@ -76,22 +103,26 @@ def _facts(ds) -> str:
     timings = json.loads(attrs.get("timings_s", "{}") or "{}")
     phases = json.loads(attrs.get("block_phases_s", "{}") or "{}")
     prints = json.loads(attrs.get("bars_fingerprint", "{}") or "{}")
-    rows = [("combos", f"{int(attrs.get('n_combos', 0)):,}"),
-            ("blocks", f"{ds.sizes.get('block', 0):,}"),
+    rows = [("combos", count(attrs.get("n_combos", 0))),
+            ("blocks", count(ds.sizes.get("block", 0))),
             ("backend", f"{attrs.get('backend', '?')} ({attrs.get('backend_reason', '')})"),
-            ("wall time", f"{timings.get('total', float('nan')):.2f} s"),
+            ("wall time", f"{significant(timings.get('total', float('nan')))} s"),
             ("symbols", ", ".join(map(str, ds["symbol"].values.tolist())))]
     if "n_bars" in ds.coords:
-        rows.append(("bars", ", ".join(f"{int(n):,}" for n in ds["n_bars"].values)))
+        rows.append(("bars", ", ".join(count(n) for n in np.ravel(ds["n_bars"].values))))
+    if "periods_per_year" in attrs:
+        rows.append(("bars a year", f"{significant(attrs['periods_per_year'])} (annualised "
+                                    f"metrics use it)"))
     for f, (first, last) in zip(prints.get("files", []), _bar_ranges(ds), strict=False):
         rows.append((f"bars of {f.get('symbol')}", f"{f.get('timeframe', '')} bars from "
-                     f"{first} to {last}; {int(f.get('bytes', 0)):,} bytes, blake2b "
+                     f"{first} to {last}; {count(f.get('bytes', 0))} bytes, blake2b "
                      f"{str(f.get('blake2b', ''))[:16]}..."))
     for name, seconds in timings.items():
-        rows.append((f"time: {name}", f"{seconds:.3f} s"))
+        rows.append((f"time: {name}", f"{significant(seconds)} s"))
     for name, stats in phases.items():
-        rows.append((f"block phase: {name}", f"total {stats['total']:.3f} s, p50 "
-                     f"{stats['p50']:.4f} s, p90 {stats['p90']:.4f} s, max {stats['p100']:.4f} s"))
+        rows.append((f"block phase: {name}", f"total {significant(stats['total'])} s, p50 "
+                     f"{significant(stats['p50'])} s, p90 {significant(stats['p90'])} s, "
+                     f"max {significant(stats['p100'])} s"))
     rows.append(("barsweep", attrs.get("barsweep_version", "?")))
     return _facts_table(rows)
 
@@ -116,30 +147,33 @@ def _bar_ranges(ds) -> list[tuple[str, str]]:
     return ranges
 
 
-def _top(ds, by: str, top: int, walk: bool) -> str:
+def _top(ds, by: str, top: int, symbol: str | None, walk: bool) -> str:
+    from .buyhold import buy_and_hold, groups_of
     from .rank import rank
 
-    frame = rank(ds.sel(sample="test") if walk else ds, by=by, top=top)
-    if walk:
-        frame = frame.drop(columns=["sample"], errors="ignore")
-    keep = [c for c in frame.columns if c not in METRICS or c in (
-        by, "dsr", "psr", "total_return", "cagr", "max_drawdown", "n_trades", "win_rate",
-        "ruined")]
-    return _table(frame[keep])
+    frame = rank(ds, by=by, top=top, symbol=symbol)
+    note = ("<p class=\"note\">Every window's train sample, ranked together; the "
+            "walk-forward sections below choose in each window's train sample and run the "
+            "choice on its test.</p>" if walk else "")
+    try:
+        reference = buy_and_hold(ds, groups_of(frame))
+    except BarsweepError as err:
+        reference = None
+        note += f"<p class=\"note\">No buy-and-hold row: {html.escape(str(err))}</p>"
+    return note + _table(ranking_cells(frame, [by, *TOP_COLUMNS], reference))
 
 
-def _table(frame) -> str:
-    def cell(v):
-        if isinstance(v, float | np.floating):
-            return "" if np.isnan(v) else (f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e12
-                                            else f"{v:.4g}")
-        return html.escape(str(v))
-
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [frame.index.name or "", *frame])
-    rows = "".join("<tr><td>" + html.escape(str(i)) + "</td>" + "".join(
-        f"<td>{cell(v)}</td>" for v in row) + "</tr>" for i, row in zip(
-        frame.index, frame.itertuples(index=False), strict=True))
-    return f"<table><tr>{head}</tr>{rows}</table>"
+def _table(cells) -> str:
+    """A frame of text cells (:func:`barsweep.pipeline.formatting.ranking_cells`) as an
+    HTML table; rows indexed ``-`` (references, not ranked) marked."""
+    head = "".join(f"<th>{html.escape(str(c).replace('_', ' '))}</th>"
+                   for c in [cells.index.name or "", *cells])
+    rows = "".join(
+        ("<tr class=\"reference\">" if str(i) == "-" else "<tr>")
+        + f"<td>{html.escape(str(i))}</td>"
+        + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for i, row in zip(cells.index, cells.itertuples(index=False), strict=True))
+    return f"<div class=\"wide\"><table><tr>{head}</tr>{rows}</table></div>"
 
 
 def _png(draw) -> str:
@@ -149,31 +183,58 @@ def _png(draw) -> str:
     return f"<img alt=\"figure\" src=\"data:image/png;base64,{data}\">"
 
 
-def _heatmap(ds, by: str, x: str, y: str | None, walk: bool) -> str:
+def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str:
     from .plots import metric_grid, plot_heatmap
 
-    symbol = str(ds["symbol"].values[0])
     kw = {"window": int(ds["window"].values[-1]), "sample": "test"} if walk else {}
     grid = metric_grid(ds, by, x, y, symbol=symbol, **kw)
-    where = ", last window's test" if walk else ""
-    return _png(lambda f: plot_heatmap(grid, f, title=f"{by} of {symbol}{where} (max over "
-                                                      f"the other parameters)"))
+    others = [d for d in ds[by].dims if d not in ("symbol", "window", "sample", x, y)]
+    where = f", window {kw['window']}'s test" if walk else ""
+    reduced = f" (max over {', '.join(others)})" if others else ""
+    return _png(lambda f: plot_heatmap(grid, f, title=f"{by} of {symbol}{where}{reduced}"))
 
 
-def _best(results, by: str) -> str:
+def _best(ds, by: str, symbol: str) -> str:
+    from .plots import best_title
     from .rebuild import best_backtest
 
-    result = best_backtest(results, rank=1, by=by)
-    return _png(lambda f: result.plot().savefig(f, format="png", dpi=80))
+    result = best_backtest(ds, rank=1, by=by, symbol=symbol)
+    title = best_title(ds, result, by=by, symbol=symbol)
+    return _png(lambda f: result.plot(title=title).savefig(f, format="png", dpi=80))
 
 
-def _walkforward(results, by: str) -> str:
-    from .walkforward import walkforward
+def _walkforward(ds, by: str, symbol: str) -> str:
+    from .buyhold import stitched_hold
+    from .plots import plot_walkforward
+    from .walkforward import _day, walkforward
 
-    wf = walkforward(results, by=by)
-    columns = ["train_start", "test_start", "test_end",
-               *[c for c in wf.windows.columns if not c.startswith(("train_", "test_", "chosen",
-                                                                     "combo"))],
-               f"train_{by}", f"test_{by}", "test_total_return", "test_n_trades"]
-    table = _table(wf.windows[[c for c in columns if c in wf.windows]])
-    return f"{table}<h3>Stitched out of sample</h3>{_facts_table(wf.stitched.items())}"
+    wf = walkforward(ds, by=by, symbol=symbol)
+    frame = wf.windows
+    params = [c for c in frame.columns if c not in ("chosen", "combo")
+              and not c.startswith(("train_", "test_"))]
+    cells = frame[[]].copy()
+    for name in ("train_start", "test_start", "test_end"):
+        cells[name.replace("_", " ")] = [_day(t)[:10] for t in frame[name]]
+    for p in params:
+        cells[p] = [param(v) if ok else "-"
+                    for v, ok in zip(frame[p], frame["chosen"], strict=True)]
+    for name in dict.fromkeys((f"train_{by}", f"test_{by}", "test_total_return",
+                               "test_max_drawdown", "test_n_trades")):
+        cells[name.replace("_", " ")] = [metric(name.split("_", 1)[1], v)
+                                         for v in frame[name]]
+    hold = stitched_hold(ds, wf)
+    s = wf.stitched
+    facts = [("windows chained", f"{s['n_windows']} of {s['windows_total']}"),
+             ("bars", f"{count(s['n_bars'])} ({_day(s['start'])[:10]} to "
+                      f"{_day(s['end'])[:10]})")]
+    facts += [(k.replace("_", " "), metric(k, s[k]))
+              for k in ("total_return", "cagr", "sharpe", "max_drawdown", "n_trades")]
+    facts += [("in-sample cagr", metric("cagr", s["in_sample_cagr"])),
+              ("efficiency", significant(s["efficiency"]) + " (out-of-sample cagr over "
+                                                              "in-sample cagr)")]
+    if hold is not None:
+        facts.append(("buy and hold, same bars", metrics_text(hold.metrics)))
+    picture = _png(lambda f: plot_walkforward(wf, f, hold=None if hold is None
+                                              else hold.equity))
+    return (_table(cells) + "<h3>Stitched out of sample</h3>" + _facts_table(facts)
+            + picture)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from ..datasets.timeframes import timeframe_seconds
 from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ..errors import DataError, SpecError
+from .formatting import metric, param
 from .rank import _where_mask, rank_order, to_records
 from .rebuild import stored_bars, stored_spec
 from .results import open_results
@@ -319,7 +320,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     rows, combos = [], []
     for w in range(ds.sizes["window"]):
         train = ds[list(METRICS)].isel(window=w).sel(sample="train")
-        flat = _choose(train, by, where, params, shape)
+        flat = _choose(train, by, where, params, shape, symbol)
         at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
         combo = {p: _scalar(ds[p].values[i]) for p, i in at.items()} if flat >= 0 else None
         combos.append(combo)
@@ -356,13 +357,14 @@ def _one_symbol(ds, symbol: str | None) -> str:
 
 
 def _choose(train, by: str, where: str | None, params: tuple[str, ...],
-            shape: tuple[int, ...]) -> int:
+            shape: tuple[int, ...], symbol: str) -> int:
     """The flat index of the best train combo (rank's rules), or -1 when none qualifies."""
     score = np.asarray(train[by].transpose(*params).values, dtype=np.float64).ravel()
     keep = ~np.isnan(score)
     if where:  # rank's --where, over this window's train metrics
-        keep &= _where_mask(train.transpose(*params).expand_dims("symbol"), where,
-                            ("symbol", *params), (1, *shape))
+        one = train.drop_vars("symbol", errors="ignore").transpose(*params)
+        keep &= _where_mask(one.expand_dims(symbol=[symbol]), where, ("symbol", *params),
+                            (1, *shape))
     candidates = np.flatnonzero(keep)
     if not len(candidates):
         return -1
@@ -465,18 +467,18 @@ def format_walkforward(wf: WalkForward) -> str:
                                                          frame["test_end"])],
     }, index=frame.index)
     for p in params:
-        table[p] = [v if ok else "-" for v, ok in zip(frame[p], frame["chosen"])]
-    table[f"train {wf.by}"] = frame[f"train_{wf.by}"]
+        table[p] = [param(v) if ok else "-" for v, ok in zip(frame[p], frame["chosen"])]
+    table[f"train {wf.by}"] = [metric(wf.by, v) for v in frame[f"train_{wf.by}"]]
     for m in dict.fromkeys((wf.by, "total_return", "sharpe", "max_drawdown", "n_trades")):
-        table[f"test {m}"] = frame[f"test_{m}"]
+        table[f"test {m}"] = [metric(m, v) for v in frame[f"test_{m}"]]
     s = wf.stitched
     lines = [f"walk-forward of {wf.symbol}: best train {wf.by}"
              + (f" where {wf.where}" if wf.where else ""),
-             table.to_string(float_format=lambda x: f"{x:.4g}"), "",
+             table.to_string(), "",
              f"stitched out of sample: {s['n_windows']} of {s['windows_total']} windows, "
              f"{s['n_bars']} bars ({_day(s['start'])}..{_day(s['end'])})"]
     for key in (*STITCHED_METRICS, "in_sample_cagr", "efficiency"):
-        lines.append(f"  {key:<15}{s[key]:.6g}")
+        lines.append(f"  {key:<15}{metric(key.replace('in_sample_', ''), s[key])}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,145 @@
+"""Buy and hold of each symbol beside a results store's combos: the reference a ranked
+combo is read against.
+
+Computed, not stored: for each symbol, the ``buy_and_hold`` strategy through
+:func:`barsweep.engine.backtest` over the bars the run used (the stored spec's store and
+range, checked against the run's fingerprint), with the run's fill, fees, slippage,
+fixed fee, initial cash and funding (long only; no stop, target or trailing stop) and
+the store's ``periods_per_year``. In a walk-forward store, once per window and sample,
+over that part's bars, as the combos ran.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..engine import METRICS, backtest
+from ..errors import BarsweepError, DataError
+from .rebuild import stored_bars, stored_spec
+
+#: What a buy-and-hold row shows in the parameter columns of a table.
+LABEL = "buy&hold"
+
+#: Execution settings a buy-and-hold reference drops: it holds whatever happens.
+_DROPPED = ("stop_loss", "take_profit", "trailing_stop")
+
+
+def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
+    """Buy and hold of each symbol of a results Dataset (each group of a walk-forward
+    one).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A results store as opened (attributes ``spec``, ``periods_per_year``,
+        ``bars_fingerprint``; a walk-forward store's ``<sample>_start_bar`` and
+        ``<sample>_end_bar`` coordinates over ``window``).
+    groups : iterable of mapping, optional
+        The rows wanted: each maps ``symbol`` (and ``window``, ``sample`` in a
+        walk-forward store) to a label. Default: every symbol of ``ds`` (every window
+        and sample of it in a walk-forward store).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group, in order: the group's labels, then every metric.
+
+    Raises
+    ------
+    BarsweepError
+        The store has no spec, its bars are gone or are not the run's (naming the
+        symbol): a buy-and-hold row would not be the run's reference.
+    """
+    spec, ppy = stored_spec(ds, "buy and hold")
+    walk = "window" in ds.dims
+    if groups is None:
+        groups = [{"symbol": s, **({"window": w, "sample": p} if walk else {})}
+                  for s in ds["symbol"].values.tolist()
+                  for w in (ds["window"].values.tolist() if walk else [None])
+                  for p in (ds["sample"].values.tolist() if walk else [None])]
+    groups = list(groups)
+    execution = _execution(spec)
+    bars, rows = {}, []
+    for group in groups:
+        symbol = str(group["symbol"])
+        if symbol not in bars:
+            bars[symbol] = _run_bars(ds, spec, symbol)
+        span = None
+        if walk:
+            w = int(np.flatnonzero(ds["window"].values == group["window"])[0])
+            span = tuple(int(_at(ds, f"{group['sample']}_{end}_bar", symbol, w))
+                         for end in ("start", "end"))
+        result = _hold(bars[symbol], span, ppy, execution)
+        rows.append({**group, **{m: result.metrics[m] for m in METRICS}})
+    return pd.DataFrame(rows, columns=[*(groups[0] if groups else ["symbol"]), *METRICS])
+
+
+def buy_and_hold_run(ds, symbol: str, span: tuple[int, int] | None = None):
+    """Buy and hold of ``symbol`` over the run's bars (``span``: bars ``[start, end)``
+    of them), as :func:`buy_and_hold` runs it: the
+    :class:`~barsweep.engine.backtest.BacktestResult`."""
+    spec, ppy = stored_spec(ds, "buy and hold")
+    return _hold(_run_bars(ds, spec, symbol), span, ppy, _execution(spec))
+
+
+def _hold(bars, span, ppy: float, execution: dict):
+    """Buy and hold over ``bars`` (bars ``[start, end)`` of them with ``span``): the
+    strategy enters on the first bar it sees, so a span is cut from the bars."""
+    if span is not None:
+        bars = bars.isel(time=slice(*span))
+    return backtest(bars, "buy_and_hold", {}, ppy=ppy, **execution)
+
+
+def _execution(spec) -> dict:
+    """The run's execution settings as buy and hold takes them: long, no exit rule."""
+    execution = {k: v for k, v in spec.execution.model_dump().items() if k not in _DROPPED}
+    execution["direction"] = "long"
+    return execution
+
+
+def _run_bars(ds, spec, symbol: str):
+    """``symbol``'s bars as the run read them, refused when they are not the run's."""
+    from ..datasets import fingerprint
+
+    files = json.loads(ds.attrs.get("bars_fingerprint", "{}") or "{}").get("files", [])
+    recorded = next((f for f in files if f.get("symbol") == symbol), None)
+    try:
+        now = fingerprint(spec.data.store, [symbol], spec.data.timeframe)["files"][0]
+    except BarsweepError as err:
+        raise DataError(f"buy and hold of {symbol}: {err}") from None
+    if recorded is not None and now.get("blake2b") != recorded.get("blake2b"):
+        raise DataError(f"buy and hold of {symbol}: its bars in {spec.data.store} are not "
+                        f"the ones the run used (their hash changed since)")
+    return stored_bars(spec, symbol)
+
+
+def _at(ds, name: str, symbol: str, w: int):
+    """Coordinate ``name`` of window ``w`` (over ``window``, or ``(symbol, window)``)."""
+    coord = ds[name]
+    if "symbol" in coord.dims:
+        coord = coord.sel(symbol=symbol)
+    return coord.values[w]
+
+
+def groups_of(frame: pd.DataFrame) -> list[dict]:
+    """The distinct ``symbol`` (``window``, ``sample``) labels of a ranking's rows, in
+    the order they first appear: the buy-and-hold rows that go beside them."""
+    keys = [k for k in ("symbol", "window", "sample") if k in frame.columns]
+    seen = dict.fromkeys(tuple(row) for row in frame[keys].itertuples(index=False))
+    return [dict(zip(keys, (v.item() if isinstance(v, np.generic) else v for v in labels)))
+            for labels in seen]
+
+
+def stitched_hold(ds, wf):
+    """Buy and hold of a walk-forward's symbol over the bars its stitched out-of-sample
+    curve covers (first chained test bar to the last; a BacktestResult), or None when no
+    window chose."""
+    chosen = wf.windows[wf.windows["chosen"]]
+    if not len(chosen):
+        return None
+    span = (int(chosen["test_start_bar"].iloc[0]), int(chosen["test_end_bar"].iloc[-1]))
+    return buy_and_hold_run(ds, wf.symbol, span)
