@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     wfplot = plot_sub.add_parser("walkforward", help="a walk-forward store's stitched "
                                  "out-of-sample equity (the combo chosen in each window's "
                                  "train sample, run on its test), buy and hold beside it")
-    wfplot.add_argument("results")
+    wfplot.add_argument("results", help="a walk-forward results store (a run's --out)")
     wfplot.add_argument("--by", default="sharpe", help="metric the train sample chooses by "
                         "(default sharpe)")
     wfplot.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
