@@ -183,6 +183,12 @@ class Spec(BaseModel):
         ``pbs`` or a scheduler address such as ``tcp://host:8786``.
     n_workers : int or None
         Workers of a cluster barsweep starts (local or cuda); refused with an address.
+    modules : list of str
+        Modules to import, which register custom strategies (``my_strategies.sma_trend``).
+    module_dir : str or None
+        Where ``modules`` are looked for first (a package folder or a ``.py`` file of
+        their top-level name); :func:`load_spec` makes it the spec file's folder. A run
+        ships the modules it finds there to workers that do not have them.
 
     Examples
     --------
@@ -197,6 +203,7 @@ class Spec(BaseModel):
     model_config = _CONFIG
 
     data: DataSpec
+    module_dir: PathStr | None = None
     modules: list[str] = Field(default_factory=list)
     strategy: str
     grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
@@ -220,12 +227,14 @@ class Spec(BaseModel):
 
     @field_validator("modules")
     @classmethod
-    def _import_modules(cls, value: list[str]) -> list[str]:
-        """Import the modules that register custom strategies (before ``strategy``)."""
+    def _import_modules(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Import the modules that register custom strategies (before ``strategy``),
+        from ``module_dir`` when it holds them."""
         problems = []
+        root = info.data.get("module_dir")
         for i, name in enumerate(value):
             try:
-                import_strategy_module(name)
+                import_strategy_module(name, root)
             except SpecError as err:
                 problems.append((f"modules[{i}]", str(err)))
         if problems:
@@ -347,7 +356,10 @@ def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec
         raise SpecError(f"cannot read sweep spec {os.fspath(path)}: {err}") from None
     data = load_yaml(text, os.fspath(path))
     if isinstance(data, Mapping):
-        data = resolve_paths(data, Path(path).resolve().parent)
+        base = Path(path).resolve().parent
+        data = resolve_paths(data, base)
+        if data.get("modules") and data.get("module_dir") is None:
+            data["module_dir"] = str(base)
     return parse_spec(data, source=os.fspath(path), overrides=overrides)
 
 
