@@ -158,9 +158,10 @@ def signal_problem(strategy: Strategy) -> str | None:
             and all(isinstance(t, nb_types.Boolean) for t in returned)):
         return None
     if isinstance(returned, nb_types.BaseTuple):
-        got = f"a tuple of {len(returned)}: ({', '.join(map(str, returned))})"
+        got = (f"a tuple of {len(returned)}: "
+               f"({', '.join(str(nb_types.unliteral(t)) for t in returned)})")
     else:
-        got = str(returned)
+        got = str(nb_types.unliteral(returned))
     return f"signal must return {SIGNAL_RETURNS}; it returns {got}{_defined_at(signal)}"
 
 

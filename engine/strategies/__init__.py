@@ -129,6 +129,17 @@ def _loaded_from(module) -> str | None:
     return os.path.realpath(path) if path else None
 
 
+def forget_modules(top: str) -> tuple[str, ...]:
+    """Unregister the strategies that the package or module ``top`` (or one of its
+    submodules) registered, so that importing a new version of it registers its new
+    definitions; returns their names."""
+    names = tuple(name for name, origin in _ORIGINS.items()
+                  if origin.partition(" ")[0].partition(".")[0] == top)
+    for name in names:
+        del _REGISTRY[name], _ORIGINS[name]
+    return names
+
+
 def strategy_names() -> list[str]:
     return sorted(_REGISTRY)
 
@@ -142,5 +153,5 @@ def _register_builtins() -> None:
 
 _register_builtins()
 
-__all__ = ["Indicator", "Param", "Strategy", "get_strategy", "import_strategy_module",
-           "module_location", "register", "strategy_names"]
+__all__ = ["Indicator", "Param", "Strategy", "forget_modules", "get_strategy",
+           "import_strategy_module", "module_location", "register", "strategy_names"]
