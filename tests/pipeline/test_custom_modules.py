@@ -10,6 +10,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from conftest import stop
 from runs import synth
 
 from barsweep.engine import METRICS
+from barsweep.pipeline.shipping import files_digest, module_files
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "engine" / "custom_strategy_example.py"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -162,6 +164,28 @@ def test_modules_beside_the_spec_run_from_anywhere_on_a_hand_started_worker(
     assert np.isfinite(got["sharpe"]).all() and (got["n_trades"] > 0).all()
 
 
+def test_an_edited_module_reaches_a_worker_that_ran_the_old_one(tmp_path, hand_started):
+    """The same hand-started worker, the strategy edited between two runs: the second run
+    computes with the new signal there too (the worker drops the version it imported)."""
+    project = user_folder(tmp_path)
+    address = hand_started()
+    spec = str(project / "spec.yaml")
+    first = barsweep("run", spec, "--scheduler", address, "--out", str(project / "a.zarr"),
+                     "--no-progress", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    source = project / "my_strategies" / "sma_trend.py"
+    source.write_text(source.read_text().replace("return up, down, down, up",
+                                                 "return down, up, up, down"))
+    for name, where in (("b", ["--scheduler", address]), ("c", ["--cluster", "threads"])):
+        done = barsweep("run", spec, *where, "--out", str(project / f"{name}.zarr"),
+                        "--no-progress", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    old, new, want = (metrics(project / f"{n}.zarr") for n in "abc")
+    for name in METRICS:
+        np.testing.assert_array_equal(new[name], want[name], err_msg=name)
+    assert not np.array_equal(old["total_return"], new["total_return"])
+
+
 @pytest.mark.requires_unshare
 def test_a_worker_that_cannot_see_the_spec_folder_gets_the_modules(tmp_path, hand_started):
     """The worker sees none of the project's folder (another machine): the modules are
@@ -176,6 +200,9 @@ def test_a_worker_that_cannot_see_the_spec_folder_gets_the_modules(tmp_path, han
     assert here.returncode == 0, here.stderr
     attrs = xr.open_zarr(project / "remote.zarr", consolidated=False).attrs
     assert attrs["bars_shipped_to"]  # it could not read the bars either
+    files = module_files(str(project), [str(project / "my_strategies")])
+    copy = Path(tempfile.gettempdir(), "barsweep-modules", files_digest(files)[:16])
+    assert (copy / "my_strategies" / "sma_trend.py").read_bytes() == EXAMPLE.read_bytes()
     got, want = metrics(project / "remote.zarr"), metrics(project / "threads.zarr")
     for name in METRICS:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
