@@ -187,8 +187,9 @@ class Spec(BaseModel):
         Modules to import, which register custom strategies (``my_strategies.sma_trend``).
     module_dir : str or None
         Where ``modules`` are looked for first (a package folder or a ``.py`` file of
-        their top-level name); :func:`load_spec` makes it the spec file's folder. A run
-        ships the modules it finds there to workers that do not have them.
+        their top-level name): by default the spec file's folder (:func:`load_spec`), or
+        the current directory for a spec given as a mapping. A run ships the modules it
+        finds there to workers that do not have them.
 
     Examples
     --------
@@ -223,6 +224,16 @@ class Spec(BaseModel):
         if isinstance(value, Mapping):
             optional = ("grid", "constraints", "execution", "analysis", "walk_forward", "run")
             return {k: v for k, v in value.items() if not (k in optional and v is None)}
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _modules_here(cls, value: Any) -> Any:
+        """``modules`` without ``module_dir`` are looked for in the current directory
+        first, as a relative path is (:func:`load_spec` gives the spec file's)."""
+        if isinstance(value, Mapping) and value.get("modules") and (
+                value.get("module_dir") is None):
+            return {**value, "module_dir": os.getcwd()}
         return value
 
     @field_validator("modules")

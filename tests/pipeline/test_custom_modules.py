@@ -224,6 +224,23 @@ def test_a_module_that_is_not_there_names_the_key_and_where_it_looked(tmp_path):
     assert not (project / "results.zarr").exists()
 
 
+def test_module_dir_is_a_path_of_the_spec_and_a_module_may_be_one_file(tmp_path):
+    """`module_dir: ../code` in `project/specs/spec.yaml` is `project/code`, which holds
+    the module as one file, `sma_one.py`; checked from another folder."""
+    project = user_folder(tmp_path)
+    (project / "code").mkdir()
+    (project / "code" / "sma_one.py").write_text(EXAMPLE.read_text().replace(
+        'name="sma_trend"', 'name="sma_one"'))
+    spec = yaml.safe_load((project / "spec.yaml").read_text())
+    (project / "specs").mkdir()
+    spec.update(module_dir="../code", modules=["sma_one"], strategy="sma_one")
+    spec["data"]["store"] = "../bars"
+    (project / "specs" / "spec.yaml").write_text(yaml.safe_dump(spec))
+    done = barsweep("check", str(project / "specs" / "spec.yaml"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "strategy 'sma_one' (module sma_one, function signal): compiles" in done.stdout
+
+
 # --------------------------------------------------------------------------- item 7
 
 
