@@ -196,10 +196,10 @@ class ModuleShipper(WorkerPlugin):
 
     idempotent = False
 
-    def __init__(self, root: str, locations: Iterable[str]) -> None:
-        self.root = os.path.realpath(root)
-        self.tops = tuple(sorted(os.path.basename(p).removesuffix(".py") for p in locations))
-        self.files = module_files(self.root, locations)
+    def __init__(self, root: str, tops: Iterable[str]) -> None:
+        self.root = os.path.abspath(root)
+        self.tops = tuple(sorted(set(tops)))
+        self.files = module_files(self.root, self.tops)
         size = sum(map(len, self.files.values()))
         if size > MAX_MODULE_BYTES:
             raise DataError(f"module_dir: {', '.join(self.tops)} in {self.root} hold "
@@ -224,13 +224,15 @@ class ModuleShipper(WorkerPlugin):
             sys.path.insert(0, folder)
 
 
-def module_files(root: str, locations: Iterable[str]) -> dict[str, bytes]:
-    """The files of each package folder or module file of ``locations`` (in ``root``), by
-    path relative to ``root`` (``/``-separated)."""
+def module_files(root: str, tops: Iterable[str]) -> dict[str, bytes]:
+    """The files of each top-level package folder ``root/top/`` (``__pycache__`` and
+    hidden names left out) or module file ``root/top.py``, by path relative to ``root``
+    (``/``-separated)."""
     files = {}
-    for location in locations:
-        if os.path.isfile(location):
-            paths = [location]
+    for top in tops:
+        location = os.path.join(root, top)
+        if not os.path.isdir(location):
+            paths = [f"{location}.py"]
         else:
             paths = []
             for folder, subfolders, names in os.walk(location):
@@ -303,5 +305,6 @@ def module_shipper(spec) -> ModuleShipper | None:
 
     if spec.module_dir is None:
         return None
-    locations = {module_location(name, spec.module_dir) for name in spec.modules} - {None}
-    return ModuleShipper(spec.module_dir, sorted(locations)) if locations else None
+    tops = [name.partition(".")[0] for name in spec.modules
+            if module_location(name, spec.module_dir) is not None]
+    return ModuleShipper(spec.module_dir, tops) if tops else None

@@ -200,7 +200,7 @@ def test_a_worker_that_cannot_see_the_spec_folder_gets_the_modules(tmp_path, han
     assert here.returncode == 0, here.stderr
     attrs = xr.open_zarr(project / "remote.zarr", consolidated=False).attrs
     assert attrs["bars_shipped_to"]  # it could not read the bars either
-    files = module_files(str(project), [str(project / "my_strategies")])
+    files = module_files(str(project), ["my_strategies"])
     copy = Path(tempfile.gettempdir(), "barsweep-modules", files_digest(files)[:16])
     assert (copy / "my_strategies" / "sma_trend.py").read_bytes() == EXAMPLE.read_bytes()
     got, want = metrics(project / "remote.zarr"), metrics(project / "threads.zarr")
