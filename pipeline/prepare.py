@@ -101,8 +101,9 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
 def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> float | None:
     """Make sure the spec's strategy compiles, on the driver (:func:`barsweep.engine.warm.
     check`): nothing when numba's cache holds its kernel, else its signal typed and, unless
-    the run asks for ``cuda`` (whose workers build their own kernel), its CPU kernel
-    compiled into the cache, where this machine's workers load it. Returns the seconds
+    the run goes to GPUs (``backend: cuda``, or ``auto`` on ``cluster: cuda``: their
+    workers build their own kernel), its CPU kernel compiled into the cache, where this
+    machine's workers load it. Returns the seconds
     spent compiling (None: cached); SpecError naming the module, the function and what
     is wrong. ``say`` hears that it compiles, and how long it took."""
     strategy = get_strategy(spec.strategy)
@@ -111,7 +112,9 @@ def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> floa
     if say is not None:
         say(f"compiling the {spec.strategy} kernel: once on this machine (numba caches it; "
             f"`barsweep warm` does it ahead of time)")
-    seconds = check(strategy, kernel=spec.run.backend != "cuda")
+    on_gpus = spec.run.backend == "cuda" or (
+        spec.run.backend == "auto" and spec.cluster.kind == "cuda")
+    seconds = check(strategy, kernel=not on_gpus)
     if say is not None and seconds is not None:
         say(f"compiled in {seconds:.1f} s")
     return seconds

@@ -248,11 +248,11 @@ def test_module_dir_is_a_path_of_the_spec_and_a_module_may_be_one_file(tmp_path)
 def test_a_wrong_signal_is_refused_before_any_store_or_cluster(tmp_path, mistake):
     """The error names the module, the function and what is wrong in a few lines; no
     --resume advice; nothing at --out (no store, no hidden folder, no lock); no cluster
-    was started (no dashboard line)."""
+    was started (no dashboard line). For GPUs too (the signal typed, no CPU kernel)."""
     body, expected = WRONG_SIGNALS[mistake]
     project = user_folder(tmp_path, "wrong", HEADER + body + FOOTER, strategy="wrong")
     before = sorted(p.name for p in project.iterdir())
-    for command in (["run", "--cluster", "local"], ["check"]):
+    for command in (["run", "--cluster", "local"], ["run", "--backend", "cuda"], ["check"]):
         done = barsweep(command[0], str(project / "spec.yaml"), *command[1:], cwd=tmp_path)
         assert done.returncode == 2, done.stdout + done.stderr
         err = done.stderr
