@@ -1,4 +1,5 @@
-"""Compile a strategy's kernels ahead of time, and tell whether they are compiled.
+"""Compile a strategy's kernels ahead of time, tell whether they are compiled, and check
+that a strategy compiles before a run depends on it.
 
 numba compiles a strategy's sweep kernel on its first call on a machine (seconds: type
 inference of the whole simulation) and caches it on disk; later processes load it.
@@ -6,18 +7,32 @@ inference of the whole simulation) and caches it on disk; later processes load i
 install or in a worker image rather than in someone's first sweep; :func:`is_compiled`
 says, without compiling, whether this machine's cache holds the kernel for the engine as
 it is (``barsweep run`` uses it to say that it is compiling, and that it happens once).
+:func:`check` is what a run does on the driver before it makes a store or starts a
+cluster: nothing when the cache holds the kernel, else the signal typed alone (a wrong
+signal refused in a few lines naming its module and function) and the kernel compiled.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 import time
 
 import numpy as np
+from numba import typeof
+from numba.core import types as nb_types
+from numba.core.errors import NumbaError
 
+from ..errors import SpecError
 from .execution import Execution
+from .strategies import kernels
 from .strategies.base import Strategy
 
-__all__ = ["is_compiled", "warm", "warm_params"]
+__all__ = ["check", "describe", "is_compiled", "signal_problem", "warm", "warm_params"]
+
+#: What a signal returns at bar t.
+SIGNAL_RETURNS = ("(long_entry, long_exit, short_entry, short_exit), a tuple of 4 "
+                  "booleans")
 
 
 def is_compiled(strategy: Strategy) -> bool:
@@ -52,6 +67,12 @@ def warm_params(strategy: Strategy) -> dict[str, np.ndarray]:
     return values
 
 
+def warm_bars(n_bars: int = 300) -> dict[str, np.ndarray]:
+    """``n_bars`` synthetic hourly-like bars (seeded), what :func:`warm` runs on."""
+    close = 100.0 * np.exp(np.cumsum(np.random.default_rng(0).normal(0.0, 0.01, n_bars)))
+    return {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close}
+
+
 def warm(strategy: Strategy) -> tuple[float, bool]:
     """Run ``strategy``'s kernels once on 300 synthetic bars (compiling them into numba's
     cache if it does not hold them); returns the seconds it took and whether they were
@@ -59,9 +80,131 @@ def warm(strategy: Strategy) -> tuple[float, bool]:
     from .sweep import sweep
 
     compiled = is_compiled(strategy)
-    close = 100.0 * np.exp(np.cumsum(np.random.default_rng(0).normal(0.0, 0.01, 300)))
-    bars = {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close}
     t0 = time.perf_counter()
-    sweep(strategy, bars, warm_params(strategy), Execution(), 8760.0,
+    sweep(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0,
           seg_sums=np.empty((1, 2, 2)))
     return time.perf_counter() - t0, compiled
+
+
+def check(strategy: Strategy, *, kernel: bool = True) -> float | None:
+    """Make sure ``strategy`` compiles, before a run makes a store or starts a cluster.
+
+    Nothing is done when numba's cache holds its kernel (:func:`is_compiled`: it compiled
+    for this engine and this signal's source). Otherwise its signal is typed alone on the
+    argument types the kernel passes it, and its return type checked
+    (:func:`signal_problem`); then, with ``kernel``, the sweep kernel is compiled into
+    numba's cache (:func:`warm`), where the workers of this machine load it.
+
+    Returns
+    -------
+    float or None
+        The seconds spent compiling; None when the cache held the kernel.
+
+    Raises
+    ------
+    SpecError
+        ``strategy 'name' (module m, function signal): what is wrong``, then where, in a
+        few lines: numba's own message cut to its essentials.
+    """
+    if is_compiled(strategy):
+        return None
+    t0 = time.perf_counter()
+    problem = signal_problem(strategy) if strategy.signal is not None else None
+    if problem is None and kernel:
+        try:
+            warm(strategy)
+        except NumbaError as exc:
+            problem = f"its sweep kernel does not compile: {essentials(exc)}"
+    if problem is not None:
+        raise SpecError(f"{describe(strategy)}: {problem}")
+    return time.perf_counter() - t0
+
+
+def describe(strategy: Strategy) -> str:
+    """``strategy 'name' (module m, function f)``: where its rule is defined.
+
+    >>> from barsweep.engine import get_strategy
+    >>> describe(get_strategy("rsi"))
+    "strategy 'rsi' (module barsweep.engine.strategies.rsi, function signal)"
+    """
+    function = strategy.signal if strategy.signal is not None else strategy.kernel
+    py_func = getattr(function, "py_func", function)
+    module = getattr(py_func, "__module__", "?")
+    name = getattr(py_func, "__qualname__", "?")
+    return f"strategy {strategy.name!r} (module {module}, function {name})"
+
+
+def signal_problem(strategy: Strategy) -> str | None:
+    """Why ``strategy``'s signal cannot run in its kernel (None: it can): numba's typing
+    error on the kernel's argument types, cut to its essentials, or a return value that
+    is not :data:`SIGNAL_RETURNS`."""
+    from .block import prepare_block
+    from .hoist import hoist
+
+    signal = strategy.signal
+    if not hasattr(signal, "compile"):  # a plain function (NUMBA_DISABLE_JIT)
+        return None
+    block = prepare_block(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
+    ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
+    args = (ind, rows[0], block.fparams[0], block.columns, np.int64(1))
+    arg_types = tuple(typeof(a) for a in args)
+    try:
+        signal.compile(arg_types)
+    except NumbaError as exc:
+        problem = essentials(exc)
+        return problem if "\n  at " in problem else problem + _defined_at(signal)
+    returned = signal.overloads[arg_types].signature.return_type
+    if (isinstance(returned, nb_types.BaseTuple) and len(returned) == 4
+            and all(isinstance(t, nb_types.Boolean) for t in returned)):
+        return None
+    if isinstance(returned, nb_types.BaseTuple):
+        got = (f"a tuple of {len(returned)}: "
+               f"({', '.join(str(nb_types.unliteral(t)) for t in returned)})")
+    else:
+        got = str(nb_types.unliteral(returned))
+    return f"signal must return {SIGNAL_RETURNS}; it returns {got}{_defined_at(signal)}"
+
+
+def _defined_at(function) -> str:
+    """``\\n  defined at FILE, line N`` for a function whose source is known, else ''."""
+    py_func = getattr(function, "py_func", function)
+    source = kernels.source_of(function)
+    try:
+        line = inspect.getsourcelines(py_func)[1]
+    except (OSError, TypeError):
+        return ""
+    path = source[2] if source else inspect.getsourcefile(py_func)
+    return f"\n  defined at {path}, line {line}" if path else ""
+
+
+_LOCATION = re.compile(r'^File "(?P<file>.+)", line (?P<line>\d+):')
+_NOISE = ("Failed in ", "During:", "There are ", " - Of which", "<source elided>")
+
+
+def essentials(exc: BaseException) -> str:
+    """numba's error message in a few lines: its first statement, the call it could not
+    type (``>>> f(types)``) and the last source line it points at.
+
+    >>> from numba.core.errors import TypingError
+    >>> print(essentials(TypingError("Failed in nopython mode pipeline (step: x)\\n"
+    ...       "NameError: name 'cross_abov' is not defined\\nDuring: Pass x")))
+    NameError: name 'cross_abov' is not defined
+    """
+    lines = [line.rstrip() for line in str(exc).splitlines()]
+    headline = next((line.strip() for line in lines if line.strip()
+                     and not line.lstrip().startswith(_NOISE)), type(exc).__name__)
+    out = [headline]
+    call = next((line.strip()[3:].strip() for line in lines
+                 if line.strip().startswith(">>>")), None)
+    if call:
+        out[0] = f"{headline} {call}"
+    where = None
+    for i, line in enumerate(lines):
+        match = _LOCATION.match(line.strip())
+        if match:
+            code = next((lines[j].strip() for j in range(i + 1, len(lines))
+                         if j + 1 < len(lines) and lines[j + 1].strip() == "^"), "")
+            where = (match["file"], match["line"], code)
+    if where:
+        out.append(f"at {where[0]}, line {where[1]}" + (f": {where[2]}" if where[2] else ""))
+    return "\n  ".join(out)

@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: the spec's run.worker_timeout, 60)")
     run.set_defaults(func=cmd_run)
 
+    check = sub.add_parser("check", help="validate a sweep spec and compile its strategy "
+                           "on this machine; run nothing, write no results")
+    check.add_argument("spec", help="the sweep spec (YAML) to check")
+    check.set_defaults(func=cmd_check)
+
     rank = sub.add_parser("rank", help="the best combos of a results store")
     add_rank_arguments(rank)
     rank.add_argument("results", help="the results store (a run's --out)")
@@ -386,6 +391,36 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    """What ``barsweep run SPEC`` checks before it makes a store or starts a cluster (the
+    spec, its modules, the bars, the grid, that the strategy compiles), and OK with what
+    was checked; the same one-line refusal as ``run`` otherwise."""
+    from ..engine import get_strategy
+    from ..engine.warm import describe
+    from .prepare import prepare_run
+    from .results import store_attrs
+    from .spec import load_spec
+
+    spec = load_spec(args.spec)
+    earlier = store_attrs(spec.run.out) is not None
+    prepared = prepare_run(spec, overwrite=earlier, spec_path=args.spec,
+                           say=lambda line: print(line, flush=True))
+    compiled = ("its kernel is in numba's cache" if prepared.compile_seconds is None
+                else f"compiled in {prepared.compile_seconds:.1f} s")
+    valid, exact = prepared.grid.estimate_valid()
+    symbols = ", ".join(f"{s} ({n:,} bars)" for s, n in
+                        zip(prepared.spec.data.symbols, prepared.symbol_bars, strict=True))
+    print(f"OK: {args.spec}")
+    print(f"  {describe(get_strategy(spec.strategy))}: compiles ({compiled})")
+    print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}; "
+          f"{prepared.annualised}")
+    print(f"  grid: {prepared.grid.size:,} combos per symbol, {'' if exact else 'at most '}"
+          f"{valid:,} valid")
+    print(f"  results: {prepared.out}" + (" holds earlier results: `barsweep run` needs "
+                                          "--overwrite or --resume" if earlier else ""))
+    return 0
+
+
 def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=False,
              spec_path=None, client=None, quiet=False, perf_report=None, cluster=None):
     """Check the run on the driver (output, bars, grid, resume), then start or reach the
@@ -406,7 +441,9 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     # a block's result being fetched as Ctrl-C closes the client fails in a background
     # callback, which tornado logs with a traceback; the run says what happened
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
-    prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
+    say = None if quiet else (lambda line: print(line, flush=True))
+    prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path,
+                           say=say)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
     if not quiet:
         print(prepared.annualised, flush=True)
@@ -425,8 +462,7 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
                       else performance_report(os.path.abspath(perf_report))):
                     summary = run_prepared(
                         prepared, client, progress=progress,
-                        on_start=None if quiet else (lambda line: print(line, flush=True)),
-                        cluster=cluster)
+                        on_start=say, cluster=cluster)
             except KeyboardInterrupt:
                 # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
                 # not news; the one line below says what is done

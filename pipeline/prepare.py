@@ -1,8 +1,10 @@
 """A run checked on the driver before any cluster starts: where it writes, the bars it
-reads and its grid, and, for ``--resume``, whether the store may be continued.
+reads, its grid, that its strategy compiles, and, for ``--resume``, whether the store
+may be continued.
 
-Nothing here writes or starts anything; every refusal is a
-:class:`~barsweep.errors.BarsweepError` naming the path, key or file.
+Nothing here writes results or starts anything (compiling the strategy fills numba's
+cache only); every refusal is a :class:`~barsweep.errors.BarsweepError` naming the path,
+key, file or function.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +20,8 @@ import yaml
 
 from .. import __version__
 from ..datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
-from ..engine import METRICS
+from ..engine import METRICS, get_strategy
+from ..engine.warm import check, is_compiled
 from ..engine.year import bars_per_year
 from ..errors import ResultsError, SpecError
 from .grid import Grid
@@ -29,7 +33,8 @@ from .spec import DataSpec, Spec, build_grid
 class Prepared:
     """A run checked on the driver before any cluster starts: where it writes, the
     bars it reads (their fingerprint) and its grid; ``resume`` holds the store's
-    block shape and ``done`` flags when it continues an earlier run."""
+    block shape and ``done`` flags when it continues an earlier run. ``compile_seconds``:
+    what compiling the strategy took on the driver, None when numba's cache held it."""
 
     spec: Spec
     out: str
@@ -43,6 +48,7 @@ class Prepared:
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
     annualised: str = ""
+    compile_seconds: float | None = None
 
     @functools.cached_property
     def valid_combos(self) -> int:
@@ -62,11 +68,14 @@ class Prepared:
 
 
 def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
-                resume: bool = False, spec_path: str | None = None) -> Prepared:
+                resume: bool = False, spec_path: str | None = None,
+                say: Callable[[str], None] | None = None) -> Prepared:
     """Check everything a run needs that the driver can check alone, writing nothing:
     the output (:func:`~barsweep.pipeline.results.check_out`), every symbol's bars,
-    the grid, and, with ``resume``, that the store was made by this same spec, version
-    and bars. Raises a :class:`~barsweep.errors.BarsweepError` naming the problem."""
+    the grid, that the strategy compiles (:func:`check_strategy`) and, with ``resume``,
+    that the store was made by this same spec, version and bars. Raises a
+    :class:`~barsweep.errors.BarsweepError` naming the problem. ``say`` hears a line
+    for people when the strategy compiles (seconds)."""
     if overwrite and resume:
         raise ResultsError("--overwrite and --resume exclude each other: choose one")
     out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
@@ -85,10 +94,12 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     grid = build_grid(spec)
     chunks = resumable_chunks(out, spec, prints) if resume else None
+    seconds = check_strategy(spec, say)
     return Prepared(spec, out, grid, max(symbol_bars), prints, tuple(symbol_bars),
                     windows, window_times,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
-                    resume_chunks=chunks, overwrite=overwrite, annualised=annualised)
+                    resume_chunks=chunks, overwrite=overwrite, annualised=annualised,
+                    compile_seconds=seconds)
 
 
 #: Symbols whose bars a year differ by more than this share cannot share one year.
@@ -126,6 +137,29 @@ def measured_year(spec: Spec, times: list[np.ndarray]) -> tuple[Spec, str]:
         update={"year_days": year_days})})
     return spec, (f"annualised with {ppy:,.6g} bars a year, from the bars ({how}); "
                   f"set data.year_days to override")
+
+
+
+def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> float | None:
+    """Make sure the spec's strategy compiles, on the driver (:func:`barsweep.engine.warm.
+    check`): nothing when numba's cache holds its kernel, else its signal typed and, unless
+    the run goes to GPUs (``backend: cuda``, or ``auto`` on ``cluster: cuda``: their
+    workers build their own kernel), its CPU kernel compiled into the cache, where this
+    machine's workers load it. Returns the seconds
+    spent compiling (None: cached); SpecError naming the module, the function and what
+    is wrong. ``say`` hears that it compiles, and how long it took."""
+    strategy = get_strategy(spec.strategy)
+    if is_compiled(strategy):
+        return None
+    if say is not None:
+        say(f"compiling the {spec.strategy} kernel: once on this machine (numba caches it; "
+            f"`barsweep warm` does it ahead of time)")
+    on_gpus = spec.run.backend == "cuda" or (
+        spec.run.backend == "auto" and spec.cluster.kind == "cuda")
+    seconds = check(strategy, kernel=not on_gpus)
+    if say is not None and seconds is not None:
+        say(f"compiled in {seconds:.1f} s")
+    return seconds
 
 
 def common_range(data: DataSpec) -> DataSpec:

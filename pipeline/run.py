@@ -7,6 +7,7 @@ Dask client and reports progress; :func:`run_sweep` does both around the store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -40,7 +41,7 @@ from .results import (
     store_attrs,
     write_block,
 )
-from .shipping import BarsShipper, BarsUnavailable
+from .shipping import BarsShipper, BarsUnavailable, module_shipper
 from .spec import Spec, build_grid
 
 
@@ -453,7 +454,7 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
     the run (:func:`~barsweep.pipeline.results.out_lock`): a second run is refused.
     ``cluster``: what ``client`` is and why (store attributes ``cluster`` and
     ``cluster_reason``); default: the scheduler's address, "a client given"."""
-    with out_lock(prepared.out):
+    with out_lock(prepared.out), shipped_modules(client, prepared.spec):
         return _run_locked(prepared, client, progress, on_start,
                            cluster or (client.scheduler.address, "a client given"))
 
@@ -567,6 +568,29 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend, skipped)
+
+
+@contextlib.contextmanager
+def shipped_modules(client: Client, spec: Spec):
+    """The spec's strategy modules found in its ``module_dir`` on every worker of
+    ``client`` for the run, those that join later too (a
+    :class:`~barsweep.pipeline.shipping.ModuleShipper` registered, then removed);
+    RunError naming the problem when a worker cannot take them."""
+    modules = module_shipper(spec)
+    if modules is None:
+        yield
+        return
+    try:
+        client.register_plugin(modules)
+    except Exception as exc:
+        raise RunError(f"could not ship the strategy modules {', '.join(modules.tops)} "
+                       f"({modules.root}) to the workers: "
+                       f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # the scheduler is gone: nothing to undo
+            client.unregister_worker_plugin(modules.name)
 
 
 def kernel_cached(name: str) -> bool:

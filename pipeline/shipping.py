@@ -1,4 +1,5 @@
-"""Bars to workers that cannot see them, results from workers that cannot write them.
+"""Bars and strategy modules to workers that cannot see them, results from workers that
+cannot write them.
 
 A run names its bars and its results store by absolute paths on the driver. With a
 shared filesystem every worker memory-maps the bars and writes its own chunks. Where a
@@ -11,7 +12,10 @@ sees other files at those paths:
   once to each of them and published as a Dask dataset under the name the tasks carry,
   so a worker keeps them in memory for its later blocks;
 - a worker that cannot write the results store at the driver's path (or finds another
-  store there) returns its block's metrics, and the driver writes them.
+  store there) returns its block's metrics, and the driver writes them;
+- the strategy modules a spec finds in its ``module_dir`` go to every worker as a Dask
+  worker plugin (:class:`ModuleShipper`): a worker that sees the same files at the
+  driver's path imports them there, the others from a copy.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 import numpy as np
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..datasets import bars_problem, mapped_arrays
 from ..engine.block import read_only
@@ -169,3 +174,137 @@ class BarsShipper:
             except Exception:  # the scheduler is gone: nothing left to release
                 pass
         self.futures.clear()
+
+
+#: The most bytes of strategy modules a run ships to its workers.
+MAX_MODULE_BYTES = 32 << 20
+
+_MODULES_SET_UP: dict[str, str] = {}  # top-level name -> digest of the files this process uses
+
+
+class ModuleShipper(WorkerPlugin):
+    """A spec's strategy modules found in its ``module_dir``, for every worker (a Dask
+    worker plugin: workers that join later get it too).
+
+    It carries the files of each module's top-level package folder (``__pycache__`` and
+    hidden names left out) or module file. On each worker, :meth:`setup` puts on
+    ``sys.path`` the folder the driver read them from when the worker sees the same files
+    there, else a copy written once per machine under its temporary folder
+    (:func:`module_folder`), and drops from the process an older version of the same
+    modules (and the strategies it registered), so the blocks import these files.
+    """
+
+    idempotent = False
+
+    def __init__(self, root: str, tops: Iterable[str]) -> None:
+        self.root = os.path.abspath(root)
+        self.tops = tuple(sorted(set(tops)))
+        self.files = module_files(self.root, self.tops)
+        size = sum(map(len, self.files.values()))
+        if size > MAX_MODULE_BYTES:
+            raise DataError(f"module_dir: {', '.join(self.tops)} in {self.root} hold "
+                            f"{size / 2**20:.0f} MiB, more than the {MAX_MODULE_BYTES >> 20} "
+                            f"MiB a run ships to its workers; install them on the workers")
+        self.digest = files_digest(self.files)
+        self.name = f"barsweep-modules-{self.digest[:16]}"
+
+    def setup(self, worker=None) -> None:
+        import sys
+
+        from ..engine.strategies import forget_modules
+
+        folder = module_folder(self.root, self.files, self.digest)
+        for top in self.tops:
+            if _MODULES_SET_UP.get(top, self.digest) != self.digest:
+                for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                    del sys.modules[name]
+                forget_modules(top)
+            _MODULES_SET_UP[top] = self.digest
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def module_files(root: str, tops: Iterable[str]) -> dict[str, bytes]:
+    """The files of each top-level package folder ``root/top/`` (``__pycache__`` and
+    hidden names left out) or module file ``root/top.py``, by path relative to ``root``
+    (``/``-separated)."""
+    files = {}
+    for top in tops:
+        location = os.path.join(root, top)
+        if not os.path.isdir(location):
+            paths = [f"{location}.py"]
+        else:
+            paths = []
+            for folder, subfolders, names in os.walk(location):
+                subfolders[:] = sorted(d for d in subfolders
+                                       if d != "__pycache__" and not d.startswith("."))
+                paths += [os.path.join(folder, n) for n in sorted(names)
+                          if not n.startswith(".") and not n.endswith((".pyc", ".pyo"))]
+        for path in paths:
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, root).replace(os.sep, "/")] = f.read()
+    return files
+
+
+def files_digest(files: dict[str, bytes]) -> str:
+    """sha256 of the files' relative paths and contents."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{len(files[name])}\0".encode())
+        digest.update(files[name])
+    return digest.hexdigest()
+
+
+def module_folder(root: str, files: dict[str, bytes], digest: str) -> str:
+    """A folder holding ``files`` in this process's view: ``root`` when it does, else
+    ``<temporary folder>/barsweep-modules/<digest>``, written when missing (atomically,
+    so the workers of one machine share it, and numba's cache of its kernels)."""
+    import shutil
+    import tempfile
+
+    if _holds(root, files):
+        return root
+    target = os.path.join(tempfile.gettempdir(), "barsweep-modules", digest[:16])
+    if _holds(target, files):
+        return target
+    partial = f"{target}.{os.getpid()}.tmp"
+    shutil.rmtree(partial, ignore_errors=True)
+    for name, data in files.items():
+        path = os.path.join(partial, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    try:
+        os.rename(partial, target)
+    except OSError:  # another worker wrote it meanwhile (or a stale one is there)
+        if not _holds(target, files):
+            shutil.rmtree(target, ignore_errors=True)
+            os.rename(partial, target)
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def _holds(folder: str, files: dict[str, bytes]) -> bool:
+    """Whether ``folder`` holds each of ``files`` with the same bytes."""
+    for name, data in files.items():
+        try:
+            with open(os.path.join(folder, *name.split("/")), "rb") as f:
+                if f.read() != data:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def module_shipper(spec) -> ModuleShipper | None:
+    """The :class:`ModuleShipper` of ``spec``'s modules found in its ``module_dir``; None
+    when it names none there."""
+    from ..engine.strategies import module_location
+
+    if spec.module_dir is None:
+        return None
+    tops = [name.partition(".")[0] for name in spec.modules
+            if module_location(name, spec.module_dir) is not None]
+    return ModuleShipper(spec.module_dir, tops) if tops else None

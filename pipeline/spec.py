@@ -188,6 +188,13 @@ class Spec(BaseModel):
         ``pbs`` or a scheduler address such as ``tcp://host:8786``.
     n_workers : int or None
         Workers of a cluster barsweep starts (local or cuda); refused with an address.
+    modules : list of str
+        Modules to import, which register custom strategies (``my_strategies.sma_trend``).
+    module_dir : str or None
+        Where ``modules`` are looked for first (a package folder or a ``.py`` file of
+        their top-level name): by default the spec file's folder (:func:`load_spec`), or
+        the current directory for a spec given as a mapping. A run ships the modules it
+        finds there to workers that do not have them.
 
     Examples
     --------
@@ -202,6 +209,7 @@ class Spec(BaseModel):
     model_config = _CONFIG
 
     data: DataSpec
+    module_dir: PathStr | None = None
     modules: list[str] = Field(default_factory=list)
     strategy: str
     grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
@@ -223,14 +231,26 @@ class Spec(BaseModel):
             return {k: v for k, v in value.items() if not (k in optional and v is None)}
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _modules_here(cls, value: Any) -> Any:
+        """``modules`` without ``module_dir`` are looked for in the current directory
+        first, as a relative path is (:func:`load_spec` gives the spec file's)."""
+        if isinstance(value, Mapping) and value.get("modules") and (
+                value.get("module_dir") is None):
+            return {**value, "module_dir": os.getcwd()}
+        return value
+
     @field_validator("modules")
     @classmethod
-    def _import_modules(cls, value: list[str]) -> list[str]:
-        """Import the modules that register custom strategies (before ``strategy``)."""
+    def _import_modules(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Import the modules that register custom strategies (before ``strategy``),
+        from ``module_dir`` when it holds them."""
         problems = []
+        root = info.data.get("module_dir")
         for i, name in enumerate(value):
             try:
-                import_strategy_module(name)
+                import_strategy_module(name, root)
             except SpecError as err:
                 problems.append((f"modules[{i}]", str(err)))
         if problems:
@@ -353,7 +373,10 @@ def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec
         raise SpecError(f"cannot read sweep spec {os.fspath(path)}: {err}") from None
     data = load_yaml(text, os.fspath(path))
     if isinstance(data, Mapping):
-        data = resolve_paths(data, Path(path).resolve().parent)
+        base = Path(path).resolve().parent
+        data = resolve_paths(data, base)
+        if data.get("modules") and data.get("module_dir") is None:
+            data["module_dir"] = str(base)
     return parse_spec(data, source=os.fspath(path), overrides=overrides)
 
 

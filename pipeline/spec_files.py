@@ -29,7 +29,7 @@ def _absolute(value: Any) -> Any:
 PathStr = Annotated[str, Field(min_length=1), BeforeValidator(_absolute)]
 
 #: Where the spec's paths live: resolved against the spec file's directory by load_spec.
-PATH_KEYS = (("data", "store"), ("run", "out"), ("cluster", "security", "ca"),
+PATH_KEYS = (("data", "store"), ("run", "out"), ("module_dir",), ("cluster", "security", "ca"),
              ("cluster", "security", "cert"), ("cluster", "security", "key"))
 
 

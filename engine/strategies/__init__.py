@@ -74,15 +74,70 @@ def get_strategy(name: str) -> Strategy:
         raise SpecError(f"unknown strategy {name!r}; known strategies: {known}") from None
 
 
-def import_strategy_module(name: str) -> None:
-    """Import a module that registers strategies; SpecError naming it when that fails."""
+def import_strategy_module(name: str, root: str | os.PathLike | None = None) -> None:
+    """Import a module that registers strategies; SpecError naming it when that fails.
+
+    With ``root``, a folder (a spec's ``module_dir``): when it holds the module's
+    top-level package (``root/top/``) or module (``root/top.py``), ``root`` goes to the
+    front of ``sys.path`` and the module is imported from there; else from ``sys.path``
+    as it is. SpecError too when ``top`` is already imported from another place.
+    """
+    top = name.partition(".")[0]
+    location = module_location(name, root) if root is not None else None
+    if location is not None:
+        folder = os.path.dirname(location)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         import_module(name)
     except Exception as exc:  # any failure inside the user's module is reported as is
+        where = (f"looked for {top}/ and {top}.py in {os.path.abspath(root)}, then on "
+                 f"sys.path" if root is not None else "looked on sys.path")
         raise SpecError(
-            f"cannot import strategy module {name!r}: {type(exc).__name__}: {exc}; it must be "
-            "importable (e.g. on PYTHONPATH) here and on every Dask worker"
+            f"cannot import strategy module {name!r}: {type(exc).__name__}: {exc}; {where} "
+            f"(put it beside the spec, name its folder in module_dir, or install it)"
         ) from exc
+    loaded = _loaded_from(sys.modules.get(top))
+    if location is not None and loaded is not None and not (
+            loaded == location or loaded.startswith(location + os.sep)):
+        raise SpecError(f"cannot import strategy module {name!r} from {location}: {top} is "
+                        f"already imported from {loaded} in this process")
+
+
+def module_location(name: str, root: str | os.PathLike) -> str | None:
+    """The real path of ``name``'s top-level package folder (``root/top/``) or module file
+    (``root/top.py``) in ``root``; None when ``root`` holds neither.
+
+    >>> module_location("os.path", "/no/such/folder") is None
+    True
+    """
+    top = name.partition(".")[0]
+    package, module = os.path.join(root, top), os.path.join(root, f"{top}.py")
+    if os.path.isdir(package):
+        return os.path.realpath(package)
+    if os.path.isfile(module):
+        return os.path.realpath(module)
+    return None
+
+
+def _loaded_from(module) -> str | None:
+    """The real path of an imported package's folder or a module's file (None: unknown)."""
+    if module is None:
+        return None
+    paths = list(getattr(module, "__path__", None) or [])
+    path = paths[0] if paths else getattr(module, "__file__", None)
+    return os.path.realpath(path) if path else None
+
+
+def forget_modules(top: str) -> tuple[str, ...]:
+    """Unregister the strategies that the package or module ``top`` (or one of its
+    submodules) registered, so that importing a new version of it registers its new
+    definitions; returns their names."""
+    names = tuple(name for name, origin in _ORIGINS.items()
+                  if origin.partition(" ")[0].partition(".")[0] == top)
+    for name in names:
+        del _REGISTRY[name], _ORIGINS[name]
+    return names
 
 
 def strategy_names() -> list[str]:
@@ -98,5 +153,5 @@ def _register_builtins() -> None:
 
 _register_builtins()
 
-__all__ = ["Indicator", "Param", "Strategy", "get_strategy", "import_strategy_module", "register",
-           "strategy_names"]
+__all__ = ["Indicator", "Param", "Strategy", "forget_modules", "get_strategy",
+           "import_strategy_module", "module_location", "register", "strategy_names"]
