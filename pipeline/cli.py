@@ -412,8 +412,7 @@ def cmd_check(args) -> int:
                         zip(prepared.spec.data.symbols, prepared.symbol_bars, strict=True))
     print(f"OK: {args.spec}")
     print(f"  {describe(get_strategy(spec.strategy))}: compiles ({compiled})")
-    print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}; "
-          f"{prepared.annualised}")
+    print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}")
     print(f"  grid: {prepared.grid.size:,} combos per symbol, {'' if exact else 'at most '}"
           f"{valid:,} valid")
     print(f"  results: {prepared.out}" + (" holds earlier results: `barsweep run` needs "
@@ -445,8 +444,6 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path,
                            say=say)
     earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
-    if not quiet:
-        print(prepared.annualised, flush=True)
     chosen, reason = (None, None) if client is not None else choose(
         spec.cluster, prepared.combo_bars(), spec.run.backend)
     cluster = cluster if chosen is None else (chosen.describe(), reason)

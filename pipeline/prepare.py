@@ -74,8 +74,9 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     the output (:func:`~barsweep.pipeline.results.check_out`), every symbol's bars,
     the grid, that the strategy compiles (:func:`check_strategy`) and, with ``resume``,
     that the store was made by this same spec, version and bars. Raises a
-    :class:`~barsweep.errors.BarsweepError` naming the problem. ``say`` hears a line
-    for people when the strategy compiles (seconds)."""
+    :class:`~barsweep.errors.BarsweepError` naming the problem. ``say`` hears lines
+    for people: the bars a year the metrics are annualised with, and when the strategy
+    compiles (seconds)."""
     if overwrite and resume:
         raise ResultsError("--overwrite and --resume exclude each other: choose one")
     out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
@@ -89,6 +90,8 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         symbol_bars.append(ds.sizes["time"])
         times.append(ds["time"].values.astype("datetime64[ns]"))
     spec, annualised = measured_year(spec, times)
+    if say is not None:
+        say(annualised)
     windows, window_times = (None, None) if spec.walk_forward is None else (
         walk_forward_windows(spec, times))
     prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)

@@ -41,6 +41,8 @@ def test_first_run_says_it_compiles_once_and_warm_compiles_ahead(tmp_path):
         return done.stdout
 
     first = barsweep("run", str(spec), "--no-progress").splitlines()
+    assert first.pop(0) == ("annualised with 8,760 bars a year, from the bars (bars on every "
+                            "day: 365 days of bars); set data.year_days to override")
     assert first[0] == ("compiling the buy_and_hold kernel: once on this machine (numba "
                         "caches it; `barsweep warm` does it ahead of time)")
     assert first[1].startswith("compiled in ")  # on the driver, before any cluster
