@@ -15,10 +15,13 @@ docs/deploy.md has the recipes.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.security import Security
@@ -101,6 +104,30 @@ def connect(cluster: ClusterSpec | str = "local",
     # a busy dashboard port: distributed picks another (the printed link shows it) and
     # warns in four lines; the run need not
     warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
+    disabled = logging.root.manager.disable
+    try:
+        with ExitStack() as stack:
+            with ctrl_c_kept_from_workers():
+                started = stack.enter_context(start_cluster(cluster, n_workers))
+            client = stack.enter_context(Client(started, security=started.security))
+            if cluster.kind in ("auto", "threads", "local", "cuda"):
+                client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
+            try:
+                yield client
+            except KeyboardInterrupt:
+                # closing a cluster under Ctrl-C logs lost fetches and workers slow to
+                # stop: not news; the caller says in one line what is done
+                logging.disable(logging.ERROR)
+                raise
+    except KeyboardInterrupt:
+        logging.disable(logging.ERROR)  # stopped as the cluster started: same
+        raise
+    finally:
+        logging.disable(disabled)
+
+
+def start_cluster(cluster: ClusterSpec, n_workers: int | None):
+    """The Dask cluster :func:`connect` starts for ``cluster`` (not a ``scheduler``)."""
     if cluster.kind == "cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -108,24 +135,39 @@ def connect(cluster: ClusterSpec | str = "local",
             raise BackendError(
                 "cluster: 'cuda' needs dask-cuda; install barsweep with the [cuda] extra"
             ) from exc
-        cm = LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard)
-    elif cluster.kind in ("slurm", "pbs"):
+        return LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard)
+    if cluster.kind in ("slurm", "pbs"):
         cm = jobqueue_cluster(cluster)
         cm.scale(jobs=cluster.jobs)
-    elif cluster.kind == "threads":
-        cm = LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
-                          processes=False, dashboard_address=None)
-    else:
-        cm = LocalCluster(
-            n_workers=n_workers or default_workers(),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=cluster.dashboard,
-        )
-    with cm as started, Client(started, security=started.security) as client:
-        if cluster.kind in ("auto", "threads", "local", "cuda"):
-            client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
-        yield client
+        return cm
+    if cluster.kind == "threads":
+        return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
+                            processes=False, dashboard_address=None)
+    return LocalCluster(
+        n_workers=n_workers or default_workers(),
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=cluster.dashboard,
+    )
+
+
+@contextmanager
+def ctrl_c_kept_from_workers() -> Iterator[None]:
+    """Block SIGINT in this (the main) thread while a cluster starts, so that the threads
+    it starts (Dask's event loop, the nannies' process watchers) inherit the block, and
+    so do the worker processes they fork (a signal mask survives fork and exec): Ctrl-C,
+    which a terminal sends to every process of its group, then reaches the driver alone,
+    from the workers' first instant to their last, restarted ones included. A Ctrl-C
+    pressed meanwhile is delivered here once the cluster is up (KeyboardInterrupt, which
+    closes it). Outside the main thread (no signal handling there) nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 @contextmanager
