@@ -22,6 +22,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from multiprocessing import resource_tracker
 
 from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.security import Security
@@ -107,7 +108,7 @@ def connect(cluster: ClusterSpec | str = "local",
     disabled = logging.root.manager.disable
     try:
         with ExitStack() as stack:
-            with ctrl_c_kept_from_workers():
+            with stop_signals_kept_from_workers():
                 started = stack.enter_context(start_cluster(cluster, n_workers))
             client = stack.enter_context(Client(started, security=started.security))
             if cluster.kind in ("auto", "threads", "local", "cuda"):
@@ -151,19 +152,29 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None):
     )
 
 
+#: The signals a terminal (Ctrl-C) or a supervisor (``timeout``, systemd, SLURM,
+#: Kubernetes: SIGTERM) sends to every process of a run; the driver alone handles them.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
 @contextmanager
-def ctrl_c_kept_from_workers() -> Iterator[None]:
-    """Block SIGINT in this (the main) thread while a cluster starts, so that the threads
-    it starts (Dask's event loop, the nannies' process watchers) inherit the block, and
-    so do the worker processes they fork (a signal mask survives fork and exec): Ctrl-C,
-    which a terminal sends to every process of its group, then reaches the driver alone,
-    from the workers' first instant to their last, restarted ones included. A Ctrl-C
-    pressed meanwhile is delivered here once the cluster is up (KeyboardInterrupt, which
-    closes it). Outside the main thread (no signal handling there) nothing is changed."""
+def stop_signals_kept_from_workers() -> Iterator[None]:
+    """Block :data:`STOP_SIGNALS` in this (the main) thread while a cluster starts, so
+    that the threads it starts (Dask's event loop, the nannies' process watchers) inherit
+    the block, and so do the worker processes they fork (a signal mask survives fork and
+    exec): Ctrl-C or a SIGTERM sent to the run's process group then reaches the driver
+    alone, from the workers' first instant to their last (restarted ones included), and
+    the driver stops them (the nannies ask them to close, then SIGKILL; a worker whose
+    driver died exits by itself). A signal that arrives meanwhile is delivered here once
+    the cluster is up and held for closing. Outside the main thread (which handles no
+    signals) nothing is changed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # multiprocessing starts its resource tracker with the first process, unblocking
+    # SIGINT and SIGTERM in the thread that starts it: started here first, it does not
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield
     finally:
@@ -233,22 +244,18 @@ def jobqueue_cluster(cluster: ClusterSpec):
 
 
 class LeaveCtrlCToTheDriver(WorkerPlugin):
-    """On the workers of a cluster barsweep starts: ignore SIGINT, and stay quiet about
-    tasks cancelled as the run stops and about failed tasks (the driver reports them).
+    """On the workers of a cluster barsweep starts: stay quiet about tasks cancelled as
+    the run stops and about failed tasks (the driver reports them).
 
-    Ctrl-C in a terminal reaches every process of its group, the worker processes too,
-    which would each print a traceback; the driver alone handles it (it cancels the run
-    and closes the cluster, which stops the workers). Clusters barsweep only connects to
-    keep their own signal handling.
+    Ctrl-C and SIGTERM do not reach these workers at all (they start with both blocked,
+    :func:`stop_signals_kept_from_workers`): the driver alone handles them, cancels the
+    run and closes the cluster, which stops the workers. Clusters barsweep only connects
+    to keep their own signal handling and logging.
     """
 
     def setup(self, worker) -> None:
         import logging
-        import signal
-        import threading
 
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
         # a task cancelled by Ctrl-C or a failed block logs a warning as the worker closes
         logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
         # a failing block is reported by the driver, in one line naming block and cause
