@@ -356,31 +356,35 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`).
     ``perf_report``: a path for Dask's performance report of the run (HTML).
     ``cluster``: with ``client``, what it is and why, for the store's attributes.
-    SIGTERM stops it as Ctrl-C does (:func:`sigterm_as_interrupt`).
+    SIGTERM, which :func:`main` turns into the same KeyboardInterrupt
+    (:func:`sigterm_as_interrupt`), stops it likewise.
 
     A run already writing the store at ``spec.run.out`` refuses this one at once; else
-    it is locked (:func:`~barsweep.pipeline.results.out_lock`) before anything is read,
+    it is locked (:func:`~barsweep.pipeline.lock.out_lock`) before anything is read,
     and hidden directories that a killed run left beside it are cleared (one line on
     stderr says what was done)."""
-
-    from .lock import out_lock, refuse_locked
+    from .lock import leftovers, out_lock, refuse_locked
     from .results import check_out
 
     # a run that holds --out refuses this one at once, before its bars are read or a
     # cluster starts; then --out is checked, and locked for all that follows
     out = os.path.abspath(spec.run.out)
     refuse_locked(out)
-    check_out(out, overwrite=overwrite, resume=resume)
+    try:
+        check_out(out, overwrite=overwrite, resume=resume)
+    except BarsweepError:
+        if not leftovers(out):  # else checked again once they are cleared
+            raise
     with out_lock(out) as cleared:
         for line in cleared:
             print(f"barsweep: {line}", file=sys.stderr, flush=True)
         return _run_spec_locked(
-            spec, n_workers=n_workers, progress=progress, resume=resume,
+            spec, out, n_workers=n_workers, progress=progress, resume=resume,
             overwrite=overwrite, spec_path=spec_path, client=client, quiet=quiet,
             perf_report=perf_report, cluster=cluster)
 
 
-def _run_spec_locked(spec, *, n_workers, progress, resume, overwrite, spec_path, client,
+def _run_spec_locked(spec, out, *, n_workers, progress, resume, overwrite, spec_path, client,
                      quiet, perf_report, cluster):
     from distributed import performance_report
 
@@ -395,12 +399,12 @@ def _run_spec_locked(spec, *, n_workers, progress, resume, overwrite, spec_path,
     # a block's result being fetched as Ctrl-C closes the client fails in a background
     # callback, which tornado logs with a traceback; the run says what happened
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
-    prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
-    earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
-    chosen, reason = (None, None) if client is not None else choose(
-        spec.cluster, prepared.combo_bars(), spec.run.backend)
-    cluster = cluster if chosen is None else (chosen.describe(), reason)
+    earlier = store_attrs(out)  # an earlier store --overwrite will replace
     try:
+        prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
+        chosen, reason = (None, None) if client is not None else choose(
+            spec.cluster, prepared.combo_bars(), spec.run.backend)
+        cluster = cluster if chosen is None else (chosen.describe(), reason)
         with (contextlib.nullcontext(client) if client is not None
               else connect(chosen, n_workers or spec.n_workers)) as client:
             if not quiet:
@@ -421,14 +425,14 @@ def _run_spec_locked(spec, *, n_workers, progress, resume, overwrite, spec_path,
                 raise
     except KeyboardInterrupt as exc:
         logging.disable(logging.NOTSET)
-        raise Interrupted(interrupted_message(prepared.out, earlier, resume),
+        raise Interrupted(interrupted_message(out, earlier, resume),
                           terminated=isinstance(exc, Terminated)) from None
     except RunError as err:
-        attrs = store_attrs(prepared.out)
+        attrs = store_attrs(out)
         if attrs is None or (attrs == earlier and not resume):
             raise
         raise RunError(f"{err}; the store is incomplete: resume with "
-                       f"`{resume_hint(prepared.out, attrs)}`") from None
+                       f"`{resume_hint(out, attrs)}`") from None
     print(f"{summary.n_combos:,} combos in {summary.n_blocks} blocks on {summary.backend}: "
           f"{summary.seconds:.2f} s, "
           f"{summary.combo_bars_per_second / 1e6:,.0f} M combo-bars/s"

@@ -80,12 +80,7 @@ def clear_leftovers(out: str | os.PathLike) -> list[str]:
     one. Returns one line per thing done or found, each naming it.
     """
     out = Path(out)
-    pattern = re.compile(rf"\.{re.escape(out.name)}\.(new|old)-[0-9a-f]{{8}}")
-    try:
-        found = sorted(p for p in out.parent.iterdir()
-                       if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
-    except OSError:
-        return []
+    found = leftovers(out)
     lines = []
     old = [p for p in found if ".old-" in p.name]
     if old and not (out.exists() or out.is_symlink()):
@@ -108,6 +103,18 @@ def clear_leftovers(out: str | os.PathLike) -> list[str]:
         lines.append(f"could not remove {', '.join(failed)} beside {out}, left by a killed "
                      f"run; remove them by hand")
     return lines
+
+
+def leftovers(out: str | os.PathLike) -> list[Path]:
+    """The hidden ``.NAME.new-TAG`` and ``.NAME.old-TAG`` directories beside ``out``
+    (:func:`~barsweep.pipeline.results.create_store`'s names), sorted."""
+    out = Path(out)
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.(new|old)-[0-9a-f]{{8}}")
+    try:
+        return sorted(p for p in out.parent.iterdir()
+                      if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
 
 
 def _lock_holder(lock: Path) -> str | None:
