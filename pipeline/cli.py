@@ -364,7 +364,7 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     and hidden directories that a killed run left beside it are cleared (one line on
     stderr says what was done)."""
     from .lock import leftovers, out_lock, refuse_locked
-    from .results import check_out
+    from .results import check_out, store_attrs
 
     # a run that holds --out refuses this one at once, before its bars are read or a
     # cluster starts; then --out is checked, and locked for all that follows
@@ -378,14 +378,20 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     with out_lock(out) as cleared:
         for line in cleared:
             print(f"barsweep: {line}", file=sys.stderr, flush=True)
-        return _run_spec_locked(
-            spec, out, n_workers=n_workers, progress=progress, resume=resume,
-            overwrite=overwrite, spec_path=spec_path, client=client, quiet=quiet,
-            perf_report=perf_report, cluster=cluster)
+        earlier = store_attrs(out)  # an earlier store --overwrite will replace
+        try:
+            return _run_spec_locked(
+                spec, out, earlier, n_workers=n_workers, progress=progress, resume=resume,
+                overwrite=overwrite, spec_path=spec_path, client=client, quiet=quiet,
+                perf_report=perf_report, cluster=cluster)
+        except KeyboardInterrupt as exc:
+            logging.disable(logging.NOTSET)
+            raise Interrupted(interrupted_message(out, earlier, resume),
+                              terminated=isinstance(exc, Terminated)) from None
 
 
-def _run_spec_locked(spec, out, *, n_workers, progress, resume, overwrite, spec_path, client,
-                     quiet, perf_report, cluster):
+def _run_spec_locked(spec, out, earlier, *, n_workers, progress, resume, overwrite,
+                     spec_path, client, quiet, perf_report, cluster):
     from distributed import performance_report
 
     from .cluster import choose, connect
@@ -399,7 +405,6 @@ def _run_spec_locked(spec, out, *, n_workers, progress, resume, overwrite, spec_
     # a block's result being fetched as Ctrl-C closes the client fails in a background
     # callback, which tornado logs with a traceback; the run says what happened
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
-    earlier = store_attrs(out)  # an earlier store --overwrite will replace
     try:
         prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path)
         chosen, reason = (None, None) if client is not None else choose(
@@ -423,10 +428,6 @@ def _run_spec_locked(spec, out, *, n_workers, progress, resume, overwrite, spec_
                 # not news; the one line below says what is done
                 logging.disable(logging.ERROR)
                 raise
-    except KeyboardInterrupt as exc:
-        logging.disable(logging.NOTSET)
-        raise Interrupted(interrupted_message(out, earlier, resume),
-                          terminated=isinstance(exc, Terminated)) from None
     except RunError as err:
         attrs = store_attrs(out)
         if attrs is None or (attrs == earlier and not resume):

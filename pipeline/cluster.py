@@ -108,11 +108,11 @@ def connect(cluster: ClusterSpec | str = "local",
     disabled = logging.root.manager.disable
     try:
         with ExitStack() as stack:
-            with stop_signals_kept_from_workers():
+            with stop_signals_kept_from_workers():  # and a stop waits for the plugin
                 started = stack.enter_context(start_cluster(cluster, n_workers))
-            client = stack.enter_context(Client(started, security=started.security))
-            if cluster.kind in ("auto", "threads", "local", "cuda"):
-                client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
+                client = stack.enter_context(Client(started, security=started.security))
+                if cluster.kind in ("auto", "threads", "local", "cuda"):
+                    client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
             try:
                 yield client
             except KeyboardInterrupt:
@@ -258,9 +258,16 @@ class LeaveCtrlCToTheDriver(WorkerPlugin):
 
         # a task cancelled by Ctrl-C or a failed block logs a warning as the worker closes
         logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
-        # a failing block is reported by the driver, in one line naming block and cause
-        logging.getLogger("distributed.worker").addFilter(_not_compute_failed)
+        logging.getLogger("distributed.worker").addFilter(_not_for_people)
 
 
-def _not_compute_failed(record) -> bool:
-    return not str(record.msg).startswith("Compute Failed")
+#: What a worker of a cluster barsweep starts logs that the driver says better: a failed
+#: block (the driver names block and cause in one line), and a heartbeat cut off as the
+#: driver closes the cluster (the worker's connections close under the heartbeat in
+#: flight; distributed logs that as an error, with tracebacks).
+_WORKER_NOISE = ("Compute Failed", "Failed to communicate with scheduler during heartbeat")
+
+
+def _not_for_people(record) -> bool:
+    """A logging filter: False for :data:`_WORKER_NOISE` records."""
+    return not str(record.msg).startswith(_WORKER_NOISE)

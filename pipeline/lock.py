@@ -60,17 +60,20 @@ def out_lock(out: str) -> Iterator[list[str]]:
                 raise ResultsError(_locked_message(out, lock, holder)) from None
             lock.unlink(missing_ok=True)  # stale: its process is gone
             continue
+        break
+    else:  # taken over twice meanwhile: another run is starting on it right now
+        raise ResultsError(_locked_message(out, lock, _lock_holder(lock) or "starting"))
+    try:
         with os.fdopen(fd, "w") as fh:
             fh.write(me)
-        break
-    try:
         yield clear_leftovers(path)
     finally:
         lock.unlink(missing_ok=True)
 
 
 def clear_leftovers(out: str | os.PathLike) -> list[str]:
-    """Clear the hidden directories :func:`create_store` makes beside ``out`` and a killed
+    """Clear the hidden directories that
+    :func:`~barsweep.pipeline.results.create_store` makes beside ``out`` and a killed
     run left there; call it holding ``out``'s lock (no run is using them then).
 
     ``.NAME.new-TAG`` (a store being made, no block in it yet) is removed.
