@@ -53,9 +53,25 @@ class RunError(BarsweepError, RuntimeError):
 
 
 class Interrupted(BarsweepError):
-    """The user stopped the run (Ctrl-C); the message says what is done and how to resume."""
+    """The user stopped the run (Ctrl-C, or SIGTERM as ``timeout``, systemd, SLURM and
+    Kubernetes send it); the message says what is done and how to resume.
+
+    ``exit_code`` is 128 + the signal's number, as a shell reports a process the
+    signal ended: 130 for SIGINT, 143 for SIGTERM.
+    """
 
     exit_code = 130
+
+    def __init__(self, message: str = "", terminated: bool = False) -> None:
+        super().__init__(message)
+        self.terminated = terminated
+        self.exit_code = 143 if terminated else 130
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread by the command line's SIGTERM handler, so that every
+    path that stops cleanly on Ctrl-C (cancel the blocks, release the lock, say what is
+    done) stops the same way on SIGTERM."""
 
 
 class Problems(ValueError):

@@ -12,10 +12,12 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
-from ..errors import BarsweepError, Interrupted, RunError
+from ..errors import BarsweepError, Interrupted, RunError, Terminated
 
 DEMO_BARS = 26_280  # three years of hourly bars
 
@@ -31,16 +33,57 @@ def main(argv: list[str] | None = None) -> int:
     else:
         quiet_dask()
     try:
-        return int(args.func(args) or 0)
+        with sigterm_as_interrupt():
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
+            return code
+    except BrokenPipeError:
+        return stdout_closed()
     except Interrupted as exc:
-        print(f"\nbarsweep: interrupted: {exc}", file=sys.stderr)
+        word = "terminated (SIGTERM)" if exc.terminated else "interrupted"
+        print(f"\nbarsweep: {word}: {exc}", file=sys.stderr)
         return exc.exit_code
     except BarsweepError as exc:
         print(f"barsweep: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("\nbarsweep: interrupted", file=sys.stderr)
-        return Interrupted.exit_code
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted(terminated=isinstance(exc, Terminated))
+        print(f"\nbarsweep: {'terminated (SIGTERM)' if stopped.terminated else 'interrupted'}",
+              file=sys.stderr)
+        return stopped.exit_code
+
+
+#: The exit status of a command whose reader closed its output (``barsweep rank --json |
+#: head``): 128 + SIGPIPE, what a shell reports for a Unix tool that SIGPIPE ended.
+BROKEN_PIPE_EXIT = 141
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away: point stdout at /dev/null (so that the
+    interpreter's last flush at exit fails nowhere) and exit quietly, as Unix tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE_EXIT
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While the command runs, SIGTERM raises :class:`~barsweep.errors.Terminated` (a
+    KeyboardInterrupt) in the main thread: a run stops as on Ctrl-C, in one line, its
+    lock released, exit status 143. The previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def quiet_dask() -> None:
@@ -364,6 +407,10 @@ def cmd_verify(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from .lock import refuse_locked
+
+    if args.out:  # a run holding --out refuses this one before anything heavy is loaded
+        refuse_locked(os.path.abspath(os.path.expanduser(args.out)))
     from .cluster import check_address
     from .spec import load_spec, with_scheduler
     from .spec_cluster import with_cluster
@@ -426,7 +473,43 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     cluster (``spec.cluster``; or use ``client``) and run it. Ctrl-C stops it with one
     line saying what is done and how to resume (:class:`~barsweep.errors.Interrupted`).
     ``perf_report``: a path for Dask's performance report of the run (HTML).
-    ``cluster``: with ``client``, what it is and why, for the store's attributes."""
+    ``cluster``: with ``client``, what it is and why, for the store's attributes.
+    SIGTERM, which :func:`main` turns into the same KeyboardInterrupt
+    (:func:`sigterm_as_interrupt`), stops it likewise.
+
+    A run already writing the store at ``spec.run.out`` refuses this one at once; else
+    it is locked (:func:`~barsweep.pipeline.lock.out_lock`) before anything is read,
+    and hidden directories that a killed run left beside it are cleared (one line on
+    stderr says what was done)."""
+    from .lock import leftovers, out_lock, refuse_locked
+    from .results import check_out, store_attrs
+
+    # a run that holds --out refuses this one at once, before its bars are read or a
+    # cluster starts; then --out is checked, and locked for all that follows
+    out = os.path.abspath(spec.run.out)
+    refuse_locked(out)
+    try:
+        check_out(out, overwrite=overwrite, resume=resume)
+    except BarsweepError:
+        if not leftovers(out):  # else checked again once they are cleared
+            raise
+    with out_lock(out) as cleared:
+        for line in cleared:
+            print(f"barsweep: {line}", file=sys.stderr, flush=True)
+        earlier = store_attrs(out)  # an earlier store --overwrite will replace
+        try:
+            return _run_spec_locked(
+                spec, out, earlier, n_workers=n_workers, progress=progress, resume=resume,
+                overwrite=overwrite, spec_path=spec_path, client=client, quiet=quiet,
+                perf_report=perf_report, cluster=cluster)
+        except KeyboardInterrupt as exc:
+            logging.disable(logging.NOTSET)
+            raise Interrupted(interrupted_message(out, earlier, resume),
+                              terminated=isinstance(exc, Terminated)) from None
+
+
+def _run_spec_locked(spec, out, earlier, *, n_workers, progress, resume, overwrite,
+                     spec_path, client, quiet, perf_report, cluster):
     from distributed import performance_report
 
     from .cluster import choose, connect
@@ -441,13 +524,12 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     # callback, which tornado logs with a traceback; the run says what happened
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
     say = None if quiet else (lambda line: print(line, flush=True))
-    prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path,
-                           say=say)
-    earlier = store_attrs(prepared.out)  # an earlier store --overwrite will replace
-    chosen, reason = (None, None) if client is not None else choose(
-        spec.cluster, prepared.combo_bars(), spec.run.backend)
-    cluster = cluster if chosen is None else (chosen.describe(), reason)
     try:
+        prepared = prepare_run(spec, resume=resume, overwrite=overwrite, spec_path=spec_path,
+                               say=say)
+        chosen, reason = (None, None) if client is not None else choose(
+            spec.cluster, prepared.combo_bars(), spec.run.backend)
+        cluster = cluster if chosen is None else (chosen.describe(), reason)
         with (contextlib.nullcontext(client) if client is not None
               else connect(chosen, n_workers or spec.n_workers)) as client:
             if not quiet:
@@ -459,21 +541,18 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
                       else performance_report(os.path.abspath(perf_report))):
                     summary = run_prepared(
                         prepared, client, progress=progress,
-                        on_start=say, cluster=cluster)
+                        on_start=say, cluster=cluster, locked=True)
             except KeyboardInterrupt:
                 # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
                 # not news; the one line below says what is done
                 logging.disable(logging.ERROR)
                 raise
-    except KeyboardInterrupt:
-        logging.disable(logging.NOTSET)
-        raise Interrupted(interrupted_message(prepared.out, earlier, resume)) from None
     except RunError as err:
-        attrs = store_attrs(prepared.out)
+        attrs = store_attrs(out)
         if attrs is None or (attrs == earlier and not resume):
             raise
         raise RunError(f"{err}; the store is incomplete: resume with "
-                       f"`{resume_hint(prepared.out, attrs)}`") from None
+                       f"`{resume_hint(out, attrs)}`") from None
     print(f"{summary.n_combos:,} combos in {summary.n_blocks} blocks on {summary.backend}: "
           f"{summary.seconds:.2f} s, "
           f"{summary.combo_bars_per_second / 1e6:,.0f} M combo-bars/s"

@@ -15,10 +15,14 @@ docs/deploy.md has the recipes.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from multiprocessing import resource_tracker
 
 from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.security import Security
@@ -101,6 +105,30 @@ def connect(cluster: ClusterSpec | str = "local",
     # a busy dashboard port: distributed picks another (the printed link shows it) and
     # warns in four lines; the run need not
     warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
+    disabled = logging.root.manager.disable
+    try:
+        with ExitStack() as stack:
+            with stop_signals_kept_from_workers():  # and a stop waits for the plugin
+                started = stack.enter_context(start_cluster(cluster, n_workers))
+                client = stack.enter_context(Client(started, security=started.security))
+                if cluster.kind in ("auto", "threads", "local", "cuda"):
+                    client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
+            try:
+                yield client
+            except KeyboardInterrupt:
+                # closing a cluster under Ctrl-C logs lost fetches and workers slow to
+                # stop: not news; the caller says in one line what is done
+                logging.disable(logging.ERROR)
+                raise
+    except KeyboardInterrupt:
+        logging.disable(logging.ERROR)  # stopped as the cluster started: same
+        raise
+    finally:
+        logging.disable(disabled)
+
+
+def start_cluster(cluster: ClusterSpec, n_workers: int | None):
+    """The Dask cluster :func:`connect` starts for ``cluster`` (not a ``scheduler``)."""
     if cluster.kind == "cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -108,24 +136,49 @@ def connect(cluster: ClusterSpec | str = "local",
             raise BackendError(
                 "cluster: 'cuda' needs dask-cuda; install barsweep with the [cuda] extra"
             ) from exc
-        cm = LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard)
-    elif cluster.kind in ("slurm", "pbs"):
+        return LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard)
+    if cluster.kind in ("slurm", "pbs"):
         cm = jobqueue_cluster(cluster)
         cm.scale(jobs=cluster.jobs)
-    elif cluster.kind == "threads":
-        cm = LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
-                          processes=False, dashboard_address=None)
-    else:
-        cm = LocalCluster(
-            n_workers=n_workers or default_workers(),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=cluster.dashboard,
-        )
-    with cm as started, Client(started, security=started.security) as client:
-        if cluster.kind in ("auto", "threads", "local", "cuda"):
-            client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
-        yield client
+        return cm
+    if cluster.kind == "threads":
+        return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
+                            processes=False, dashboard_address=None)
+    return LocalCluster(
+        n_workers=n_workers or default_workers(),
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=cluster.dashboard,
+    )
+
+
+#: The signals a terminal (Ctrl-C) or a supervisor (``timeout``, systemd, SLURM,
+#: Kubernetes: SIGTERM) sends to every process of a run; the driver alone handles them.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextmanager
+def stop_signals_kept_from_workers() -> Iterator[None]:
+    """Block :data:`STOP_SIGNALS` in this (the main) thread while a cluster starts, so
+    that the threads it starts (Dask's event loop, the nannies' process watchers) inherit
+    the block, and so do the worker processes they fork (a signal mask survives fork and
+    exec): Ctrl-C or a SIGTERM sent to the run's process group then reaches the driver
+    alone, from the workers' first instant to their last (restarted ones included), and
+    the driver stops them (the nannies ask them to close, then SIGKILL; a worker whose
+    driver died exits by itself). A signal that arrives meanwhile is delivered here once
+    the cluster is up and held for closing. Outside the main thread (which handles no
+    signals) nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # multiprocessing starts its resource tracker with the first process, unblocking
+    # SIGINT and SIGTERM in the thread that starts it: started here first, it does not
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 @contextmanager
@@ -191,27 +244,30 @@ def jobqueue_cluster(cluster: ClusterSpec):
 
 
 class LeaveCtrlCToTheDriver(WorkerPlugin):
-    """On the workers of a cluster barsweep starts: ignore SIGINT, and stay quiet about
-    tasks cancelled as the run stops and about failed tasks (the driver reports them).
+    """On the workers of a cluster barsweep starts: stay quiet about tasks cancelled as
+    the run stops and about failed tasks (the driver reports them).
 
-    Ctrl-C in a terminal reaches every process of its group, the worker processes too,
-    which would each print a traceback; the driver alone handles it (it cancels the run
-    and closes the cluster, which stops the workers). Clusters barsweep only connects to
-    keep their own signal handling.
+    Ctrl-C and SIGTERM do not reach these workers at all (they start with both blocked,
+    :func:`stop_signals_kept_from_workers`): the driver alone handles them, cancels the
+    run and closes the cluster, which stops the workers. Clusters barsweep only connects
+    to keep their own signal handling and logging.
     """
 
     def setup(self, worker) -> None:
         import logging
-        import signal
-        import threading
 
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
         # a task cancelled by Ctrl-C or a failed block logs a warning as the worker closes
         logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
-        # a failing block is reported by the driver, in one line naming block and cause
-        logging.getLogger("distributed.worker").addFilter(_not_compute_failed)
+        logging.getLogger("distributed.worker").addFilter(_not_for_people)
 
 
-def _not_compute_failed(record) -> bool:
-    return not str(record.msg).startswith("Compute Failed")
+#: What a worker of a cluster barsweep starts logs that the driver says better: a failed
+#: block (the driver names block and cause in one line), and a heartbeat cut off as the
+#: driver closes the cluster (the worker's connections close under the heartbeat in
+#: flight; distributed logs that as an error, with tracebacks).
+_WORKER_NOISE = ("Compute Failed", "Failed to communicate with scheduler during heartbeat")
+
+
+def _not_for_people(record) -> bool:
+    """A logging filter: False for :data:`_WORKER_NOISE` records."""
+    return not str(record.msg).startswith(_WORKER_NOISE)

@@ -11,11 +11,9 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ import zarr
 from ..engine import LOWER_IS_BETTER, METRICS
 from ..engine.metrics import METRIC_INFO
 from ..errors import ResultsError, RunError
+from .lock import out_lock as out_lock  # re-exported: the store's lock
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 
@@ -308,54 +307,6 @@ def check_out(path: str | os.PathLike, *, overwrite: bool = False,
                            f"inside it; choose another path")
     _check_writable(ancestor, str(out))
     return str(out)
-
-
-@contextmanager
-def out_lock(out: str) -> Iterator[None]:
-    """Hold ``.NAME.lock`` beside the results store ``out`` while a run writes it, so two
-    runs never write one store (the second is refused, naming the first's pid and host).
-
-    A lock left by a process that no longer runs on this host is taken over.
-    """
-    path = Path(out)
-    lock = path.parent / f".{path.name}.lock"
-    me = f"{socket.gethostname()} {os.getpid()}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _lock_holder(lock)
-            if holder is not None:
-                raise ResultsError(f"--out {out} is being written by another barsweep run "
-                                   f"({holder}); wait for it, or remove {lock} if it is gone"
-                                   ) from None
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(me)
-        break
-    try:
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-
-
-def _lock_holder(lock: Path) -> str | None:
-    """``"host H, pid P"`` of a live lock, None for a stale one (its pid gone here)."""
-    try:
-        host, pid = lock.read_text().split()
-    except (OSError, ValueError):
-        return "unknown process"
-    if host != socket.gethostname():
-        return f"host {host}, pid {pid}"
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return None
-    except (PermissionError, ValueError):
-        pass
-    return f"host {host}, pid {pid}"
 
 
 def _check_writable(directory: Path, out: str) -> None:

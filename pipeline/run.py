@@ -30,14 +30,15 @@ from ..engine.simulate import segment_bounds
 from ..errors import BackendError, BarsweepError, ResultsError, RunError
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .grid import Grid
+from .lock import out_lock
 from .prepare import Prepared, prepare_run
 from .progress import ProgressBar
 from .results import (
     PENDING,
+    check_out,
     create_store,
     done_flags,
     finish_store,
-    out_lock,
     store_attrs,
     write_block,
 )
@@ -448,15 +449,26 @@ def run_sweep(spec: Spec, client: Client, *, out: str | None = None, progress: b
 
 def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
                  on_start: Callable[[str], None] | None = None,
-                 cluster: tuple[str, str] | None = None) -> RunSummary:
+                 cluster: tuple[str, str] | None = None, locked: bool = False) -> RunSummary:
     """Run a :func:`prepare_run` checked sweep on ``client``: make (or reopen) the store,
     compute every pending block, then mark the store complete. The store is locked for
     the run (:func:`~barsweep.pipeline.results.out_lock`): a second run is refused.
+    ``locked``: the caller holds that lock already, taken before :func:`prepare_run`
+    (as ``barsweep run`` does, so that a second run is refused before any work).
     ``cluster``: what ``client`` is and why (store attributes ``cluster`` and
     ``cluster_reason``); default: the scheduler's address, "a client given"."""
-    with out_lock(prepared.out), shipped_modules(client, prepared.spec):
-        return _run_locked(prepared, client, progress, on_start,
-                           cluster or (client.scheduler.address, "a client given"))
+    cluster = cluster or (client.scheduler.address, "a client given")
+    if locked:
+        with shipped_modules(client, prepared.spec):
+            return _run_locked(prepared, client, progress, on_start, cluster)
+    with out_lock(prepared.out) as cleared, shipped_modules(client, prepared.spec):
+        for line in cleared:
+            if on_start is not None:
+                on_start(line)
+        if cleared:  # an earlier store put back since prepare_run checked the path
+            check_out(prepared.out, overwrite=prepared.overwrite,
+                      resume=prepared.resume_chunks is not None)
+        return _run_locked(prepared, client, progress, on_start, cluster)
 
 
 def _run_locked(prepared: Prepared, client: Client, progress: bool,

@@ -365,3 +365,190 @@ def test_the_scheduler_lost_mid_run_is_one_line(bars, tmp_path, external_cluster
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
     assert "--resume" in lines[0] and store_attrs(out)["complete"] is False
+
+
+# ------------------------------------------------------------- SIGTERM, Ctrl-C, the lock
+
+
+def lock_of(out: Path) -> Path:
+    return out.parent / f".{out.name}.lock"
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240.0) -> None:
+    t0 = time.monotonic()
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended first: {proc.communicate()}")
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"no {path} after {timeout} s")
+        time.sleep(0.01)
+
+
+def group_gone(pgid: int, timeout: float = 30.0) -> bool:
+    """Whether every process of the group (the driver, its Dask workers) has ended."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def one_stop_line(stderr: str, word: str) -> str:
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(f"barsweep: {word}: "), stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("cluster, to_group", [("threads", False), ("local", True)])
+def test_sigterm_stops_as_ctrl_c_does_then_resume_equals_an_undisturbed_run(
+        bars, undisturbed, tmp_path, cluster, to_group):
+    """`kill PID` (the driver alone) on a run on threads; SIGTERM to the whole process
+    group (as `timeout`, systemd and Kubernetes send it) on a local cluster."""
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--cluster", cluster, "--workers", "2")
+    wait_for_blocks(out, 2, proc)
+    (os.killpg if to_group else os.kill)(proc.pid, signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    line = one_stop_line(stderr, "terminated (SIGTERM)")
+    assert f"blocks are done in {out}; resume with `barsweep run {spec} --out {out} " \
+           f"--resume`" in line
+    assert group_gone(proc.pid)
+    assert not lock_of(out).exists()  # released
+    files, count = block_files(out), n_done(out)
+    time.sleep(2.0)
+    assert n_done(out) == count and block_files(out) == files  # nobody writes any more
+    assert count < N_BLOCKS and store_attrs(out)["complete"] is False
+    assert main(["run", str(spec), "--resume", "--workers", "2", "--no-progress"]) == 0
+    assert_same_store(out, undisturbed)
+
+
+def test_timeout_stops_a_local_cluster_run_in_one_line(bars, tmp_path):
+    """`timeout 10 barsweep run ...`: timeout sends SIGTERM to its process group (the
+    driver and its worker processes) wherever the run is (starting workers, compiling,
+    computing); a sweep too long to finish in 10 s."""
+    spec = yaml.safe_load(write_spec(tmp_path, bars).read_text())
+    spec["grid"]["fast"]["stop"] = 120
+    spec["grid"]["slow"]["stop"] = 400
+    spec["run"]["block_size"] = 1000
+    (tmp_path / "long.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "results.zarr"
+    proc = subprocess.Popen(["timeout", "10", *CLI, "run", str(tmp_path / "long.yaml"),
+                             "--cluster", "local", "--workers", "2", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 124, stderr  # timeout's own status: it did stop the run
+    line = one_stop_line(stderr, "terminated (SIGTERM)")
+    assert str(out) in line
+    assert group_gone(proc.pid)
+    assert not lock_of(out).exists()
+    assert not list(tmp_path.glob(".results.zarr.*"))  # nothing half-made left beside it
+    attrs = store_attrs(out)
+    assert attrs is None or attrs["complete"] is False
+
+
+CTRL_C_TRIES = 8
+
+
+def test_ctrl_c_on_a_local_cluster_is_one_line_every_time(bars, tmp_path):
+    """Ctrl-C (SIGINT to the run's whole process group, as a terminal sends it) at a
+    different moment of each try: workers starting, the kernel compiling or loading,
+    blocks computing. Every time: the one line, no worker's traceback, nothing left."""
+    spec = write_spec(tmp_path, bars)
+    for i in range(CTRL_C_TRIES):
+        out = tmp_path / f"r{i}.zarr"
+        proc = start_run(spec, "--out", str(out), "--cluster", "local", "--workers", "2")
+        wait_for(lock_of(out), proc)  # the run has begun: then 0 to 5 s more
+        time.sleep(i * 5.0 / (CTRL_C_TRIES - 1))
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (i, stderr)
+        line = one_stop_line(stderr, "interrupted")
+        assert str(out) in line, (i, line)
+        assert group_gone(proc.pid), i
+        assert not lock_of(out).exists(), i
+
+
+def test_a_second_run_on_a_locked_out_is_refused_at_once(bars, undisturbed, tmp_path):
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--cluster", "local", "--workers", "1")
+    wait_for(lock_of(out), proc)
+    for flags in (["--out", str(out), "--overwrite"], ["--resume"], []):
+        t0 = time.monotonic()
+        second = subprocess.run([*CLI, "run", str(spec), *flags, "--no-progress"],
+                                capture_output=True, text=True, timeout=120)
+        seconds = time.monotonic() - t0
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.startswith(f"barsweep: error: --out {out} is being written by "
+                                         f"another barsweep run (host "), second.stderr
+        assert f"pid {proc.pid}); wait for it" in second.stderr
+        assert second.stderr.count("\n") == 1 and second.stdout == ""
+        assert seconds < (5 if "--out" in flags else 15), (flags, seconds)
+    assert proc.poll() is None  # the first goes on, undisturbed
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr
+    assert_same_store(out, undisturbed)
+
+
+def test_leftovers_of_a_driver_killed_while_making_the_store_are_cleared(bars, tmp_path):
+    """SIGKILL at the moment the new store exists only under its hidden name: the next
+    run on that --out removes it, and says so in one line."""
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    for _ in range(10):  # the hidden store lives for a fraction of a second: catch it
+        proc = start_run(spec, "--cluster", "threads", "--workers", "1")
+        wait_for(lock_of(out), proc)  # then the bars are read, the store made
+        hidden = []
+        while not hidden and proc.poll() is None and not out.exists():
+            hidden = [e.name for e in os.scandir(tmp_path) if ".results.zarr.new-" in e.name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if hidden and not out.exists():
+            break
+        shutil.rmtree(out, ignore_errors=True)
+        for leftover in tmp_path.glob(".results.zarr.*"):
+            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+    else:
+        pytest.fail("the driver was never caught with its store half-made")
+    left = sorted(p.name for p in tmp_path.glob(".results.zarr.new-*"))
+    assert left == hidden and lock_of(out).exists()  # as the killed run left them
+    again = subprocess.run([*CLI, "run", str(spec), "--workers", "1", "--no-progress"],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.strip() == (f"barsweep: removed {left[0]} beside {out}: left by a "
+                                    f"killed run (a store being made or replaced)")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert store_attrs(out)["complete"] is True
+
+
+def test_an_earlier_store_moved_aside_by_a_killed_overwrite_is_put_back(undisturbed,
+                                                                         tmp_path, bars):
+    """A run killed between create_store's two renames leaves the earlier store under
+    ``.NAME.old-TAG`` and nothing at NAME (too brief a moment to catch by a real kill):
+    the next run puts it back and, without --overwrite, refuses to replace it."""
+    spec = write_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    aside = tmp_path / ".results.zarr.old-0123abcd"
+    shutil.copytree(undisturbed, aside)
+    shutil.copytree(aside, tmp_path / ".results.zarr.new-4567cdef")
+    again = subprocess.run([*CLI, "run", str(spec), "--no-progress"],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2
+    lines = again.stderr.splitlines()
+    assert lines[0] == (f"barsweep: put back {out} from {aside.name}: a run killed while "
+                        f"replacing it (--overwrite) had moved it aside")
+    assert lines[1] == (f"barsweep: removed .results.zarr.new-4567cdef beside {out}: left "
+                        f"by a killed run (a store being made or replaced)")
+    assert lines[2].startswith(f"barsweep: error: --out {out} holds the results of an "
+                               f"earlier run (complete)")
+    assert len(lines) == 3
+    assert_same_store(out, undisturbed)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
