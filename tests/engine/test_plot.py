@@ -30,14 +30,3 @@ def test_plot_without_times_uses_bar_numbers():
     assert len(fig.axes) == 3
     assert fig.axes[2].get_xlabel() == "bar"
 
-
-def test_plot_without_matplotlib_says_how_to_install(monkeypatch):
-    import sys
-
-    bars = random_bars(100, seed=1)
-    res = backtest(bars, "buy_and_hold", {}, ppy=8760)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
-    with pytest.raises(ImportError, match=r"pip install 'barsweep\[plot\]'"):
-        res.plot()
