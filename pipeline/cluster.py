@@ -108,7 +108,7 @@ def connect(cluster: ClusterSpec | str = "local",
     disabled = logging.root.manager.disable
     try:
         with ExitStack() as stack:
-            with stop_signals_kept_from_workers():  # and a stop waits for the plugin
+            with stop_signals_kept_from_workers(processes=cluster.kind != "threads"):
                 started = stack.enter_context(start_cluster(cluster, n_workers))
                 client = stack.enter_context(Client(started, security=started.security))
                 if cluster.kind in ("auto", "threads", "local", "cuda"):
@@ -158,7 +158,7 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
 @contextmanager
-def stop_signals_kept_from_workers() -> Iterator[None]:
+def stop_signals_kept_from_workers(processes: bool = True) -> Iterator[None]:
     """Block :data:`STOP_SIGNALS` in this (the main) thread while a cluster starts, so
     that the threads it starts (Dask's event loop, the nannies' process watchers) inherit
     the block, and so do the worker processes they fork (a signal mask survives fork and
@@ -173,7 +173,9 @@ def stop_signals_kept_from_workers() -> Iterator[None]:
         return
     # multiprocessing starts its resource tracker with the first process, unblocking
     # SIGINT and SIGTERM in the thread that starts it: started here first, it does not
-    resource_tracker.ensure_running()
+    # (a threads cluster starts no process, and no tracker)
+    if processes:
+        resource_tracker.ensure_running()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield

@@ -435,7 +435,7 @@ def test_timeout_stops_a_local_cluster_run_in_one_line(bars, tmp_path):
     computing); a sweep too long to finish in 10 s."""
     spec = yaml.safe_load(write_spec(tmp_path, bars).read_text())
     spec["grid"]["fast"]["stop"] = 120
-    spec["grid"]["slow"]["stop"] = 400
+    spec["grid"]["slow"]["stop"] = 1000  # ~8e9 combo-bars: never done in 10 s
     spec["run"]["block_size"] = 1000
     (tmp_path / "long.yaml").write_text(yaml.safe_dump(spec))
     out = tmp_path / "results.zarr"
