@@ -25,6 +25,7 @@ from contextlib import ExitStack, contextmanager
 from multiprocessing import resource_tracker
 
 from distributed import Client, LocalCluster, WorkerPlugin
+from distributed.gc import disable_gc_diagnosis
 from distributed.security import Security
 
 from ..engine.backend import cuda_problem_here
@@ -113,6 +114,11 @@ def connect(cluster: ClusterSpec | str = "local",
                 client = stack.enter_context(Client(started, security=started.security))
                 if cluster.kind in ("auto", "threads", "local", "cuda"):
                     client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
+                # the scheduler (and a threads worker) here hook distributed's GC
+                # diagnosis into every garbage collection, where Python swallows a
+                # KeyboardInterrupt ("Exception ignored in ... _gc_callback"): a Ctrl-C
+                # or SIGTERM landing there was lost. It only times collections for a log.
+                disable_gc_diagnosis(force=True)
             try:
                 yield client
             except KeyboardInterrupt:

@@ -429,17 +429,24 @@ def test_sigterm_stops_as_ctrl_c_does_then_resume_equals_an_undisturbed_run(
     assert_same_store(out, undisturbed)
 
 
+def write_long_spec(directory: Path, store: Path) -> Path:
+    """A spec whose sweep (~8e9 combo-bars) never ends within the tests' 10 s."""
+    spec = yaml.safe_load(write_spec(directory, store).read_text())
+    spec["grid"]["fast"]["stop"] = 120
+    spec["grid"]["slow"]["stop"] = 1000
+    spec["run"]["block_size"] = 1000
+    path = directory / "long.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
 def test_timeout_stops_a_local_cluster_run_in_one_line(bars, tmp_path):
     """`timeout 10 barsweep run ...`: timeout sends SIGTERM to its process group (the
     driver and its worker processes) wherever the run is (starting workers, compiling,
     computing); a sweep too long to finish in 10 s."""
-    spec = yaml.safe_load(write_spec(tmp_path, bars).read_text())
-    spec["grid"]["fast"]["stop"] = 120
-    spec["grid"]["slow"]["stop"] = 1000  # ~8e9 combo-bars: never done in 10 s
-    spec["run"]["block_size"] = 1000
-    (tmp_path / "long.yaml").write_text(yaml.safe_dump(spec))
+    long = write_long_spec(tmp_path, bars)
     out = tmp_path / "results.zarr"
-    proc = subprocess.Popen(["timeout", "10", *CLI, "run", str(tmp_path / "long.yaml"),
+    proc = subprocess.Popen(["timeout", "10", *CLI, "run", str(long),
                              "--cluster", "local", "--workers", "2", "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -461,7 +468,7 @@ def test_ctrl_c_on_a_local_cluster_is_one_line_every_time(bars, tmp_path):
     """Ctrl-C (SIGINT to the run's whole process group, as a terminal sends it) at a
     different moment of each try: workers starting, the kernel compiling or loading,
     blocks computing. Every time: the one line, no worker's traceback, nothing left."""
-    spec = write_spec(tmp_path, bars)
+    spec = write_long_spec(tmp_path, bars)
     for i in range(CTRL_C_TRIES):
         out = tmp_path / f"r{i}.zarr"
         proc = start_run(spec, "--out", str(out), "--cluster", "local", "--workers", "2")
