@@ -46,10 +46,12 @@ def out_lock(out: str) -> Iterator[list[str]]:
     A lock left by a process that no longer runs on this host is taken over. Once the
     lock is held, what a killed run left beside ``out`` is cleared
     (:func:`clear_leftovers`); the context yields the lines that say what was done.
+    Folders made to hold the lock are removed with it when they are still empty.
     """
     path = Path(out)
     lock = lock_path(path)
     me = f"{socket.gethostname()} {os.getpid()}"
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
         try:
@@ -69,6 +71,11 @@ def out_lock(out: str) -> Iterator[list[str]]:
         yield clear_leftovers(path)
     finally:
         lock.unlink(missing_ok=True)
+        for directory in made:  # a run that made no store leaves no folder for it
+            try:
+                directory.rmdir()
+            except OSError:  # not empty: the store is in it
+                break
 
 
 def clear_leftovers(out: str | os.PathLike) -> list[str]:

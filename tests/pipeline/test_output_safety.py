@@ -96,6 +96,19 @@ def test_run_out_in_the_spec_is_checked_too(workdir, capsys):
     assert snapshot(workdir) == before
 
 
+def test_a_refused_run_leaves_no_folder_for_its_out(workdir, capsys):
+    """--out in folders that do not exist yet: the lock is taken in them before the
+    bars are read; a run refused after that (here: a symbol the store lacks) leaves
+    nothing, the folders made for the lock included."""
+    spec = yaml.safe_load((workdir / "spec.yaml").read_text())
+    spec["data"]["symbols"] = ["NOPE"]
+    (workdir / "spec3.yaml").write_text(yaml.safe_dump(spec))
+    before = snapshot(workdir)
+    assert main(["run", "spec3.yaml", "--out", "sub/dir/r.zarr", "--no-progress"]) == 2
+    assert_one_line_refusal(capsys, "NOPE")
+    assert snapshot(workdir) == before
+
+
 def test_an_unwritable_directory_is_refused(workdir, capsys):
     target = workdir / "ro"
     target.mkdir()

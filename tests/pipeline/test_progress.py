@@ -53,7 +53,8 @@ def test_in_a_log_progress_is_a_line_every_few_seconds_and_a_final_one(tmp_path)
 
     reader = threading.Thread(target=read)
     reader.start()
-    out, _ = proc.communicate(timeout=300)
+    proc.wait(timeout=300)  # stderr is the reader's alone: communicate() would race it
+    out = proc.stdout.read()  # a few lines: they never fill the pipe
     reader.join(timeout=10)
     err = b"".join(line for _, line in seen).decode()
     assert proc.returncode == 0, err
@@ -64,7 +65,7 @@ def test_in_a_log_progress_is_a_line_every_few_seconds_and_a_final_one(tmp_path)
     assert len(lines) >= 3, err  # the start, some on the way (the run takes seconds), the end
     assert len(lines) < n_blocks / 4, err  # not a line per block
     first, last = PROGRESS.match(lines[0][1]), PROGRESS.match(lines[-1][1])
-    assert first.group(1) == "0" and last.group(1) == last.group(2) == str(n_blocks)
+    assert first.group(1) == "0" and last.group(1) == last.group(2) == str(n_blocks), err
     assert "ETA" not in lines[-1][1] and "elapsed" in lines[-1][1]
     assert "best sharpe" in lines[-1][1] and "worker" in lines[-1][1]
     done = [int(PROGRESS.match(line).group(1)) for _, line in lines]
