@@ -106,7 +106,7 @@ def test_a_refused_run_leaves_no_folder_for_its_out(workdir, capsys):
     before = snapshot(workdir)
     assert main(["run", "spec3.yaml", "--out", "sub/dir/r.zarr", "--no-progress"]) == 2
     assert_one_line_refusal(capsys, "NOPE")
-    assert snapshot(workdir) == before
+    assert snapshot(workdir) == before and not (workdir / "sub").exists()
 
 
 def test_an_unwritable_directory_is_refused(workdir, capsys):
