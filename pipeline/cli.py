@@ -493,19 +493,20 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     except BarsweepError:
         if not leftovers(out):  # else checked again once they are cleared
             raise
-    with out_lock(out) as cleared:
-        for line in cleared:
-            print(f"barsweep: {line}", file=sys.stderr, flush=True)
-        earlier = store_attrs(out)  # an earlier store --overwrite will replace
-        try:
+    earlier = store_attrs(out)  # an earlier store --overwrite will replace (read again
+    try:                        # under the lock; this for a stop while taking it)
+        with out_lock(out) as cleared:
+            for line in cleared:
+                print(f"barsweep: {line}", file=sys.stderr, flush=True)
+            earlier = store_attrs(out)
             return _run_spec_locked(
                 spec, out, earlier, n_workers=n_workers, progress=progress, resume=resume,
                 overwrite=overwrite, spec_path=spec_path, client=client, quiet=quiet,
                 perf_report=perf_report, cluster=cluster)
-        except KeyboardInterrupt as exc:
-            logging.disable(logging.NOTSET)
-            raise Interrupted(interrupted_message(out, earlier, resume),
-                              terminated=isinstance(exc, Terminated)) from None
+    except KeyboardInterrupt as exc:
+        logging.disable(logging.NOTSET)
+        raise Interrupted(interrupted_message(out, earlier, resume),
+                          terminated=isinstance(exc, Terminated)) from None
 
 
 def _run_spec_locked(spec, out, earlier, *, n_workers, progress, resume, overwrite,

@@ -9,10 +9,13 @@ key, file or function.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,7 +162,8 @@ def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> floa
             f"`barsweep warm` does it ahead of time)")
     on_gpus = spec.run.backend == "cuda" or (
         spec.run.backend == "auto" and spec.cluster.kind == "cuda")
-    seconds = check(strategy, kernel=not on_gpus)
+    with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
+        seconds = check(strategy, kernel=not on_gpus)
     if say is not None and seconds is not None:
         say(f"compiled in {seconds:.1f} s")
     return seconds
@@ -255,3 +259,28 @@ def _differences(was, now, key: str) -> dict[str, tuple]:
             diff.update(_differences(was.get(k), now.get(k), f"{key}.{k}"))
         return diff
     return {} if was == now else {key: (was, now)}
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) and SIGTERM while the body runs, then deliver the first one
+    that came to the handlers that were there before.
+
+    A compile interrupted inside numba or LLVM leaves their state half torn down (an
+    llvmlite ``__del__`` traceback, an exit by the signal itself rather than the run's
+    one line): held, the stop takes effect the moment the compile ends (seconds, once
+    per machine). Outside the main thread (which alone runs signal handlers) nothing
+    is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    stops = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in stops}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        if came:
+            signal.raise_signal(came[0])

@@ -559,3 +559,26 @@ def test_an_earlier_store_moved_aside_by_a_killed_overwrite_is_put_back(undistur
     assert len(lines) == 3
     assert_same_store(out, undisturbed)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_ctrl_c_while_the_kernel_compiles_is_one_line(bars, tmp_path):
+    """A first run on a machine compiles its kernel on the driver: Ctrl-C then (SIGINT to
+    the group) is held until the compile ends, and the run stops in its one line, not in
+    numba's or LLVM's half torn-down state."""
+    spec = write_long_spec(tmp_path, bars)
+    out = tmp_path / "results.zarr"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "fresh-numba-cache")}
+    proc = subprocess.Popen([*CLI, "run", str(spec), "--no-progress", "--cluster", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
+    for line in proc.stdout:
+        if line.startswith("compiling the ema_cross kernel"):
+            break
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert one_stop_line(stderr, "interrupted").endswith(
+        f"stopped before the run began; nothing was written to {out}")
+    assert group_gone(proc.pid)
+    assert not lock_of(out).exists() and not out.exists()
