@@ -144,13 +144,7 @@ def rank(
     if smooth is not None and (isinstance(smooth, bool) or not isinstance(smooth, int)
                                or smooth < 1):
         raise SpecError(f"--smooth: expected a positive radius in grid steps, got {smooth!r}")
-    if across is not None and across != "symbol":
-        raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
-    if agg not in AGGREGATES:
-        raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
-    if across and symbol is not None:
-        raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
-                        f"symbol has nothing to aggregate across")
+    _check_across(across, agg, symbol)
     ds, names = _with_computed(ds, need=by in COMPUTED)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
@@ -266,13 +260,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
         raise SpecError(f"--pareto: expected two or more distinct metrics separated by "
                         f"commas, e.g. sharpe,max_drawdown; got {','.join(metrics)!r}"
                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
-    if across is not None and across != "symbol":
-        raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
-    if agg not in AGGREGATES:
-        raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
-    if across and symbol is not None:
-        raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
-                        f"symbol has nothing to aggregate across")
+    _check_across(across, agg, symbol)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
@@ -367,6 +355,17 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
                             f"to choose among")
         out.append((name, robust.pbo(r, r2, seg_n, max_splits=max_splits, seed=seed)))
     return out
+
+
+def _check_across(across: str | None, agg: str, symbol: str | None) -> None:
+    """SpecError for ``--across``/``--agg``/``--symbol`` that cannot go together."""
+    if across is not None and across != "symbol":
+        raise SpecError(f"--across: only 'symbol' can be aggregated across, got {across!r}")
+    if agg not in AGGREGATES:
+        raise SpecError(f"--agg: expected one of {', '.join(AGGREGATES)}, got {agg!r}")
+    if across and symbol is not None:
+        raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
+                        f"symbol has nothing to aggregate across")
 
 
 def rank_order(score: np.ndarray, ascending: bool, idle_wins: bool, ruined: np.ndarray,
