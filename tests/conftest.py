@@ -7,6 +7,10 @@ Markers (registered in pyproject.toml), each a skip with the reason and the fix:
 - ``requires_unshare``: `unshare -m` works here (root or CAP_SYS_ADMIN), to hide files
   from a worker in a mount namespace of its own;
 - ``requires_jobqueue``: dask-jobqueue is installed (the ``[hpc]`` extra).
+
+Under ``CI=true`` (``.ci/run`` sets it) a skip is a failure: there every oracle (TA-Lib,
+vectorbt, bokeh_sampledata, matplotlib, Chromium) is installed, and a broken install must
+not pass as a green run without them. Skips stay for developer machines.
 """
 
 from __future__ import annotations
@@ -63,6 +67,33 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             met, reason = REQUIREMENTS[marker.name]
             if not met():
                 pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------- CI: no skips
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _skips_fail_in_ci(report) -> None:
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (f"skipped under CI=true, where every oracle and tool the suite "
+                           f"uses must be installed: {reason}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _skips_fail_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield  # a module-level importorskip skips the whole file here
+    _skips_fail_in_ci(outcome.get_result())
 
 
 # --------------------------------------------------------------------------- xdist order

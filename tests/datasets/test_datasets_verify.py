@@ -3,7 +3,12 @@
 import json
 import logging
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -451,18 +456,42 @@ def test_bad_store_paths_are_one_line(tmp_path, capsys, csv_file, kind):
     assert (tmp_path / "a_file").read_bytes() == before
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
 def test_an_unwritable_store_is_one_line(tmp_path, capsys, csv_file):
-    store = tmp_path / "ro"
-    store.mkdir()
-    store.chmod(0o500)
-    try:
-        rc, _, err = cli(capsys, "import", csv_file, "--symbol", "X", "--timeframe", "1d",
-                         "--store", store)
-    finally:
-        store.chmod(0o700)
-    assert rc != 0 and len(err.strip().splitlines()) == 1 and "not writable" in err
-    assert list(store.iterdir()) == []
+    """As root (who writes anywhere: CI), the import runs as the unprivileged user
+    ``nobody`` (uid 65534, through util-linux's ``setpriv``) in a folder it may read."""
+    if os.geteuid() != 0:
+        store = tmp_path / "ro"
+        store.mkdir()
+        store.chmod(0o500)
+        try:
+            rc, _, err = cli(capsys, "import", csv_file, "--symbol", "X", "--timeframe", "1d",
+                             "--store", store)
+        finally:
+            store.chmod(0o700)
+    else:
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) runs this test as nobody under root"
+        shared = Path(tempfile.mkdtemp(prefix="barsweep-nobody-"))
+        try:
+            shared.chmod(0o755)
+            store = shared / "ro"
+            store.mkdir(mode=0o755)  # root's: nobody reads it, cannot write in it
+            source = shared / "ok.csv"
+            shutil.copy(csv_file, source)
+            source.chmod(0o644)
+            done = subprocess.run(
+                [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                 sys.executable, "-m", "barsweep.pipeline.cli", "data", "import", str(source),
+                 "--symbol", "X", "--timeframe", "1d", "--store", str(store)],
+                capture_output=True, text=True, timeout=120,
+                env={**os.environ, "HOME": str(shared), "XDG_CACHE_HOME": str(shared)})
+            rc, err = done.returncode, done.stderr
+            assert list(store.iterdir()) == []
+        finally:
+            shutil.rmtree(shared, ignore_errors=True)
+    assert rc != 0 and len(err.strip().splitlines()) == 1 and "not writable" in err, err
+    if os.geteuid() != 0:
+        assert list(store.iterdir()) == []
 
 
 def test_an_unwritable_store_is_refused_before_reading(tmp_path, csv_file, monkeypatch):
