@@ -1,0 +1,154 @@
+"""Mutation checks, run by hand (not by pytest, not in CI): each mutation below breaks
+the code the way a rebuild could, in a copy of this checkout, and the tests named beside
+it must fail. A mutation whose tests still pass is a hole in the suite.
+
+    .venv/bin/python tests/mutations.py [--only NAME ...] [--keep]
+
+The copy is a git worktree of HEAD (committed code only) in a temporary folder, with a
+copy of ``.venv`` installed editable from it, so the tests import the mutated code; each
+mutation is applied, its tests run (``pytest -x -q -n 0``), and the file restored. Prints
+a markdown table: mutation, tests, caught or SURVIVED, seconds. Exit status 1 when one
+survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str  # relative to the checkout
+    old: str  # the text replaced: must occur exactly once
+    new: str
+    tests: tuple[str, ...]  # pytest node ids or files that must fail
+
+
+MUTATIONS = (
+    Mutation(
+        "bars per year: always 365 days (daily stocks annualised as 24/7)",
+        "engine/year.py",
+        "    if (n - 1) * float(step_ns) >= CONTINUOUS_COVERAGE * span:",
+        "    if True:",
+        ("tests/engine/test_year.py", "tests/pipeline/test_year_days.py")),
+    Mutation(
+        "the spec's year_days is ignored when set",
+        "pipeline/prepare.py",
+        "    if spec.data.year_days is not None:\n        ppy = periods_per_year(",
+        "    if False:\n        ppy = periods_per_year(",
+        ("tests/pipeline/test_year_days.py::test_the_spec_year_days_overrides",)),
+    Mutation(
+        "matplotlib dropped from the dependencies",
+        "pyproject.toml",
+        '    "matplotlib>=3.8",\n    "tqdm',
+        '    "tqdm',
+        ("tests/test_packaging.py::test_every_import_is_a_declared_dependency",)),
+    Mutation(
+        "a stop during the driver's compile is not held",
+        "pipeline/prepare.py",
+        "    with stops_held():  # numba",
+        "    with contextlib.nullcontext():  # numba",
+        ("tests/pipeline/test_faults.py::test_ctrl_c_while_the_kernel_compiles_is_one_line",)),
+    Mutation(
+        "the folders made for the lock stay after a refused run",
+        "pipeline/lock.py",
+        "            try:\n                directory.rmdir()",
+        "            try:\n                continue",
+        ("tests/pipeline/test_output_safety.py::test_a_refused_run_leaves_no_folder_for_its_out",)),
+    Mutation(
+        "a skip passes under CI=true",
+        "tests/conftest.py",
+        "    if report.skipped and in_ci() and not hasattr(report, \"wasxfail\"):",
+        "    if False:",
+        ("tests/test_ci_skips.py",)),
+    Mutation(
+        "the bar writer writes the final file in place (no temporary file)",
+        "datasets/writer.py",
+        '        feather.write_feather(table, tmp_name, compression="uncompressed", '
+        'chunksize=len(table))',
+        '        feather.write_feather(table, path, compression="uncompressed", '
+        'chunksize=len(table))',
+        ("tests/datasets/test_real_faults.py",)),
+)
+
+
+def sh(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, **kwargs)
+
+
+def make_copy(where: Path) -> Path:
+    copy = where / "checkout"
+    done = sh("git", "worktree", "add", "--detach", str(copy), "HEAD", cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"git worktree add failed: {done.stderr.strip()}")
+    shutil.copytree(ROOT / ".venv", copy / ".venv", symlinks=True)
+    done = sh(str(copy / ".venv/bin/python"), "-m", "pip", "install", "-q", "--no-deps",
+              "-e", ".", cwd=copy)
+    if done.returncode != 0:
+        raise SystemExit(f"pip install -e of the copy failed: {done.stderr.strip()}")
+    return copy
+
+
+def run_one(copy: Path, mutation: Mutation) -> tuple[str, float]:
+    target = copy / mutation.path
+    text = target.read_text()
+    if text.count(mutation.old) != 1:
+        return f"NOT APPLIED ({text.count(mutation.old)} matches)", 0.0
+    target.write_text(text.replace(mutation.old, mutation.new))
+    t0 = time.monotonic()
+    try:
+        done = sh(str(copy / ".venv/bin/python"), "-m", "pytest", "-x", "-q", "-n", "0",
+                  "-p", "no:cacheprovider", *mutation.tests, cwd=copy, timeout=1800)
+    finally:
+        target.write_text(text)
+    seconds = time.monotonic() - t0
+    if done.returncode == 0:
+        return "SURVIVED", seconds
+    if done.returncode in (1,):
+        return "caught", seconds
+    return f"error (pytest exit {done.returncode})", seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="WORD",
+                        help="run the mutations whose name holds one of these words")
+    parser.add_argument("--keep", action="store_true", help="keep the copy (its path is "
+                        "printed)")
+    args = parser.parse_args()
+    chosen = [m for m in MUTATIONS
+              if not args.only or any(w in m.name for w in args.only)]
+    where = Path(tempfile.mkdtemp(prefix="barsweep-mutations-"))
+    copy = make_copy(where)
+    rows, survived = [], 0
+    try:
+        for mutation in chosen:
+            verdict, seconds = run_one(copy, mutation)
+            survived += verdict != "caught"
+            rows.append(f"| {mutation.name} | `{mutation.path}` | "
+                        f"{', '.join(f'`{t}`' for t in mutation.tests)} | {verdict} | "
+                        f"{seconds:.0f} s |")
+            print(rows[-1], flush=True)
+    finally:
+        if not args.keep:
+            sh("git", "worktree", "remove", "--force", str(copy), cwd=ROOT)
+            shutil.rmtree(where, ignore_errors=True)
+        else:
+            print(f"copy kept in {copy}", file=sys.stderr)
+    print("\n| mutation | file | tests | result | time |\n|---|---|---|---|---|")
+    print("\n".join(rows))
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
