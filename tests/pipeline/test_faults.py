@@ -582,3 +582,5 @@ def test_ctrl_c_while_the_kernel_compiles_is_one_line(bars, tmp_path):
         f"stopped before the run began; nothing was written to {out}")
     assert group_gone(proc.pid)
     assert not lock_of(out).exists() and not out.exists()
+    # held, not cut short: the compile ran to its end and its kernel is in the cache
+    assert list((tmp_path / "fresh-numba-cache").rglob("*.kernel-*.nbi"))
