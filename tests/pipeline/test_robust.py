@@ -96,12 +96,16 @@ def sharpe_of(returns):
     return returns.mean() / std if std > 0 else 0.0
 
 
-def cscv_reference(returns, n_seg, splits=None):
+def cscv_reference(returns, n_seg, splits=None, seg_n=None):
     """Literal CSCV (Bailey et al. 2015, section 2.2) over ``returns`` (combos x bars):
     per split, concatenate the bars, compute every combo's Sharpe ratio in and out of
-    sample, the IS winner (first of ties), its OOS rank 1 + #(worse) over N + 1."""
+    sample, the IS winner (first of ties), its OOS rank 1 + #(worse) over N + 1. The
+    segments are ``n_seg`` equal ones, or ``seg_n[k]`` bars each when given."""
     n_combos = returns.shape[0]
-    segments = np.split(np.arange(returns.shape[1]), n_seg)
+    bars = np.arange(returns.shape[1])
+    segments = (np.split(bars, n_seg) if seg_n is None
+                else np.split(bars, np.cumsum(seg_n)[:-1]))
+    assert len(segments) == n_seg and sum(map(len, segments)) == returns.shape[1]
     if splits is None:
         splits = list(itertools.combinations(range(n_seg), n_seg // 2))
     winners, sh_is, sh_oos, logits = [], [], [], []
@@ -202,6 +206,61 @@ def test_pbo_refuses_bad_shapes():
         robust.pbo(np.zeros((3, 3)), np.zeros((3, 3)), np.ones(3))
     with pytest.raises(ValueError, match="shape"):
         robust.pbo(np.zeros((3, 4)), np.zeros((3, 2)), np.ones(4))
+
+
+def test_a_runs_pbo_on_unequal_segments_equals_a_literal_cscv_of_its_backtests(tmp_path,
+                                                                                capsys):
+    """A real run over 1001 bars cut into 6 segments (166 or 167 bars): PBO from the
+    store equals a literal CSCV over every combo's explicit bar returns (backtest()'s
+    equity), split at the store's own seg_n boundaries."""
+    from barsweep.datasets import open_bars
+    from barsweep.datasets.timeframes import periods_per_year
+    from barsweep.engine import backtest
+
+    n_bars, n_seg = 1001, 6
+    bar_store, out = tmp_path / "bars", tmp_path / "results.zarr"
+    assert main(["data", "synth", "--symbol", "SYN", "--timeframe", "1h", "--bars",
+                 str(n_bars), "--seed", "5", "--store", str(bar_store)]) == 0
+    execution = {"fill": "next_open", "fees": 0.001, "direction": "both"}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({
+        "data": {"store": str(bar_store), "symbols": ["SYN"], "timeframe": "1h"},
+        "strategy": "ema_cross", "grid": {"fast": [2, 3, 5, 8, 13], "slow": [20, 30, 50, 80]},
+        "constraints": ["fast < slow"], "execution": execution,
+        "analysis": {"pbo_segments": n_seg},
+        "run": {"block_size": 7, "out": str(out)}}))
+    assert main(["run", str(spec), "--workers", "1", "--no-progress"]) == 0
+    capsys.readouterr()
+    ds = xr.open_zarr(out, consolidated=False).load()
+    seg_n = ds["seg_n"].values[0]
+    assert seg_n.tolist() == [166, 167, 167, 167, 167, 167]  # 1001 // 6 is not whole
+    ppy = periods_per_year("1h")
+    bars = open_bars(bar_store, "SYN", "1h")
+    returns, sum_r, sum_r2 = [], [], []
+    for f in ds["fast"].values:
+        for s in ds["slow"].values:
+            equity = backtest(bars, "ema_cross", dict(fast=int(f), slow=int(s)), ppy=ppy,
+                              **execution).equity.to_numpy()
+            returns.append(equity / np.concatenate([[10_000.0], equity[:-1]]) - 1.0)
+            sum_r.append(ds["seg_sum_r"].sel(symbol="SYN", fast=f, slow=s).values)
+            sum_r2.append(ds["seg_sum_r2"].sel(symbol="SYN", fast=f, slow=s).values)
+    returns = np.array(returns)
+    assert returns.shape == (20, n_bars)
+    ref = cscv_reference(returns, n_seg, seg_n=seg_n)
+    got = robust.pbo(np.array(sum_r), np.array(sum_r2), seg_n)
+    assert got.n_splits == 20 and got.n_combos == 20
+    assert 0.0 < ref["pbo"] < 1.0                       # some splits overfit, some not
+    assert got.pbo == ref["pbo"]
+    np.testing.assert_array_equal(got.winner, ref["winner"])
+    np.testing.assert_allclose(got.sharpe_is, ref["sharpe_is"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.sharpe_oos, ref["sharpe_oos"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.logit, ref["logit"], rtol=0, atol=1e-12)
+    # the CLI reads the same store's sums and seg_n
+    assert main(["rank", str(out), "--pbo", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["pbo"] == ref["pbo"] and row["n_splits"] == 20
+    slope = np.polyfit(ref["sharpe_is"], ref["sharpe_oos"], 1)[0]
+    assert got.slope == pytest.approx(slope, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------------------

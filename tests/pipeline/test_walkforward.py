@@ -7,12 +7,14 @@ import math
 import statistics
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import xarray as xr
 import yaml
 from pydantic import ValidationError
 
-from barsweep.datasets import open_bars, write_synth
+from barsweep.datasets import open_bars, write_bars, write_synth
+from barsweep.datasets.synth import synth_bars
 from barsweep.engine import (
     BEST_WHEN_IDLE,
     LOWER_IS_BETTER,
@@ -111,12 +113,16 @@ def grid_combos():
     return [(f, s) if f < s else None for f in FAST for s in SLOW]
 
 
-def write_store(tmp_path, bounds, execution, symbols=("SYN",), seed=11):
+def write_store(tmp_path, bounds, execution, symbols=("SYN",), seed=11, returns=None):
     """A walk-forward results store from ``sweep(..., spans=...)``, laid out as a run
-    writes it: metrics over (symbol, window, sample, fast, slow), bounds over window."""
+    writes it: metrics over (symbol, window, sample, fast, slow), bounds over window.
+    The bars are synthetic, or with ``returns`` (log returns, one per bar) crafted."""
     bar_store = tmp_path / "bars"
     for k, symbol in enumerate(symbols):
-        write_synth(bar_store, symbol, "1h", N_BARS, seed=seed + k)
+        if returns is None:
+            write_synth(bar_store, symbol, "1h", N_BARS, seed=seed + k)
+        else:
+            write_bars(bar_store, symbol, "1h", crafted_bars(returns))
     valid = [c for c in grid_combos() if c is not None]
     spans = [(a, b) for a, b, _, _ in bounds] + [(c, d) for _, _, c, d in bounds]
     n_w = len(bounds)
@@ -151,6 +157,20 @@ def write_store(tmp_path, bounds, execution, symbols=("SYN",), seed=11):
     path = tmp_path / "wf.zarr"
     ds.to_zarr(path, zarr_format=3, consolidated=False)
     return path, bar_store
+
+
+def crafted_bars(returns):
+    """Bars whose closes follow the log ``returns`` from 100, each opening at the last
+    close, high and low 0.1% beyond the body (synth_bars' times and volumes)."""
+    table = synth_bars(len(returns), 0, timeframe="1h")
+    close = 100.0 * np.exp(np.cumsum(returns))
+    open_ = np.concatenate([[100.0], close[:-1]])
+    ohlc = dict(open=open_, high=np.maximum(open_, close) * 1.001,
+                low=np.minimum(open_, close) * 0.999, close=close)
+    for name, values in ohlc.items():
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pa.array(values, pa.float64()))
+    return table
 
 
 def ref_walkforward(bars, bounds, execution, by, where=None):
@@ -272,6 +292,87 @@ def test_walkforward_equals_a_literal_loop_of_backtests(tmp_path, windows, execu
     assert doc["windows"][0]["train_start"].startswith("2020-01-01T00:00:00")
     text = format_walkforward(wf)
     assert "stitched out of sample" in text and "efficiency" in text
+
+
+def bad_candidate_returns():
+    """Log returns of 900 bars: noise; a steady fall from bar 150, a short rally at
+    272..277 that turns only the faster combos long, then a 7.4x spike at bar 280 that
+    ruins every combo short there; from bar 300 a smooth fall (a long-only combo with
+    slow 40 never enters) with a small rally at 450..457 that the others trade."""
+    rng = np.random.default_rng(3)
+    r = rng.normal(0.0, 0.01, N_BARS)
+    r[150:300] = -0.004 + rng.normal(0.0, 0.001, 150)
+    r[272:278] = 0.008
+    r[280] = 2.0
+    r[300:600] = -0.003 + rng.normal(0.0, 0.0003, 300)
+    r[450:458] = 0.006
+    return r
+
+
+def naive_choice(ds, w, by):
+    """The best train combo of window ``w`` by ``by`` alone (NaN skipped), its flat
+    index: what a choice blind to ruin, idleness and infinities would take."""
+    values = ds[by].isel(symbol=0, window=w).sel(sample="train").values.ravel()
+    return int(np.nanargmin(values) if by in LOWER_IS_BETTER else np.nanargmax(values))
+
+
+@pytest.mark.parametrize(("execution", "by", "bad", "windows"), [
+    (dict(fill="close", direction="both"), "volatility", "ruined", [0, 1]),
+    (dict(fill="close", direction="long"), "volatility", "idle", [3]),
+    (dict(fill="close", direction="long"), "max_drawdown", "idle", [3]),
+])
+def test_walkforward_never_chooses_a_ruined_or_idle_train_combo(tmp_path, execution, by,
+                                                                bad, windows):
+    """Crafted bars where a window's best train combo by ``by`` alone is ruined (a short
+    through the spike: volatility about 5, the survivors' 34) or never traded
+    (volatility and drawdown 0): walkforward() chooses as the literal loop does, a combo
+    that traded and survived."""
+    bounds = window_bounds(N_BARS, 300, 100, 100)
+    path, bar_store = write_store(tmp_path, bounds, execution,
+                                  returns=bad_candidate_returns())
+    ds = xr.open_zarr(path, consolidated=False)
+    for w in windows:   # the situation is there: the naive best is bad, and not alone
+        naive = naive_choice(ds, w, by)
+        train = ds.isel(symbol=0, window=w).sel(sample="train")
+        ruined = train["ruined"].values.ravel()
+        idle = train["n_trades"].values.ravel() == 0
+        flag = ruined == 1.0 if bad == "ruined" else idle
+        assert flag[naive], (w, naive)
+        assert (~flag & ~np.isnan(ruined)).any(), w
+    picks, ref_stitched, ref_curve = ref_walkforward(open_bars(bar_store, "SYN", "1h"),
+                                                     bounds, execution, by)
+    wf = walkforward(path, by=by)
+    assert wf.windows["combo"].tolist() == [p["flat"] for p in picks]
+    for w in windows:
+        row = wf.windows.loc[w]
+        assert row["combo"] != naive_choice(ds, w, by)
+        assert row["train_ruined"] == 0.0 and row["train_n_trades"] > 0
+    assert_close(wf.stitched, ref_stitched, "stitched")
+    np.testing.assert_allclose(wf.equity.to_numpy(), ref_curve, rtol=1e-12)
+
+
+def test_walkforward_puts_an_infinite_train_metric_after_the_finite(tmp_path):
+    """No engine metric is ever infinite (docs/EXECUTION.md, "Ruin"), so the value is
+    set by hand in a real sweep's store: window 0's naive best by sortino becomes +inf
+    on another combo; walkforward() keeps the best finite one, and a window whose only
+    candidates are infinite still chooses (the lower flat index)."""
+    execution = dict(fill="close", direction="both")
+    bounds = window_bounds(N_BARS, 300, 100, 100)
+    path, _ = write_store(tmp_path, bounds, execution)
+    ds = xr.open_zarr(path, consolidated=False).load()
+    before = walkforward(ds, by="sortino")
+    best = int(before.windows.loc[0, "combo"])
+    assert best == naive_choice(ds, 0, "sortino")
+    other = next(i for i in (10, 9, 7) if i != best)     # valid combos (fast < slow)
+    values = ds["sortino"].values                       # (symbol, window, sample, f, s)
+    values[0, 0, 0].reshape(-1)[other] = np.inf
+    assert naive_choice(ds, 0, "sortino") == other
+    after = walkforward(ds, by="sortino")
+    assert after.windows["combo"].tolist() == before.windows["combo"].tolist()
+    train = values[0, 1, 0].reshape(-1)
+    finite = np.flatnonzero(np.isfinite(train))
+    train[finite] = np.inf                              # window 1: all infinite
+    assert int(walkforward(ds, by="sortino").windows.loc[1, "combo"]) == finite[0]
 
 
 def test_one_window_stitched_is_its_test_run(tmp_path):
