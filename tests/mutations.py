@@ -79,6 +79,28 @@ MUTATIONS = (
         '        feather.write_feather(table, path, compression="uncompressed", '
         'chunksize=len(table))',
         ("tests/datasets/test_real_faults.py",)),
+    Mutation(
+        "PBO computed as if every segment had the same number of bars",
+        "pipeline/robust.py",
+        "    counts = np.asarray(seg_n, dtype=np.float64)\n",
+        "    counts = np.asarray(seg_n, dtype=np.float64)\n    counts = np.full_like(counts, "
+        "counts.mean())\n",
+        ("tests/pipeline/test_robust.py::"
+         "test_a_runs_pbo_on_unequal_segments_equals_a_literal_cscv_of_its_backtests",)),
+    Mutation(
+        "walk-forward's choice ignores ruin",
+        "pipeline/walkforward.py",
+        'ruined=column("ruined") == 1.0',
+        'ruined=column("ruined") > 9.0',
+        ("tests/pipeline/test_walkforward.py::"
+         "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
+    Mutation(
+        "walk-forward's choice ignores idleness (no trades)",
+        "pipeline/walkforward.py",
+        "idle_wins=ascending or by in BEST_WHEN_IDLE,",
+        "idle_wins=False,",
+        ("tests/pipeline/test_walkforward.py::"
+         "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
 )
 
 
