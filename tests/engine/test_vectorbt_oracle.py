@@ -1,4 +1,9 @@
-"""vectorbt ``Portfolio.from_signals`` fed our signals is an independent simulator.
+"""vectorbt ``Portfolio.from_signals`` is an independent simulator of ``ema_cross``.
+
+Its signals share no code with barsweep: the EMAs are ``talib.EMA`` and the crosses are
+numpy over the rule of the design (``a`` crosses above ``b`` at ``t`` when
+``a[t-1] < b[t-1] and a[t] > b[t]``, all four defined). So a fault in barsweep's
+``ema`` or ``cross_above``/``cross_below`` moves barsweep's results but not vectorbt's.
 
 Same semantics where both define them (fill at the signal bar's close, all cash
 in, fees on entry and exit, an open position valued at the last close without an
@@ -12,24 +17,44 @@ import pandas as pd
 import pytest
 from bars import random_bars
 
-from barsweep.engine import METRICS, Execution, ema, get_strategy, sweep
-from barsweep.engine.simulate import cross_above, cross_below
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
 
 vbt = pytest.importorskip("vectorbt")
+talib = pytest.importorskip("talib")
 
 N_BARS = 3000
 FEES = 0.001
 
 
-def our_signals(close, fast, slow):
-    """Entries/exits from our TA-Lib-convention EMAs, via our own cross functions."""
-    f, s = ema(close, fast), ema(close, slow)
-    entries = np.zeros(len(close), dtype=bool)
-    exits = np.zeros(len(close), dtype=bool)
-    for t in range(1, len(close)):
-        entries[t] = cross_above(f[t - 1], s[t - 1], f[t], s[t])
-        exits[t] = cross_below(f[t - 1], s[t - 1], f[t], s[t])
-    return entries, exits
+def crosses(a, b):
+    """``(above, below)``: bool arrays, True at ``t`` where ``a`` crosses ``b`` upwards
+    (``a[t-1] < b[t-1] and a[t] > b[t]``) or downwards; False at bar 0 and wherever a
+    value is NaN (every comparison with NaN is False)."""
+    above = np.zeros(len(a), dtype=bool)
+    below = np.zeros(len(a), dtype=bool)
+    above[1:] = (a[:-1] < b[:-1]) & (a[1:] > b[1:])
+    below[1:] = (a[:-1] > b[:-1]) & (a[1:] < b[1:])
+    return above, below
+
+
+def oracle_signals(close, fast, slow):
+    """Entries/exits of an EMA(fast)/EMA(slow) cross from TA-Lib's EMAs and numpy."""
+    close = np.asarray(close, dtype=np.float64)
+    return crosses(talib.EMA(close, timeperiod=int(fast)), talib.EMA(close, timeperiod=int(slow)))
+
+
+def test_oracle_crosses_follow_the_rule():
+    """The oracle's own cross rule on a hand-made case: a tie is not a cross, NaN never
+    crosses, a first defined bar already above is not a cross."""
+    a = np.array([np.nan, 2.0, 1.0, 1.0, 3.0, 2.0, 0.0, 1.0])
+    b = np.array([np.nan, 1.0, 1.0, 2.0, 2.0, 2.0, 1.0, 0.5])
+    above, below = crosses(a, b)
+    # t: 1 first defined (already above), 2 tie, 3 down from a tie, 4 up, 5 tie, 6 down
+    # from a tie, 7 up
+    assert above.tolist() == [False, False, False, False, True, False, False, True]
+    assert below.tolist() == [False, False, False, False, False, False, False, False]
+    above, below = crosses(b, a)
+    assert below.tolist() == [False, False, False, False, True, False, False, True]
 
 
 def test_ema_cross_matches_vectorbt_from_signals():
@@ -40,7 +65,7 @@ def test_ema_cross_matches_vectorbt_from_signals():
     slow = fast + rng.integers(1, 150, 120)
     ours = sweep(get_strategy("ema_cross"), bars, dict(fast=fast, slow=slow),
                  Execution(fill="close", fees=FEES), ppy=365 * 24)
-    signals = [our_signals(close, f, s) for f, s in zip(fast, slow)]
+    signals = [oracle_signals(close, f, s) for f, s in zip(fast, slow)]
     index = pd.date_range("2020-01-01", periods=N_BARS, freq="1h")
     entries = pd.DataFrame(np.column_stack([e for e, _ in signals]), index=index)
     exits = pd.DataFrame(np.column_stack([x for _, x in signals]), index=index)
@@ -72,10 +97,8 @@ def test_ema_cross_matches_vectorbt_from_signals():
 
 def test_trade_returns_match_vectorbt():
     bars = random_bars(N_BARS, seed=7)
-    from barsweep.engine import backtest
-
     res = backtest(bars, "ema_cross", dict(fast=8, slow=40), ppy=8760, fill="close", fees=FEES)
-    entries, exits = our_signals(bars["close"], 8, 40)
+    entries, exits = oracle_signals(bars["close"], 8, 40)
     pf = vbt.Portfolio.from_signals(pd.Series(bars["close"]), entries, exits, fees=FEES,
                                     init_cash=10_000.0, freq="1h")
     records = pf.trades.records_readable
