@@ -57,20 +57,64 @@ def test_oracle_crosses_follow_the_rule():
     assert below.tolist() == [False, False, False, False, True, False, False, True]
 
 
+def flat_start_bars(n_flat, n_bars, seed, step):
+    """Random bars whose first ``n_flat`` bars all trade at exactly 100 (stale prices), then
+    a move of ``step`` (a fraction of the price): every EMA is exactly 100 over the flat
+    stretch, so fast and slow are tied on the bar before the move."""
+    bars = random_bars(n_bars, seed=seed)
+    for key in ("open", "high", "low", "close"):
+        bars[key][:n_flat] = 100.0
+    scale = 100.0 * (1.0 + step) / bars["close"][n_flat]
+    for key in ("open", "high", "low", "close"):
+        bars[key][n_flat:] *= scale
+    bars["high"][n_flat:] = np.maximum(bars["high"][n_flat:], 100.0)
+    bars["low"][n_flat:] = np.minimum(bars["low"][n_flat:], 100.0)
+    return bars
+
+
 def test_ema_cross_matches_vectorbt_from_signals():
-    bars = random_bars(N_BARS, seed=42)
-    close = bars["close"]
     rng = np.random.default_rng(0)
     fast = rng.integers(2, 60, 120)
     slow = fast + rng.integers(1, 150, 120)
+    ours, pf = sweep_and_vectorbt(random_bars(N_BARS, seed=42), fast, slow)
+    assert_same_metrics(ours, pf, len(fast))
+    assert (ours[:, METRICS.index("n_trades")] > 0).all()
+
+
+@pytest.mark.parametrize("step", [0.01, -0.01])
+def test_tied_emas_on_stale_prices_match_vectorbt(step):
+    """Over a flat stretch the EMAs are equal; the first move off it is not a cross (the
+    previous bar is a tie), so neither side trades on it."""
+    fast = np.array([3, 5, 10, 12])
+    slow = np.array([8, 20, 30, 50])
+    bars = flat_start_bars(200, N_BARS, seed=3, step=step)
+    for f, s in zip(fast, slow):  # the case is what it claims: a tie, then a move
+        tied = talib.EMA(bars["close"], timeperiod=int(f))[199], talib.EMA(
+            bars["close"], timeperiod=int(s))[199]
+        assert tied == (100.0, 100.0) and bars["close"][200] == 100.0 * (1.0 + step)
+    ours, pf = sweep_and_vectorbt(bars, fast, slow)
+    assert_same_metrics(ours, pf, len(fast))
+    first = pf.trades.records_readable.groupby("Column")["Entry Timestamp"].min()
+    assert (pf.wrapper.index.get_indexer(first) > 200).all()
+
+
+def sweep_and_vectorbt(bars, fast, slow):
+    """barsweep's sweep metrics and vectorbt's portfolio of the same EMA-cross combos."""
+    n_bars = len(bars["close"])
+    close = bars["close"]
     ours = sweep(get_strategy("ema_cross"), bars, dict(fast=fast, slow=slow),
                  Execution(fill="close", fees=FEES), ppy=365 * 24)
     signals = [oracle_signals(close, f, s) for f, s in zip(fast, slow)]
-    index = pd.date_range("2020-01-01", periods=N_BARS, freq="1h")
+    index = pd.date_range("2020-01-01", periods=n_bars, freq="1h")
     entries = pd.DataFrame(np.column_stack([e for e, _ in signals]), index=index)
     exits = pd.DataFrame(np.column_stack([x for _, x in signals]), index=index)
     pf = vbt.Portfolio.from_signals(pd.Series(close, index=index), entries, exits,
                                     fees=FEES, init_cash=10_000.0, freq="1h")
+    return ours, pf
+
+
+def assert_same_metrics(ours, pf, n_combos):
+    """Every metric vectorbt defines, combo by combo."""
     col = {name: i for i, name in enumerate(METRICS)}
     trade_returns = pf.trades.records_readable.groupby("Column")["Return"].mean()
     theirs = {
@@ -83,7 +127,7 @@ def test_ema_cross_matches_vectorbt_from_signals():
         "calmar": pf.calmar_ratio(),
         "win_rate": pf.trades.win_rate(),
         "profit_factor": pf.trades.profit_factor(),
-        "avg_trade_return": trade_returns.reindex(range(len(fast))),
+        "avg_trade_return": trade_returns.reindex(range(n_combos)),
         "exposure": pf.position_mask().mean(),
         "alpha": pf.alpha(),
         "beta": pf.beta(),
@@ -92,7 +136,6 @@ def test_ema_cross_matches_vectorbt_from_signals():
         np.testing.assert_allclose(ours[:, col[name]], np.asarray(values, dtype=float),
                                    rtol=1e-9, atol=1e-12, err_msg=name)
     np.testing.assert_array_equal(ours[:, col["n_trades"]], pf.trades.count().to_numpy())
-    assert (ours[:, col["n_trades"]] > 0).all()
 
 
 def test_trade_returns_match_vectorbt():
