@@ -81,10 +81,11 @@ def test_ema_cross_matches_vectorbt_from_signals():
     assert (ours[:, METRICS.index("n_trades")] > 0).all()
 
 
-@pytest.mark.parametrize("step", [0.01, -0.01])
-def test_tied_emas_on_stale_prices_match_vectorbt(step):
+@pytest.mark.parametrize("direction, step", [("long", 0.01), ("long", -0.01),
+                                             ("short", -0.01), ("short", 0.01)])
+def test_tied_emas_on_stale_prices_match_vectorbt(direction, step):
     """Over a flat stretch the EMAs are equal; the first move off it is not a cross (the
-    previous bar is a tie), so neither side trades on it."""
+    previous bar is a tie), so no side opens on it."""
     fast = np.array([3, 5, 10, 12])
     slow = np.array([8, 20, 30, 50])
     bars = flat_start_bars(200, N_BARS, seed=3, step=step)
@@ -92,24 +93,28 @@ def test_tied_emas_on_stale_prices_match_vectorbt(step):
         tied = talib.EMA(bars["close"], timeperiod=int(f))[199], talib.EMA(
             bars["close"], timeperiod=int(s))[199]
         assert tied == (100.0, 100.0) and bars["close"][200] == 100.0 * (1.0 + step)
-    ours, pf = sweep_and_vectorbt(bars, fast, slow)
+    ours, pf = sweep_and_vectorbt(bars, fast, slow, direction)
     assert_same_metrics(ours, pf, len(fast))
     first = pf.trades.records_readable.groupby("Column")["Entry Timestamp"].min()
     assert (pf.wrapper.index.get_indexer(first) > 200).all()
 
 
-def sweep_and_vectorbt(bars, fast, slow):
-    """barsweep's sweep metrics and vectorbt's portfolio of the same EMA-cross combos."""
+def sweep_and_vectorbt(bars, fast, slow, direction="long"):
+    """barsweep's sweep metrics and vectorbt's portfolio of the same EMA-cross combos,
+    long only (long on a cross above, flat on a cross below) or short only (short on a
+    cross below, flat on a cross above)."""
     n_bars = len(bars["close"])
     close = bars["close"]
     ours = sweep(get_strategy("ema_cross"), bars, dict(fast=fast, slow=slow),
-                 Execution(fill="close", fees=FEES), ppy=365 * 24)
+                 Execution(fill="close", fees=FEES, direction=direction), ppy=365 * 24)
     signals = [oracle_signals(close, f, s) for f, s in zip(fast, slow)]
     index = pd.date_range("2020-01-01", periods=n_bars, freq="1h")
-    entries = pd.DataFrame(np.column_stack([e for e, _ in signals]), index=index)
-    exits = pd.DataFrame(np.column_stack([x for _, x in signals]), index=index)
+    above = pd.DataFrame(np.column_stack([a for a, _ in signals]), index=index)
+    below = pd.DataFrame(np.column_stack([b for _, b in signals]), index=index)
+    entries, exits = (above, below) if direction == "long" else (below, above)
     pf = vbt.Portfolio.from_signals(pd.Series(close, index=index), entries, exits,
-                                    fees=FEES, init_cash=10_000.0, freq="1h")
+                                    direction=f"{direction}only", fees=FEES,
+                                    init_cash=10_000.0, freq="1h")
     return ours, pf
 
 
