@@ -1,10 +1,16 @@
-"""The golden cases: real daily bars (AAPL, MSFT from bokeh_sampledata), fixed strategies
+"""Regression pins: real daily bars (AAPL, MSFT from bokeh_sampledata), fixed strategies
 and executions, and how their metrics are written, read and compared.
+
+The pinned metrics were written by barsweep's own ``backtest()`` (``make_pins.py``), so
+they are not an independent oracle: they show that results did not move, not that they
+are right. Correctness is held by the oracles that share no code with the engine
+(vectorbt fed TA-Lib signals, the literal reference simulator, TA-Lib indicators).
 
 The prices are the file's raw Open/High/Low/Close, not adjusted for splits (AAPL's
 2000 and 2005 and MSFT's 2003 splits show as overnight drops): the cases pin the
-engine's results, not an investment record. Shared by ``make_golden.py`` (writes
-``golden_metrics.json``) and ``test_golden.py``.
+engine's results, not an investment record. Shared by ``make_pins.py`` (writes
+``pinned_metrics.json``) and ``test_regression_pins.py``; the package keeps its name
+``golden`` because other tests load the real bars through ``golden.cases``.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import pandas as pd
 
 from barsweep.engine import METRICS, backtest
 
-GOLDEN_PATH = Path(__file__).with_name("golden_metrics.json")
+PINS_PATH = Path(__file__).with_name("pinned_metrics.json")
 SYMBOLS = ("AAPL", "MSFT")
 YEAR_DAYS = 252.0
 RTOL = 1e-9
@@ -71,7 +77,7 @@ def load_bars(symbol: str) -> dict[str, np.ndarray]:
 
 
 def case_key(case: dict) -> str:
-    """A stable identity of a case, for matching golden entries to cases."""
+    """A stable identity of a case, for matching pinned entries to cases."""
     return json.dumps([case["symbol"], case["strategy"], case["params"], case["execution"]],
                       sort_keys=True)
 
@@ -106,14 +112,14 @@ def record(case: dict, metrics: dict[str, float]) -> dict:
     return dict(case, metrics={m: encode(metrics[m]) for m in METRICS})
 
 
-def read_golden(path: Path = GOLDEN_PATH) -> dict[str, dict]:
-    """The golden file as ``{case_key: entry}`` with decoded float metrics."""
+def read_pins(path: Path = PINS_PATH) -> dict[str, dict]:
+    """The pins file as ``{case_key: entry}`` with decoded float metrics."""
     entries = json.loads(path.read_text(encoding="utf-8"))
     return {case_key(e): dict(e, metrics={m: decode(v) for m, v in e["metrics"].items()})
             for e in entries}
 
 
-def write_golden(entries: list[dict], path: Path = GOLDEN_PATH) -> None:
+def write_pins(entries: list[dict], path: Path = PINS_PATH) -> None:
     path.write_text(json.dumps(entries, indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
 

@@ -1,4 +1,8 @@
-"""Golden metrics on real daily bars: every metric of every case in golden_metrics.json."""
+"""Regression pins on real daily bars: every metric of every case in pinned_metrics.json.
+
+The pinned values were written by barsweep's own ``backtest()`` (make_pins.py): these
+tests catch a change of results, not a wrong result (the vectorbt and TA-Lib oracles do).
+"""
 
 import numpy as np
 import pytest
@@ -6,13 +10,13 @@ import pytest
 from barsweep.engine import METRICS
 from golden.cases import (
     CASES,
-    GOLDEN_PATH,
+    PINS_PATH,
     RTOL,
     case_id,
     case_key,
     changed_metrics,
     load_bars,
-    read_golden,
+    read_pins,
     run_case,
 )
 
@@ -20,22 +24,22 @@ pytest.importorskip("bokeh_sampledata")
 
 REGENERATE = (
     "if the change is intended, regenerate with "
-    "`python tests/golden/make_golden.py`, review the diff it prints, and commit the "
-    "new tests/golden/golden_metrics.json only after that review"
+    "`python tests/golden/make_pins.py`, review the diff it prints, and commit the "
+    "new tests/golden/pinned_metrics.json only after that review"
 )
 
 
 @pytest.fixture(scope="module")
-def golden():
-    return read_golden(GOLDEN_PATH)
+def pins():
+    return read_pins(PINS_PATH)
 
 
-def test_golden_file_holds_every_case(golden):
+def test_pins_file_holds_every_case(pins):
     keys = {case_key(c) for c in CASES}
-    missing = sorted(case_id(c) for c in CASES if case_key(c) not in golden)
-    stale = sorted(case_id(e) for k, e in golden.items() if k not in keys)
+    missing = sorted(case_id(c) for c in CASES if case_key(c) not in pins)
+    stale = sorted(case_id(e) for k, e in pins.items() if k not in keys)
     assert not missing and not stale, (
-        f"golden_metrics.json lacks cases {missing} and has stale cases {stale}; {REGENERATE}"
+        f"pinned_metrics.json lacks cases {missing} and has stale cases {stale}; {REGENERATE}"
     )
 
 
@@ -48,10 +52,10 @@ def test_bars_are_daily(symbol):
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_golden_metrics(case, golden):
-    entry = golden.get(case_key(case))
+def test_metrics_match_regression_pins(case, pins):
+    entry = pins.get(case_key(case))
     if entry is None:
-        pytest.fail(f"{case_id(case)} is not in golden_metrics.json; {REGENERATE}")
+        pytest.fail(f"{case_id(case)} is not in pinned_metrics.json; {REGENERATE}")
     metrics = run_case(case)
     assert set(entry["metrics"]) == set(METRICS), f"the metric names changed; {REGENERATE}"
     changes = changed_metrics(entry["metrics"], metrics)

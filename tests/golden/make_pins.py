@@ -1,8 +1,9 @@
-"""Regenerate tests/golden/golden_metrics.json and print what changed.
+"""Regenerate tests/golden/pinned_metrics.json and print what changed.
 
-Run from the repository root: ``python tests/golden/make_golden.py``. Review the diff
+Run from the repository root: ``python tests/golden/make_pins.py``. Review the diff
 it prints (cases added/removed, metrics that moved by more than 1e-9 relative) before
-committing the new file: a change means the engine's results changed.
+committing the new file: a change means the engine's results changed. The pins are the
+engine's own output (a regression record), never evidence that the results are right.
 """
 
 from __future__ import annotations
@@ -14,26 +15,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as under
 
 from golden.cases import (  # noqa: E402
     CASES,
-    GOLDEN_PATH,
+    PINS_PATH,
     case_id,
     case_key,
     changed_metrics,
     decode,
-    read_golden,
+    read_pins,
     record,
     run_case,
-    write_golden,
+    write_pins,
 )
 
 
 def main() -> int:
     entries = [record(case, run_case(case)) for case in CASES]
-    if GOLDEN_PATH.exists():
-        print(diff_summary(read_golden(GOLDEN_PATH), entries))
+    if PINS_PATH.exists():
+        print(diff_summary(read_pins(PINS_PATH), entries))
     else:
-        print(f"no previous {GOLDEN_PATH.name}; writing {len(entries)} cases")
-    write_golden(entries)
-    print(f"wrote {len(entries)} cases to {GOLDEN_PATH}")
+        print(f"no previous {PINS_PATH.name}; writing {len(entries)} cases")
+    write_pins(entries)
+    print(f"wrote {len(entries)} cases to {PINS_PATH}")
     return 0
 
 
@@ -49,7 +50,7 @@ def diff_summary(old: dict[str, dict], entries: list[dict]) -> str:
         for line in changed_metrics(old[key]["metrics"], metrics):
             lines.append(f"changed: {case_id(new[key])} {line}")
     if not lines:
-        return f"no changes against the previous {GOLDEN_PATH.name} ({len(old)} cases)"
+        return f"no changes against the previous {PINS_PATH.name} ({len(old)} cases)"
     return "\n".join(sorted(lines))
 
 
