@@ -101,6 +101,18 @@ MUTATIONS = (
         "idle_wins=False,",
         ("tests/pipeline/test_walkforward.py::"
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
+    Mutation(
+        "a cross above counts a tie on the previous bar",
+        "engine/simulate.py",
+        "    return a_prev < b_prev and a > b\n",
+        "    return a_prev <= b_prev and a > b\n",
+        ("tests/engine/test_vectorbt_oracle.py",)),
+    Mutation(
+        "EMA seeded with its first value, not the mean of the first n",
+        "engine/indicators_ma.py",
+        "    value = total / period\n    fill_nan(out, first)\n    out[first] = value\n",
+        "    value = x[first - period + 1]\n    fill_nan(out, first)\n    out[first] = value\n",
+        ("tests/engine/test_vectorbt_oracle.py",)),
 )
 
 
