@@ -321,6 +321,50 @@ def test_backend_cuda_without_a_gpu_is_refused_and_auto_runs_on_the_cpu(
         assert attrs["backend_reason"] == f"auto: CPU, since {workers[0]}: {problem}"
 
 
+def literal_cscv_pbo(ds: xr.Dataset) -> dict:
+    """PBO of the store's one symbol by a literal CSCV (Bailey et al. 2015, 2.2) over
+    its per-segment sums, in plain numpy: each of the C(S, S/2) in-sample halves and its
+    complement; a combo's Sharpe over a set of segments is mean / std (ddof 1) of its bar
+    returns there, from the sums (0 with no variance); the in-sample best (lowest row on
+    a tie) ranks 1 + (combos strictly below it) out of sample, omega = rank / (N + 1),
+    and the split counts when the logit ln(omega / (1 - omega)) is <= 0 (the rank at most
+    the OOS median). Also the logits' quartiles and the least-squares line of the
+    winners' OOS Sharpe on their IS Sharpe."""
+    import itertools
+
+    n_seg = ds.sizes["segment"]
+    flat = {name: np.moveaxis(ds[name].values[0], 0, -1).reshape(-1, n_seg)
+            for name in ("seg_sum_r", "seg_sum_r2")}
+    trial = np.isfinite(ds["sharpe"].values[0]).ravel()  # the combos of the grid
+    sum_r, sum_r2 = flat["seg_sum_r"][trial], flat["seg_sum_r2"][trial]
+    seg_n = ds["seg_n"].values[0].astype(np.float64)
+
+    def sharpe(segments):
+        s = sum_r[:, segments].sum(axis=1)
+        s2 = sum_r2[:, segments].sum(axis=1)
+        n = seg_n[segments].sum()
+        mean = s / n
+        var = (s2 - n * mean**2) / (n - 1)
+        return np.where(var > 0, mean / np.sqrt(np.where(var > 0, var, 1.0)), 0.0)
+
+    n_combos = len(sum_r)
+    logits, winner_is, winner_oos = [], [], []
+    for is_half in itertools.combinations(range(n_seg), n_seg // 2):
+        oos_half = [k for k in range(n_seg) if k not in is_half]
+        in_sample = sharpe(list(is_half))
+        best = int(np.argmax(in_sample))
+        oos = sharpe(oos_half)
+        rank = 1 + int((oos < oos[best]).sum())
+        omega = rank / (n_combos + 1)
+        logits.append(np.log(omega / (1 - omega)))
+        winner_is.append(in_sample[best])
+        winner_oos.append(oos[best])
+    slope, intercept = np.polyfit(winner_is, winner_oos, 1)
+    return {"pbo": float(np.mean(np.array(logits) <= 0)), "n_combos": n_combos,
+            "logit_quartiles": np.percentile(logits, [25, 50, 75]).tolist(),
+            "degradation": [slope, intercept]}
+
+
 def test_a_run_keeps_pbo_segments_and_dsr_inputs(synth_store, tmp_path, capsys):
     """The store carries what the analyses need: the segment sums (equal to each combo's
     bar returns summed per segment), n_bars, periods_per_year; rank --pbo and --by dsr
@@ -353,7 +397,13 @@ def test_a_run_keeps_pbo_segments_and_dsr_inputs(synth_store, tmp_path, capsys):
     assert np.isnan(excluded).all()  # fast >= slow: excluded, as its metrics are
     assert main(["rank", str(out), "--pbo", "--json"]) == 0
     pbo = json.loads(capsys.readouterr().out)
-    assert pbo and 0.0 <= pbo[0]["pbo"] <= 1.0 and pbo[0]["n_splits"] == 20
+    expected = literal_cscv_pbo(ds)
+    assert len(pbo) == 1 and pbo[0]["n_splits"] == 20 and not pbo[0]["sampled"]
+    assert pbo[0]["pbo"] == expected["pbo"] == 0.3  # 6 of the 20 splits
+    assert pbo[0]["n_combos"] == expected["n_combos"] == 785
+    assert pbo[0]["logit_quartiles"] == expected["logit_quartiles"]
+    assert [pbo[0]["degradation_slope"], pbo[0]["degradation_intercept"]] == pytest.approx(
+        expected["degradation"], rel=1e-9)
     assert main(["rank", str(out), "--by", "dsr", "--top", "3", "--json"]) == 0
     top = json.loads(capsys.readouterr().out)
     assert len(top) == 3 and all(0.0 <= t["dsr"] <= 1.0 for t in top)
