@@ -114,9 +114,40 @@ def test_a_user_cache_dir_holds_everything(tmp_path):
     assert locator == "EngineUserProvidedLocator"
 
 
-def test_the_source_hash_covers_every_engine_file_cheaply():
+def test_the_source_hash_covers_every_engine_file_cheaply(tmp_path, monkeypatch):
     digest = cache.engine_source_hash()
+    before = cache.engine_source_hash.cache_info()
     assert len(digest) == 64 and digest == cache.engine_source_hash()
+    after = cache.engine_source_hash.cache_info()  # computed once per process
+    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+    engine_dir = Path(barsweep.engine.__file__).parent
+    sources = sorted(p.relative_to(engine_dir) for p in engine_dir.rglob("*.py")
+                     if "__pycache__" not in p.parts)
+    assert Path("strategies", "kernels.py") in sources  # a subfolder's files count too
+    copy = tmp_path / "engine"
+    for rel in sources:
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(engine_dir / rel, copy / rel)
+    monkeypatch.setattr(cache, "ENGINE_DIR", str(copy))
+    uncached = cache.engine_source_hash.__wrapped__
+    assert uncached() == digest  # the same files, the same hash
+    for rel in sources:  # one byte changed, or one more, in any engine file counts
+        original = (copy / rel).read_bytes()
+        (copy / rel).write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        assert uncached() != digest, rel
+        (copy / rel).write_bytes(original + b"#")
+        assert uncached() != digest, rel
+        (copy / rel).write_bytes(original)
+    (copy / "strategies" / "new_strategy.py").write_text("x = 1\n")
+    assert uncached() != digest  # a new file counts
+    (copy / "strategies" / "new_strategy.py").unlink()
+    (copy / "strategies" / "kernels.py").rename(copy / "kernels.py")
+    assert uncached() != digest  # so does a file moved to another folder
+    (copy / "kernels.py").rename(copy / "strategies" / "kernels.py")
+    (copy / "__pycache__").mkdir()
+    (copy / "__pycache__" / "stale.py").write_text("x = 1\n")
+    (copy / "notes.txt").write_text("not source\n")
+    assert uncached() == digest  # caches and other files do not
     assert caching.CacheImpl._locator_classes[:3] == list(cache.LOCATORS)
     cache.install()  # idempotent
     assert caching.CacheImpl._locator_classes.count(cache.EngineInTreeLocator) == 1

@@ -14,9 +14,16 @@ def test_data_synth_then_info(tmp_path, capsys):
     store = tmp_path / "bars"
     assert main(["data", "synth", "--symbol", "ETHUSDT", "--timeframe", "4h", "--bars", "500",
                  "--store", str(store)]) == 0
+    arrow = store / "4h" / "ETHUSDT.arrow"
+    assert capsys.readouterr().out == f"wrote 500 4h bars of ETHUSDT (seed 7) to {arrow}\n"
     assert main(["data", "info", "--store", str(store)]) == 0
-    out = capsys.readouterr().out
-    assert "ETHUSDT" in out and "4h" in out and "500" in out
+    # 500 bars 4 h apart from 2020-01-01: the last opens 499 * 4 h = 83 days 4 h later
+    mib = arrow.stat().st_size / 2**20
+    assert capsys.readouterr().out.splitlines() == [
+        f"{'symbol':<12} {'tf':<4} {'bars':>10} {'start':<26} {'end':<26} {'MiB':>8}",
+        f"{'ETHUSDT':<12} {'4h':<4} {500:>10} {'2020-01-01 00:00:00+00:00':<26} "
+        f"{'2020-03-24 04:00:00+00:00':<26} {mib:>8.2f}",
+    ]
 
 
 def test_bad_spec_exits_2_naming_the_key(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -263,26 +264,105 @@ def test_a_module_that_does_not_import_is_named(tmp_path, capsys):
     assert "modules[0]" in err and "no_such_module_here" in err
 
 
+#: What the engine says on a machine with no trace of an NVIDIA driver.
+NO_DRIVER = ("no NVIDIA driver on this machine (none of /proc/driver/nvidia/version, "
+             "/dev/nvidiactl, /dev/dxg)")
+
+
+def cuda_problem_of_this_host() -> str | None:
+    """Why the local cluster's workers (this host, this environment) cannot run CUDA
+    kernels, or None when they can: the no-driver line when the host has no trace of a
+    driver, else the engine's own probe (a driver without a working CUDA stack)."""
+    from barsweep.engine.backend import cuda_problem_here
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
+            os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl",
+                                        "/dev/dxg")):
+        return NO_DRIVER
+    return cuda_problem_here()
+
+
 def test_backend_cuda_without_a_gpu_is_refused_and_auto_runs_on_the_cpu(
         synth_store, tmp_path, cluster_client, capsys):
-    """No GPU here: `cuda` fails before anything is written, naming each worker's problem;
-    `auto` runs on the CPU and records why in the store's attributes."""
+    """Without a GPU, `cuda` fails before anything is written, naming each worker's
+    problem; `auto` runs on the CPU and records why in the store's attributes. With a GPU
+    the two workers of this host share it: `cuda` runs on it, `auto` stays on the CPU."""
     address = cluster_client.scheduler.address
+    workers = sorted(cluster_client.scheduler_info()["workers"])
+    assert len(workers) == 2
+    problem = cuda_problem_of_this_host()
     out = tmp_path / "cuda.zarr"
     spec = write_spec(tmp_path / "cuda.yaml", synth_store, out, block_size=500,
                       run={"block_size": 500, "out": str(out), "backend": "cuda"})
-    assert main(["run", str(spec), "--scheduler", address, "--no-progress"]) == 2
-    err = capsys.readouterr().err
-    assert "run.backend: 'cuda' needs a CUDA GPU on every worker" in err
-    assert err.count("no NVIDIA driver on this machine") == 2  # both workers answered
-    assert not out.exists()
+    if problem is None:  # a usable GPU here
+        assert main(["run", str(spec), "--scheduler", address, "--no-progress"]) == 0
+        capsys.readouterr()
+        attrs = xr.open_zarr(out, consolidated=False).attrs
+        assert attrs["backend"] == "cuda"
+        assert attrs["backend_reason"] == "run.backend is cuda; all 2 workers see a CUDA GPU"
+        out = tmp_path / "auto.zarr"
+    else:
+        assert main(["run", str(spec), "--scheduler", address, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"barsweep: error: run.backend: 'cuda' needs a CUDA GPU on every "
+                       f"worker: {workers[0]}: {problem}; {workers[1]}: {problem}. Use "
+                       f"backend 'cpu' or 'auto', or a cluster of GPU workers (cluster: "
+                       f"cuda, with the [cuda] extra)\n")
+        assert not out.exists()
     assert main(["run", str(spec), "--scheduler", address, "--backend", "auto",
-                 "--no-progress"]) == 0
+                 "--out", str(out), "--no-progress"]) == 0
     assert "blocks on cpu" in capsys.readouterr().out
     attrs = xr.open_zarr(out, consolidated=False).attrs
     assert attrs["backend"] == "cpu" and attrs["backend_requested"] == "auto"
-    assert attrs["backend_reason"].startswith("auto: CPU, since tcp://")
-    assert "no NVIDIA driver" in attrs["backend_reason"]
+    if problem is None:
+        assert attrs["backend_reason"].startswith("auto: CPU, since 2 workers would share "
+                                                  "GPU ")
+    else:
+        assert attrs["backend_reason"] == f"auto: CPU, since {workers[0]}: {problem}"
+
+
+def literal_cscv_pbo(ds: xr.Dataset) -> dict:
+    """PBO of the store's one symbol by a literal CSCV (Bailey et al. 2015, 2.2) over
+    its per-segment sums, in plain numpy: each of the C(S, S/2) in-sample halves and its
+    complement; a combo's Sharpe over a set of segments is mean / std (ddof 1) of its bar
+    returns there, from the sums (0 with no variance); the in-sample best (lowest row on
+    a tie) ranks 1 + (combos strictly below it) out of sample, omega = rank / (N + 1),
+    and the split counts when the logit ln(omega / (1 - omega)) is <= 0 (the rank at most
+    the OOS median). Also the logits' quartiles and the least-squares line of the
+    winners' OOS Sharpe on their IS Sharpe."""
+    import itertools
+
+    n_seg = ds.sizes["segment"]
+    flat = {name: np.moveaxis(ds[name].values[0], 0, -1).reshape(-1, n_seg)
+            for name in ("seg_sum_r", "seg_sum_r2")}
+    trial = np.isfinite(ds["sharpe"].values[0]).ravel()  # the combos of the grid
+    sum_r, sum_r2 = flat["seg_sum_r"][trial], flat["seg_sum_r2"][trial]
+    seg_n = ds["seg_n"].values[0].astype(np.float64)
+
+    def sharpe(segments):
+        s = sum_r[:, segments].sum(axis=1)
+        s2 = sum_r2[:, segments].sum(axis=1)
+        n = seg_n[segments].sum()
+        mean = s / n
+        var = (s2 - n * mean**2) / (n - 1)
+        return np.where(var > 0, mean / np.sqrt(np.where(var > 0, var, 1.0)), 0.0)
+
+    n_combos = len(sum_r)
+    logits, winner_is, winner_oos = [], [], []
+    for is_half in itertools.combinations(range(n_seg), n_seg // 2):
+        oos_half = [k for k in range(n_seg) if k not in is_half]
+        in_sample = sharpe(list(is_half))
+        best = int(np.argmax(in_sample))
+        oos = sharpe(oos_half)
+        rank = 1 + int((oos < oos[best]).sum())
+        omega = rank / (n_combos + 1)
+        logits.append(np.log(omega / (1 - omega)))
+        winner_is.append(in_sample[best])
+        winner_oos.append(oos[best])
+    slope, intercept = np.polyfit(winner_is, winner_oos, 1)
+    return {"pbo": float(np.mean(np.array(logits) <= 0)), "n_combos": n_combos,
+            "logit_quartiles": np.percentile(logits, [25, 50, 75]).tolist(),
+            "degradation": [slope, intercept]}
 
 
 def test_a_run_keeps_pbo_segments_and_dsr_inputs(synth_store, tmp_path, capsys):
@@ -317,7 +397,13 @@ def test_a_run_keeps_pbo_segments_and_dsr_inputs(synth_store, tmp_path, capsys):
     assert np.isnan(excluded).all()  # fast >= slow: excluded, as its metrics are
     assert main(["rank", str(out), "--pbo", "--json"]) == 0
     pbo = json.loads(capsys.readouterr().out)
-    assert pbo and 0.0 <= pbo[0]["pbo"] <= 1.0 and pbo[0]["n_splits"] == 20
+    expected = literal_cscv_pbo(ds)
+    assert len(pbo) == 1 and pbo[0]["n_splits"] == 20 and not pbo[0]["sampled"]
+    assert pbo[0]["pbo"] == expected["pbo"] == 0.3  # 6 of the 20 splits
+    assert pbo[0]["n_combos"] == expected["n_combos"] == 785
+    assert pbo[0]["logit_quartiles"] == expected["logit_quartiles"]
+    assert [pbo[0]["degradation_slope"], pbo[0]["degradation_intercept"]] == pytest.approx(
+        expected["degradation"], rel=1e-9)
     assert main(["rank", str(out), "--by", "dsr", "--top", "3", "--json"]) == 0
     top = json.loads(capsys.readouterr().out)
     assert len(top) == 3 and all(0.0 <= t["dsr"] <= 1.0 for t in top)

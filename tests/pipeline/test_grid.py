@@ -279,16 +279,13 @@ def _peak_mib(fn):
 def test_counting_a_huge_constrained_grid_does_not_enumerate():
     # 10^12 combos whose constraint reads 10^10 of them: this used to count valid combos
     # by enumerating the 10^10 (minutes, GBs); interval bounds settle most of the box
-    import time
-
     n = 100_000
     axes = (("fast", np.arange(1, n + 1)), ("slow", np.arange(1, n + 1)),
             ("stop", np.arange(100) / 1000))
     grid = Grid(axes, (parse_expr("fast < slow"),))
-    t0 = time.perf_counter()
     count, peak = _peak_mib(grid.count_valid)
     assert count == n * (n - 1) // 2 * 100
-    assert time.perf_counter() - t0 < 20 and peak < 200
+    assert peak < 200
     assert grid.has_valid()
     assert not Grid(axes, (parse_expr("fast > slow + 200000"),)).has_valid()
 

@@ -6,6 +6,7 @@ before any cluster starts, with the directory it names left exactly as it was.
 
 import hashlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -17,7 +18,7 @@ import yaml
 import zarr
 
 from barsweep.engine import METRICS
-from barsweep.errors import ResultsError
+from barsweep.errors import ResultsError, RunError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.results import (
     check_out,
@@ -134,10 +135,19 @@ def test_check_out_accepts_new_paths_and_empty_directories(tmp_path):
     assert not (tmp_path / "a").exists()  # nothing is made while checking
     (tmp_path / "empty").mkdir()
     assert check_out(tmp_path / "empty") == str(tmp_path / "empty")
-    with pytest.raises(Exception, match="no results store .* to resume"):
+    with pytest.raises(ResultsError, match=exactly(
+            f"--resume: no results store at {tmp_path / 'new.zarr'} to resume")) as new:
         check_out(tmp_path / "new.zarr", resume=True)
-    with pytest.raises(Exception, match="empty, there is no run to resume"):
+    assert type(new.value) is ResultsError
+    with pytest.raises(ResultsError, match=exactly(
+            f"--resume: {tmp_path / 'empty'} is empty, there is no run to resume")) as empty:
         check_out(tmp_path / "empty", resume=True)
+    assert type(empty.value) is ResultsError
+
+
+def exactly(message: str) -> str:
+    """A ``pytest.raises(match=...)`` pattern that matches ``message`` and nothing more."""
+    return f"^{re.escape(message)}$"
 
 
 def small_store(path: Path, n_blocks_written: int, total: int = 3) -> None:
@@ -156,8 +166,12 @@ def test_an_incomplete_store_is_refused_by_readers_unless_partial(tmp_path, caps
     small_store(path, 1)
     attrs = store_attrs(path)
     assert attrs["complete"] is False and attrs["barsweep_results"] == 1
-    with pytest.raises(Exception, match=r"incomplete: 2 of 3 blocks missing.*--resume"):
+    with pytest.raises(ResultsError, match=exactly(
+            f"{path} is incomplete: 2 of 3 blocks missing; finish it with `barsweep run "
+            f"/some/spec.yaml --out {path} --resume`, or pass --partial to read what is "
+            f"there")) as incomplete:
         open_results(path)
+    assert type(incomplete.value) is ResultsError
     assert main(["rank", str(path)]) == 2
     line = assert_one_line_refusal(capsys, "2 of 3 blocks missing",
                                    f"barsweep run /some/spec.yaml --out {path} --resume",
@@ -181,8 +195,11 @@ def test_a_store_with_no_block_done_says_so(tmp_path, capsys):
 def test_complete_is_set_only_when_every_block_is_done(tmp_path):
     path = tmp_path / "r.zarr"
     small_store(path, 2)
-    with pytest.raises(Exception, match="1 block"):
+    with pytest.raises(RunError, match=exactly(
+            f"{path}: 1 block(s) were not written (first ids: [2]); the run did not "
+            f"complete")) as pending:
         finish_store(str(path), {})
+    assert type(pending.value) is RunError
     assert store_attrs(path)["complete"] is False
     rng = np.random.default_rng(1)
     write_block(str(path), (slice(0, 1), slice(4, 6)), rng.normal(size=(len(METRICS), 1, 2)), 2)
