@@ -113,6 +113,19 @@ MUTATIONS = (
         "    value = total / period\n    fill_nan(out, first)\n    out[first] = value\n",
         "    value = x[first - period + 1]\n    fill_nan(out, first)\n    out[first] = value\n",
         ("tests/engine/test_vectorbt_oracle.py",)),
+    Mutation(
+        "data info prints one bar fewer",
+        "pipeline/cli.py",
+        "{r.n_bars:>10,}",
+        "{r.n_bars - 1:>10,}",
+        ("tests/pipeline/test_cli.py::test_data_synth_then_info",)),
+    Mutation(
+        "the engine's source hash skips its subfolders (strategies/)",
+        "engine/cache.py",
+        '        subfolders[:] = sorted(d for d in subfolders if not d.startswith(("__", ".")))',
+        "        subfolders[:] = []",
+        ("tests/engine/test_kernel_cache.py::"
+         "test_the_source_hash_covers_every_engine_file_cheaply",)),
 )
 
 
