@@ -63,7 +63,7 @@ def assert_same_store(a, b) -> None:
     ``n_bars`` and the walk-forward windows' bounds) must have the same name, shape,
     dtype, chunks, fill value, dimension names, attributes and values bit for bit; every
     group attribute must be equal but those in :data:`RUN_ATTRS`; ``spec`` is compared
-    without its ``run.out``; both stores must be complete.
+    without ``run.out``, ``cluster`` and ``n_workers``; both stores must be complete.
     """
     ga, gb = zarr.open_group(str(a), mode="r"), zarr.open_group(str(b), mode="r")
     names = sorted(k for k, _ in ga.arrays())
@@ -87,8 +87,10 @@ def assert_same_store(a, b) -> None:
     attrs_a, attrs_b = dict(ga.attrs), dict(gb.attrs)
     assert attrs_a.get("complete") is True and attrs_b.get("complete") is True
     spec_a, spec_b = (yaml.safe_load(attrs.pop("spec")) for attrs in (attrs_a, attrs_b))
-    for spec in (spec_a, spec_b):
-        spec.get("run", {}).pop("out", None)
+    for spec in (spec_a, spec_b):  # where each run wrote, and how it got its cluster
+        spec.get("run", {}).pop("out", None)  # (--out, --cluster, --workers, --scheduler)
+        spec.pop("cluster", None)
+        spec.pop("n_workers", None)
     assert spec_a == spec_b, ("spec", spec_a, spec_b)
     kept_a = {k: v for k, v in attrs_a.items() if k not in RUN_ATTRS}
     kept_b = {k: v for k, v in attrs_b.items() if k not in RUN_ATTRS}
