@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import yaml
 import zarr
+from compare import assert_same_store
 
 from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
@@ -39,7 +40,7 @@ def bars(tmp_path_factory):
     return store
 
 
-def write_spec(directory: Path, store: Path, name: str = "spec.yaml") -> Path:
+def write_spec(directory: Path, store: Path, name: str = "spec.yaml", **more) -> Path:
     path = directory / name
     path.write_text(yaml.safe_dump({
         "data": {"store": str(store), "symbols": ["BTCUSDT"], "timeframe": "1h"},
@@ -49,6 +50,7 @@ def write_spec(directory: Path, store: Path, name: str = "spec.yaml") -> Path:
         "constraints": ["fast < slow"],
         "execution": {"fill": "next_open", "fees": 0.001},
         "run": {"block_size": 200, "out": str(directory / "results.zarr")},
+        **more,
     }))
     return path
 
@@ -60,13 +62,6 @@ def undisturbed(bars, tmp_path_factory):
     assert main(["run", str(write_spec(directory, bars)), "--workers", "2",
                  "--no-progress"]) == 0
     return directory / "results.zarr"
-
-
-def assert_same_store(a: Path, b: Path) -> None:
-    ga, gb = zarr.open_group(str(a), mode="r"), zarr.open_group(str(b), mode="r")
-    for name in (*METRICS, "done", "fast", "slow"):
-        np.testing.assert_array_equal(ga[name][:], gb[name][:], err_msg=name)
-    assert store_attrs(a)["complete"] is True and store_attrs(b)["complete"] is True
 
 
 def n_done(out: Path) -> int:
@@ -136,6 +131,30 @@ def test_driver_sigkilled_then_resumed_equals_an_undisturbed_run(bars, undisturb
     assert_same_store(out, undisturbed)
     assert store_attrs(out)["blocks_resumed"] == n_before
     assert store_attrs(out)["n_combos"] == 4263
+
+
+WALK_FORWARD = {"train": 30_000, "test": 30_000}  # 4 windows, each block runs all of them
+
+
+def test_a_walk_forward_driver_sigkilled_then_resumed_equals_an_undisturbed_run(bars,
+                                                                                tmp_path):
+    (tmp_path / "whole").mkdir()
+    whole = write_spec(tmp_path / "whole", bars, walk_forward=WALK_FORWARD)
+    assert main(["run", str(whole), "--workers", "2", "--no-progress"]) == 0
+    undisturbed = tmp_path / "whole" / "results.zarr"
+    group = zarr.open_group(str(undisturbed), mode="r")
+    assert group["window"].shape == (4,) and group["done"].shape == (N_BLOCKS,)
+    spec = write_spec(tmp_path, bars, walk_forward=WALK_FORWARD)
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--workers", "1")
+    wait_for_blocks(out, 3, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    n_before = n_done(out)
+    assert 3 <= n_before < N_BLOCKS and store_attrs(out)["complete"] is False
+    assert main(["run", str(spec), "--resume", "--workers", "2", "--no-progress"]) == 0
+    assert store_attrs(out)["blocks_resumed"] == n_before
+    assert_same_store(out, undisturbed)
 
 
 def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, capsys):
