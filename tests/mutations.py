@@ -127,6 +127,13 @@ MUTATIONS = (
         ("tests/engine/test_kernel_cache.py::"
          "test_the_source_hash_covers_every_engine_file_cheaply",)),
     Mutation(
+        "an entry at the close of a bar where a stop fired is dropped (vectorbt's rule)",
+        "engine/simulate.py",
+        "            if enter_side != 0 and position == 0.0:\n                entry_equity = cash",
+        "            if enter_side != 0 and position == 0.0 and (exit_now or not filled):\n"
+        "                entry_equity = cash",
+        ("tests/engine/test_vectorbt_directions.py::test_matches_vectorbt",)),
+    Mutation(
         "a resumed run's blocks write no PBO segment sums",
         "pipeline/run.py",
         "        todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)",

@@ -10,10 +10,14 @@ applies) and targets as limit orders (none); vectorbt takes one setting for both
 
 One difference by design (docs/EXECUTION.md): when a stop fires inside a bar,
 vectorbt ignores every signal of that bar, while barsweep still acts on the
-signal at the bar's close (the stop happened before the close). Combos where a
-stop and an acted-on entry share a bar are therefore compared separately, and
-the difference itself is tested on a constructed case. Such combos are compared
-up to that bar (equity curve and the trades closed before it).
+signal at the bar's close (the stop happened before the close). Every combo is
+still compared over its whole run: barsweep's run is replayed by the slow
+reference simulator (which the kernels equal, test_execution; here checked again
+on the very signals) with the signals cleared, one at a time, on each bar where a
+stop closed a position and barsweep entered at that close (``vectorbt_signals``).
+vectorbt fed the original signals equals that replay over every bar; combos where
+nothing was cleared equal the kernel's own metrics directly. The rule itself is
+pinned on hand-computed cases (``test_signal_on_a_stop_bar_differs_by_design``).
 
 Ruin is the other: vectorbt lets a squeezed short's value go below zero and trades on,
 barsweep liquidates it where its equity reaches zero. Ruined combos (real AAPL bars) are
@@ -24,9 +28,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from bars import random_bars
+from numba import njit
 from ref_strategies import ref_signals
+from reference import ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep
 
 vbt = pytest.importorskip("vectorbt")
 
@@ -88,66 +94,167 @@ def first_entry_on_a_stop_bar(trades):
     return both[0] if both else None
 
 
+def replay(bars, signals, execution):
+    """The reference simulator's (metrics, equity, trades) on these signals."""
+    options = {k: v for k, v in execution.items() if v is not None}
+    return ref_simulate(list(bars["open"]), list(bars["close"]), *signals,
+                        high=list(bars["high"]), low=list(bars["low"]), ppy=PPY, **options)
+
+
+def vectorbt_signals(bars, signals, execution):
+    """What vectorbt acts on: the signals with those of every bar where barsweep enters at
+    the close of a bar whose stop (stop, trail or target) closed a position cleared.
+
+    One bar at a time, the earliest first: clearing it changes nothing before it and
+    removes that entry, so the next such bar of the replay is later. Returns the cleared
+    signals, the cleared bars and the replay's (metrics, equity, trades) on them."""
+    signals = [list(s) for s in signals]
+    cleared = []
+    while True:
+        run = replay(bars, signals, execution)
+        stopped = {t["exit_bar"] for t in run[2] if t["reason"] in ("stop", "target", "trail")}
+        entered = [t["entry_bar"] for t in run[2] if t["entry_bar"] in stopped]
+        if not entered:
+            return signals, cleared, run
+        bar = min(entered)
+        assert not cleared or bar > cleared[-1]
+        for s in signals:
+            s[bar] = False
+        cleared.append(bar)
+
+
+def assert_same_run(equity, pnls, metrics, pf, label):
+    """A run (equity per bar, each trade's pnl, metrics) equals vectorbt's over every bar."""
+    np.testing.assert_allclose(equity, pf.value().to_numpy(), rtol=1e-12, err_msg=str(label))
+    theirs = pf.trades.records_readable
+    assert len(pnls) == len(theirs), label
+    np.testing.assert_allclose(pnls, theirs["PnL"].to_numpy(),
+                               rtol=1e-9, atol=1e-9, err_msg=str(label))
+    assert metrics["total_return"] == pytest.approx(pf.total_return(), rel=1e-9, abs=1e-12)
+    assert metrics["max_drawdown"] == pytest.approx(pf.max_drawdown(), rel=1e-9, abs=1e-12)
+    assert metrics["sharpe"] == pytest.approx(pf.sharpe_ratio(), rel=1e-9), label
+
+
 @pytest.mark.parametrize("exec_name", sorted(EXECUTIONS))
 @pytest.mark.parametrize("direction", ["long", "short", "both"])
 def test_matches_vectorbt(direction, exec_name):
     bars = random_bars(N_BARS, seed=11, gap=0.004)
     execution = dict(EXECUTIONS[exec_name], fill="close", direction=direction)
-    compared = prefix_trades = 0
+    direct = replayed = 0
     for name, examples in CASES.items():
         strategy = get_strategy(name)
         params = {p: np.array([ex[p] for ex in examples]) for p in strategy.param_names}
         ours = sweep(strategy, bars, params, Execution(**execution), PPY)
         for example, row in zip(examples, ours):
             mine = dict(zip(METRICS, row))
-            pf = vectorbt_run(bars, ref_signals(name, bars, example), direction, execution)
+            signals = ref_signals(name, bars, example)
+            pf = vectorbt_run(bars, signals, direction, execution)
             single = backtest(bars, name, example, ppy=PPY, **execution)
             label = (name, example, direction, exec_name)
-            split = first_entry_on_a_stop_bar(single.trades)
-            if split is not None:
-                # identical up to the bar where the semantics part: equity and trades
-                np.testing.assert_allclose(single.equity.to_numpy()[:split],
-                                           pf.value().to_numpy()[:split], rtol=1e-12,
-                                           err_msg=str(label))
-                theirs = pf.trades.records_readable
-                n_before = int((single.trades["exit_bar"] < split).sum())
-                np.testing.assert_allclose(single.trades["pnl"].to_numpy()[:n_before],
-                                           theirs["PnL"].to_numpy()[:n_before], rtol=1e-9,
-                                           err_msg=str(label))
-                prefix_trades += n_before
+            # the sweep, backtest() and the reference agree on the very same signals
+            np.testing.assert_array_equal(row, [single.metrics[m] for m in METRICS], str(label))
+            _, equity, trades = replay(bars, signals, execution)
+            np.testing.assert_allclose(single.equity.to_numpy(), equity, rtol=1e-12,
+                                       err_msg=str(label))
+            assert single.trades["exit_reason"].tolist() == [t["reason"] for t in trades]
+            cleared_signals, cleared, (metrics, equity, trades) = vectorbt_signals(
+                bars, signals, execution)
+            assert_same_run(equity, [t["pnl"] for t in trades], metrics, pf, label)
+            if not cleared:
+                assert_same_run(single.equity.to_numpy(), single.trades["pnl"].to_numpy(),
+                                mine, pf, label)
+                assert mine["n_trades"] == pf.trades.count(), label
+                direct += 1
                 continue
-            compared += 1
-            assert mine["n_trades"] == pf.trades.count(), label
-            assert mine["total_return"] == pytest.approx(pf.total_return(), rel=1e-9,
-                                                         abs=1e-12), label
-            assert mine["max_drawdown"] == pytest.approx(pf.max_drawdown(), rel=1e-9,
-                                                         abs=1e-12), label
-            assert mine["sharpe"] == pytest.approx(pf.sharpe_ratio(), rel=1e-9), label
-    # enough evidence: whole runs, or many trades before the semantics part
-    assert compared >= 4 or prefix_trades >= 50, (compared, prefix_trades)
+            # which bar, which rule: barsweep's first departure is an entry on a stop bar
+            assert cleared[0] == first_entry_on_a_stop_bar(single.trades), label
+            replayed += 1
+    # every combo over its whole run; without stops nothing is ever cleared, and with
+    # direction both the stops clear bars in 4-10 of the 10 combos of each case
+    assert direct + replayed == sum(map(len, CASES.values()))
+    assert replayed == 0 if exec_name == "costs" else direction != "both" or replayed >= 4
 
 
-def test_signal_on_a_stop_bar_differs_by_design():
-    """Long stopped inside bar 2 whose close crosses down: barsweep opens the short at
-    that close (direction both); vectorbt ignores the bar's signals. barsweep's side
-    is shown with the reference simulator, which every kernel equals (test_execution)."""
-    close = np.array([100.0, 101.0, 96.0, 95.0, 94.0])
-    bars = dict(open=np.array([100.0, 101.0, 100.0, 96.0, 95.0]),
-                high=np.array([100.0, 101.0, 100.0, 96.0, 95.0]),
-                low=np.array([100.0, 101.0, 95.0, 94.0, 93.0]), close=close)
-    le = [False, True, False, False, False]
-    lx = [False, False, True, False, False]
-    signals = (le, lx, lx, le)
-    theirs = vectorbt_run(bars, signals, "both", dict(stop_loss=0.03))
-    assert theirs.trades.count() == 1                 # the long only, stopped at bar 2
+@njit(cache=True)
+def scheduled_signal(ind, rows, fparams, bars, t):
+    """Long at the close of bar ``enter``; at the close of bar ``flip`` the long's exit,
+    which is also a short entry (direction both)."""
+    return t == fparams[0], t == fparams[1], t == fparams[1], False
 
-    from reference import ref_simulate
 
-    _, _, trades = ref_simulate(list(bars["open"]), list(close), le, lx, lx, le,
-                                high=list(bars["high"]), low=list(bars["low"]),
-                                fill="close", direction="both", stop_loss=0.03)
-    assert [(t["side"], t["exit_bar"], t["reason"]) for t in trades] == [
-        (1, 2, "stop"), (-1, 4, "end")]
+SCHEDULED = Strategy(name="scheduled", params=(Param("enter"), Param("flip")), indicators=(),
+                     signal=scheduled_signal, doc="bar-numbered signals for hand cases")
+
+# open, high, low, close of each bar; the long enters at bar 1's close (101)
+STOP_BARS = [(100, 100, 100, 100), (101, 101, 101, 101), (100, 100, 95, 96), (96, 96, 94, 95),
+             (95, 95, 93, 94)]
+TRAIL_BARS = [(100, 100, 100, 100), (101, 101, 101, 101), (104, 110, 107, 108),
+              (107, 107, 100, 101), (100, 100, 98, 99), (99, 99, 97, 98)]
+TARGET_BARS = [(100, 100, 100, 100), (101, 101, 101, 101), (102, 107, 101, 100),
+               (100, 100, 98, 99), (99, 99, 97, 98)]
+
+
+def hand_case(rule):
+    """(bars, execution, flip bar, the long's exit fill, the short's entry fill, last close)
+    worked out by hand: cash 10,000, no fees; the short's equity at the end is
+    ``cash + size * (entry - last close)``."""
+    s = 0.001  # slippage: longs buy at price * (1 + s), sell at price * (1 - s)
+    cases = {
+        # stop 3% below the 101 fill = 97.97, inside bar 2 (open 100, low 95)
+        "stop": (STOP_BARS, dict(stop_loss=0.03), 2, 101 * 0.97, 96.0),
+        "stop+slippage": (STOP_BARS, dict(stop_loss=0.03, slippage=s), 2,
+                          101 * (1 + s) * 0.97 * (1 - s), 96 * (1 - s)),
+        # the highest high since the fill: 110 at bar 2; 3% below = 106.7, inside bar 3
+        "trail": (TRAIL_BARS, dict(trailing_stop=0.03), 3, 110 * 0.97, 101.0),
+        "trail+slippage": (TRAIL_BARS, dict(trailing_stop=0.03, slippage=s), 3,
+                           110 * 0.97 * (1 - s), 101 * (1 - s)),
+        # 5% above the 101 fill = 106.05, a limit reached by bar 2's high (107)
+        "target": (TARGET_BARS, dict(take_profit=0.05), 2, 101 * 1.05, 100.0),
+    }
+    rows, costs, flip, exit_fill, short_fill = cases[rule]
+    bars = {c: np.array([float(r[i]) for r in rows]) for i, c in enumerate(
+        ("open", "high", "low", "close"))}
+    return bars, dict(costs, fill="close", direction="both"), flip, exit_fill, short_fill
+
+
+@pytest.mark.parametrize("rule", ["stop", "stop+slippage", "trail", "trail+slippage", "target"])
+def test_signal_on_a_stop_bar_differs_by_design(rule):
+    """The one rule where vectorbt differs, pinned by hand: a long (filled at 101 on bar
+    1) is closed inside the flip bar by its stop, trailing stop or target, and the flip
+    bar's close crosses down. barsweep's kernel then opens the short at that close
+    (the stop came first, the close's signal after it) and holds it to the end; vectorbt
+    ignores every signal of a bar where a stop fired and stays flat. Up to that bar the
+    two are the same; the whole-run oracle above clears exactly this bar."""
+    bars, execution, flip, exit_fill, short_fill = hand_case(rule)
+    slip = execution.get("slippage", 0.0)
+    long_fill = 101 * (1 + slip)
+    cash = 10_000.0 / long_fill * exit_fill           # the long closed: flat, no fees
+    last = bars["close"][-1]
+    final = cash + cash / short_fill * (short_fill - last)
+    reason = {"stop": "stop", "trail": "trail", "target": "target"}[rule.split("+")[0]]
+
+    ours = backtest(bars, SCHEDULED, dict(enter=1, flip=flip), ppy=PPY, **execution)
+    trades = ours.trades
+    assert trades[["side", "entry_bar", "exit_bar", "exit_reason"]].values.tolist() == [
+        [1, 1, flip, reason], [-1, flip, len(bars["close"]) - 1, "end"]]
+    np.testing.assert_allclose(trades["entry_price"], [long_fill, short_fill], rtol=1e-12)
+    assert trades["exit_price"].iloc[0] == pytest.approx(exit_fill, rel=1e-12)
+    assert ours.equity.iloc[-1] == pytest.approx(final, rel=1e-12)
+
+    n = len(bars["close"])
+    le, lx = [t == 1 for t in range(n)], [t == flip for t in range(n)]
+    signals = (le, lx, lx, [False] * n)
+    theirs = vectorbt_run(bars, signals, "both", execution)
+    assert theirs.trades.count() == 1                  # the long only, closed inside bar flip
+    assert theirs.trades.records_readable["Avg Exit Price"].iloc[0] == pytest.approx(exit_fill,
+                                                                                 rel=1e-12)
+    held = [10_000.0 / long_fill * bars["close"][t] for t in range(1, flip)]
+    np.testing.assert_allclose(theirs.value().to_numpy(), [10_000.0, *held] + [cash] * (n - flip),
+                               rtol=1e-12)
+    np.testing.assert_allclose(ours.equity.to_numpy()[:flip], theirs.value().to_numpy()[:flip],
+                               rtol=1e-12)
+    _, cleared, _ = vectorbt_signals(bars, signals, execution)
+    assert cleared == [flip]
 
 
 @pytest.mark.parametrize("direction", ["long", "short", "both"])
