@@ -89,7 +89,7 @@ def warm_worker(store: str, strategy: str, params: dict) -> float:
     t0 = _time.perf_counter()
     import numpy as np
 
-    import barsweep.pipeline.blocks  # noqa: F401 - what a task imports (zarr, xarray)
+    import barsweep.pipeline.run.blocks  # noqa: F401 - what a task imports (zarr, xarray)
     from barsweep.datasets import bars_arrays, open_bars
     from barsweep.engine import Execution, get_strategy, sweep
 

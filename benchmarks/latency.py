@@ -490,7 +490,8 @@ def side_facts(bench: Bench) -> dict:
     facts["head"] = subprocess.run([*git, "rev-parse", "--short", "HEAD"], text=True,
                                    capture_output=True).stdout.strip()
     status = subprocess.run([*git, "status", "--short", "--untracked-files=no", "--",
-                             "datasets", "engine", "pipeline", "api"],
+                             "datasets", "engine", "pipeline", "__init__.py", "errors.py",
+                             "version.py"],
                             text=True, capture_output=True).stdout.split("\n")
     facts["dirty"] = ", ".join(f"`{line[3:]}`" for line in status if line.strip())
     return facts

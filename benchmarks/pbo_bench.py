@@ -1,4 +1,4 @@
-"""Time ``barsweep.pipeline.robust.pbo`` on 1,000,000 random combos x S = 10 segments
+"""Time ``barsweep.pipeline.analysis.robust.pbo`` on 1,000,000 random combos x S = 10 segments
 (all 252 splits): the median of several runs, as issue 12 asks (at most 10 s).
 
     .venv/bin/python benchmarks/pbo_bench.py [--combos N] [--segments S] [--repeat K]
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from barsweep.pipeline.robust import pbo
+from barsweep.pipeline.analysis.robust import pbo
 
 
 def main() -> None:

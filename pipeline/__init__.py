@@ -1,7 +1,7 @@
 """Sweeps on Dask into Zarr, and what is read back from them. The names below load their
 module when first used, so ``import barsweep.pipeline`` stays light."""
 
-_LAZY = {"best_backtest": "rebuild", "sweep": "notebook"}
+_LAZY = {"best_backtest": "analysis.rebuild", "sweep": "api"}
 
 
 def __getattr__(name: str):

@@ -95,7 +95,7 @@ def quiet_dask() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from ..version import __version__
 
     parser = argparse.ArgumentParser(
         prog="barsweep", description="Parameter sweeps of trading strategies over bars: "
@@ -407,13 +407,13 @@ def cmd_verify(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .lock import refuse_locked
+    from .run.lock import refuse_locked
 
     if args.out:  # a run holding --out refuses this one before anything heavy is loaded
         refuse_locked(os.path.abspath(os.path.expanduser(args.out)))
-    from .cluster import check_address
-    from .spec import load_spec, with_scheduler
-    from .spec_cluster import with_cluster
+    from .run.cluster import check_address
+    from .spec.model import load_spec
+    from .spec.overrides import with_cluster, with_scheduler
 
     if args.scheduler is not None:
         check_address(args.scheduler, "--scheduler")
@@ -444,9 +444,9 @@ def cmd_check(args) -> int:
     was checked; the same one-line refusal as ``run`` otherwise."""
     from ..engine import get_strategy
     from ..engine.warm import describe
-    from .prepare import prepare_run
-    from .results import store_attrs
-    from .spec import load_spec
+    from .run.prepare import prepare_run
+    from .run.results import store_attrs
+    from .spec.model import load_spec
 
     spec = load_spec(args.spec)
     earlier = store_attrs(spec.run.out) is not None
@@ -478,11 +478,11 @@ def run_spec(spec, *, n_workers=None, progress=True, resume=False, overwrite=Fal
     (:func:`sigterm_as_interrupt`), stops it likewise.
 
     A run already writing the store at ``spec.run.out`` refuses this one at once; else
-    it is locked (:func:`~barsweep.pipeline.lock.out_lock`) before anything is read,
+    it is locked (:func:`~barsweep.pipeline.run.lock.out_lock`) before anything is read,
     and hidden directories that a killed run left beside it are cleared (one line on
     stderr says what was done)."""
-    from .lock import leftovers, out_lock, refuse_locked
-    from .results import check_out, store_attrs
+    from .run.lock import leftovers, out_lock, refuse_locked
+    from .run.results import check_out, store_attrs
 
     # a run that holds --out refuses this one at once, before its bars are read or a
     # cluster starts; then --out is checked, and locked for all that follows
@@ -513,10 +513,10 @@ def _run_spec_locked(spec, out, earlier, *, n_workers, progress, resume, overwri
                      spec_path, client, quiet, perf_report, cluster):
     from distributed import performance_report
 
-    from .cluster import choose, connect
-    from .prepare import prepare_run
-    from .results import resume_hint, store_attrs
-    from .run import run_prepared
+    from .run.cluster import choose, connect
+    from .run.execute import run_prepared
+    from .run.prepare import prepare_run
+    from .run.results import resume_hint, store_attrs
 
     # (after distributed's import, which sets its loggers' levels from its config) a
     # block's report lost with its worker is fetched again: the run says what matters
@@ -573,7 +573,7 @@ def not_a_closed_comm(record: logging.LogRecord) -> bool:
 def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:
     """What an interrupted run leaves: blocks done, and the command that resumes it
     (``earlier``: the attributes of the store at ``out`` before the run, if any)."""
-    from .results import resume_hint, store_attrs, store_status
+    from .run.results import resume_hint, store_attrs, store_status
 
     attrs = store_attrs(out)
     if attrs is None:
@@ -586,8 +586,8 @@ def interrupted_message(out: str, earlier: dict | None = None, resume: bool = Fa
 
 
 def cmd_plot_heatmap(args) -> int:
-    from .plots import metric_grid, plot_heatmap
-    from .results import open_results
+    from .analysis.plots import metric_grid, plot_heatmap
+    from .run.results import open_results
 
     ds = open_results(args.results)
     grid = metric_grid(ds, args.metric, args.x, args.y, symbol=args.symbol,
@@ -604,9 +604,9 @@ def cmd_plot_heatmap(args) -> int:
 
 
 def cmd_plot_best(args) -> int:
-    from .plots import best_title
-    from .rebuild import best_backtest
-    from .results import open_results
+    from .analysis.plots import best_title
+    from .analysis.rebuild import best_backtest
+    from .run.results import open_results
 
     ds = open_results(args.results)
     result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
@@ -618,10 +618,10 @@ def cmd_plot_best(args) -> int:
 
 
 def cmd_plot_walkforward(args) -> int:
-    from .buyhold import stitched_hold
-    from .plots import plot_walkforward
-    from .results import open_results
-    from .walkforward import walkforward
+    from .analysis.buyhold import stitched_hold
+    from .analysis.plots import plot_walkforward
+    from .analysis.walkforward import walkforward
+    from .run.results import open_results
 
     ds = open_results(args.results)
     wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
@@ -632,7 +632,7 @@ def cmd_plot_walkforward(args) -> int:
 
 
 def cmd_trades(args) -> int:
-    from .trades import combo_backtest, describe, parse_params, stats_table, trades_text
+    from .analysis.trades import combo_backtest, describe, parse_params, stats_table, trades_text
 
     if args.params is not None and (args.by or args.where):
         raise BarsweepError("--by and --where choose by the ranking: they go with --rank, "
@@ -665,7 +665,7 @@ def cmd_trades(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import write_report
+    from .analysis.report import write_report
 
     path = write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol)
     print(f"wrote {path}")
@@ -673,7 +673,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_walkforward(args) -> int:
-    from .walkforward import format_walkforward, walkforward
+    from .analysis.walkforward import format_walkforward, walkforward
 
     result = walkforward(args.results, by=args.by, where=args.where, symbol=args.symbol)
     print(json.dumps(result.to_json(), indent=1) if args.json else format_walkforward(result))
@@ -681,8 +681,8 @@ def cmd_walkforward(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    from .rank import pareto_front, pbo_table, rank, select, to_records
-    from .results import open_results, store_status
+    from .analysis.rank import pareto_front, pbo_table, rank, select, to_records
+    from .run.results import open_results, store_status
 
     clash = next((f"{a} and {b}" for a, b, both in (
         ("--agg", "no --across", args.agg != "median" and not args.across),
@@ -751,7 +751,7 @@ def cmd_rank(args) -> int:
 def buy_and_hold_or_note(ds, frame):
     """Buy and hold beside the ranked rows' symbols (windows, samples), or None and a
     ``note:`` line on stderr saying why not (no spec, bars gone or changed)."""
-    from .buyhold import buy_and_hold, groups_of
+    from .analysis.buyhold import buy_and_hold, groups_of
 
     try:
         return buy_and_hold(ds, groups_of(frame))
@@ -783,8 +783,8 @@ def across_records(records: list[dict], by: str, agg: str) -> list[dict]:
 def format_across(frame) -> str:
     """``rank --across``'s table: parameters, the aggregate, each symbol's value, as
     :func:`format_table` formats them."""
-    from .formatting import cells, column_metric
-    from .rank import COMPUTED
+    from .analysis.formatting import cells, column_metric
+    from .analysis.rank import COMPUTED
 
     known = {*_metric_names(), *COMPUTED}
     identity = [c for c in frame.columns if column_metric(c) not in known]
@@ -826,10 +826,10 @@ def format_table(frame, by: str, extra=(), reference=None) -> str:
     """A compact table for people: identity (symbol, window, sample, the parameters as
     the grid wrote them), the ranking metric (then ``extra`` columns: psr, dsr, the
     smoothed metric), then key metrics, formatted by
-    :mod:`barsweep.pipeline.formatting`; then the ``reference`` rows (buy and hold,
-    :func:`barsweep.pipeline.buyhold.buy_and_hold`), unranked (``-``), ``buy&hold`` in
+    :mod:`barsweep.pipeline.analysis.formatting`; then the ``reference`` rows (buy and hold,
+    :func:`barsweep.pipeline.analysis.buyhold.buy_and_hold`), unranked (``-``), ``buy&hold`` in
     the first parameter column."""
-    from .formatting import ranking_cells
+    from .analysis.formatting import ranking_cells
 
     key = ["total_return", "sharpe", "max_drawdown", "n_trades", "win_rate", "exposure"]
     return ranking_cells(frame, [by, *extra, *key], reference).to_string()
@@ -857,11 +857,11 @@ def cmd_warm(args) -> int:
 
 def cmd_demo(args) -> int:
     from ..datasets import write_synth
-    from .cluster import choose, connect
-    from .rank import rank
-    from .spec import build_grid, load_spec, parse_spec
-    from .spec_cluster import ClusterSpec
-    from .walkforward import walkforward
+    from .analysis.rank import rank
+    from .analysis.walkforward import walkforward
+    from .run.cluster import choose, connect
+    from .spec.cluster import ClusterSpec
+    from .spec.model import build_grid, load_spec, parse_spec
 
     root = Path(args.dir)
     store = root / "bars"

@@ -43,7 +43,7 @@ MUTATIONS = (
         ("tests/engine/test_year.py", "tests/pipeline/test_year_days.py")),
     Mutation(
         "the spec's year_days is ignored when set",
-        "pipeline/prepare.py",
+        "pipeline/run/prepare.py",
         "    if spec.data.year_days is not None:\n        ppy = periods_per_year(",
         "    if False:\n        ppy = periods_per_year(",
         ("tests/pipeline/test_year_days.py::test_the_spec_year_days_overrides",)),
@@ -55,13 +55,13 @@ MUTATIONS = (
         ("tests/test_packaging.py::test_every_import_is_a_declared_dependency",)),
     Mutation(
         "a stop during the driver's compile is not held",
-        "pipeline/prepare.py",
+        "pipeline/run/prepare.py",
         "    with stops_held():  # numba",
         "    with contextlib.nullcontext():  # numba",
         ("tests/pipeline/test_faults.py::test_ctrl_c_while_the_kernel_compiles_is_one_line",)),
     Mutation(
         "the folders made for the lock stay after a refused run",
-        "pipeline/lock.py",
+        "pipeline/run/lock.py",
         "            try:\n                directory.rmdir()",
         "            try:\n                continue",
         ("tests/pipeline/test_output_safety.py::test_a_refused_run_leaves_no_folder_for_its_out",)),
@@ -81,7 +81,7 @@ MUTATIONS = (
         ("tests/datasets/test_real_faults.py",)),
     Mutation(
         "PBO computed as if every segment had the same number of bars",
-        "pipeline/robust.py",
+        "pipeline/analysis/robust.py",
         "    counts = np.asarray(seg_n, dtype=np.float64)\n",
         "    counts = np.asarray(seg_n, dtype=np.float64)\n    counts = np.full_like(counts, "
         "counts.mean())\n",
@@ -89,14 +89,14 @@ MUTATIONS = (
          "test_a_runs_pbo_on_unequal_segments_equals_a_literal_cscv_of_its_backtests",)),
     Mutation(
         "walk-forward's choice ignores ruin",
-        "pipeline/walkforward.py",
+        "pipeline/analysis/walkforward.py",
         'ruined=column("ruined") == 1.0',
         'ruined=column("ruined") > 9.0',
         ("tests/pipeline/test_walkforward.py::"
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
     Mutation(
         "walk-forward's choice ignores idleness (no trades)",
-        "pipeline/walkforward.py",
+        "pipeline/analysis/walkforward.py",
         "idle_wins=ascending or by in BEST_WHEN_IDLE,",
         "idle_wins=False,",
         ("tests/pipeline/test_walkforward.py::"
@@ -135,7 +135,7 @@ MUTATIONS = (
         ("tests/engine/test_vectorbt_directions.py::test_matches_vectorbt",)),
     Mutation(
         "a resumed run's blocks write no PBO segment sums",
-        "pipeline/run.py",
+        "pipeline/run/execute.py",
         "        todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)",
         "        todo = tuple(dataclasses.replace(t, segments=0) for t in the_plan.tasks "
         "if done[t.block_id] == PENDING)",

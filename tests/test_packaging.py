@@ -51,13 +51,19 @@ def test_the_package_imports_itself_relatively():
     """Tools that read the tree map ``from ..engine import sweep`` to the folders; an
     absolute ``barsweep.`` import inside the package they cannot."""
     absolute = []
-    for folder in ("api", "datasets", "engine", "pipeline"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                words = line.split()
-                if words[:1] in (["from"], ["import"]) and words[1].split(".")[0] == "barsweep":
-                    absolute.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    for path in package_files():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            words = line.split()
+            if words[:1] in (["from"], ["import"]) and words[1].split(".")[0] == "barsweep":
+                absolute.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not absolute, "\n".join(absolute)
+
+
+def package_files() -> list[Path]:
+    """The package's source files: the root's modules and its three sub-packages."""
+    root = [ROOT / name for name in ("__init__.py", "errors.py", "version.py")]
+    return root + [path for folder in ("datasets", "engine", "pipeline")
+                   for path in sorted((ROOT / folder).rglob("*.py"))]
 
 
 #: Imports of the package that only an extra provides, each refused in one line when the
@@ -71,19 +77,18 @@ def third_party_imports() -> dict[str, set[str]]:
     import ast
 
     found: dict[str, set[str]] = {}
-    for folder in ("api", "datasets", "engine", "pipeline"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                    names = [node.module]
-                else:
-                    continue
-                for name in names:
-                    top = name.split(".")[0]
-                    if top not in sys.stdlib_module_names:
-                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    for path in package_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names:
+                    found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
     return found
 
 

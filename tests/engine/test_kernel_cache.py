@@ -60,8 +60,8 @@ def copy_tree(tree: Path) -> Path:
     package = tree / "pkg" / "barsweep"
     shutil.copytree(ROOT / "engine", package / "engine",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("__init__.py", "errors.py"):
-        shutil.copy(ROOT / "api" / name, package / name)
+    for name in ("__init__.py", "errors.py", "version.py"):
+        shutil.copy(ROOT / name, package / name)
     (tree / "user").mkdir()
     shutil.copy(EXAMPLE, tree / "user" / "user_strategy.py")
     return package / "engine"

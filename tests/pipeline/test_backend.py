@@ -7,7 +7,7 @@ import pytest
 from barsweep.engine import backend
 from barsweep.engine.backend import process_gpu
 from barsweep.errors import BackendError
-from barsweep.pipeline.run import choose_backend
+from barsweep.pipeline.run.execute import choose_backend
 
 
 def answer(problem=None, gpu="host:0"):

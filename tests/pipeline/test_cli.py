@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from barsweep.engine import METRICS
+from barsweep.pipeline.analysis.rank import rank
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.rank import rank
-from barsweep.pipeline.results import create_store, write_block
+from barsweep.pipeline.run.results import create_store, write_block
 
 
 def test_data_synth_then_info(tmp_path, capsys):

@@ -22,7 +22,7 @@ from conftest import stop
 from runs import synth
 
 from barsweep.engine import METRICS
-from barsweep.pipeline.shipping import files_digest, module_files
+from barsweep.pipeline.run.shipping import files_digest, module_files
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "engine" / "custom_strategy_example.py"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -6,8 +6,8 @@ import re
 import pytest
 import xarray as xr
 
+from barsweep.pipeline.analysis.walkforward import walkforward
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.walkforward import walkforward
 
 pytestmark = pytest.mark.slow
 

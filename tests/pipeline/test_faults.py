@@ -20,10 +20,10 @@ from compare import assert_same_store
 
 from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.cluster import connect
-from barsweep.pipeline.results import store_attrs, update_attrs
-from barsweep.pipeline.run import run_sweep
-from barsweep.pipeline.spec import parse_spec
+from barsweep.pipeline.run.cluster import connect
+from barsweep.pipeline.run.execute import run_sweep
+from barsweep.pipeline.run.results import store_attrs, update_attrs
+from barsweep.pipeline.spec.model import parse_spec
 
 pytestmark = pytest.mark.slow
 
@@ -327,7 +327,7 @@ def test_a_block_that_fails_for_good_stops_the_run_in_one_line(bars, tmp_path):
 def quick_connect_timeout(monkeypatch):
     """A refused connection is retried until the connect timeout: 2 s here, not 10, where
     only the refusal is read."""
-    monkeypatch.setattr("barsweep.pipeline.cluster.CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr("barsweep.pipeline.run.cluster.CONNECT_TIMEOUT_S", 2)
 
 
 @pytest.mark.usefixtures("quick_connect_timeout")

@@ -1,4 +1,4 @@
-"""Numbers for people (pipeline/formatting.py) and the heatmap's ticks at the grid's
+"""Numbers for people (pipeline/analysis/formatting.py) and the heatmap's ticks at the grid's
 values."""
 
 import math
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from barsweep.pipeline.formatting import (
+from barsweep.pipeline.analysis.formatting import (
     cells,
     column_metric,
     count,
@@ -71,7 +71,7 @@ def test_a_reference_row_is_unranked_and_labelled():
 
 
 def test_heatmap_ticks_are_the_grids_values(tmp_path):
-    from barsweep.pipeline.plots import MAX_TICKS, plot_heatmap
+    from barsweep.pipeline.analysis.plots import MAX_TICKS, plot_heatmap
 
     fast = np.arange(2, 50)                     # 48 values: every 3rd labelled
     stop = np.array([0.01, 0.02, 0.05, 0.1])

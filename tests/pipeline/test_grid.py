@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
-from barsweep.pipeline.expr import parse_expr
-from barsweep.pipeline.grid import Grid, axis_values
+from barsweep.pipeline.spec.expr import parse_expr
+from barsweep.pipeline.spec.grid import Grid, axis_values
 
 
 def make_grid(shape, constraints=()):
@@ -251,7 +251,7 @@ def test_count_valid_of_a_huge_box_is_lazy():
 
 
 def test_auto_block_size():
-    from barsweep.pipeline.run import MAX_BLOCK_COMBOS, auto_block_size
+    from barsweep.pipeline.run.execute import MAX_BLOCK_COMBOS, auto_block_size
 
     assert auto_block_size(1_000_000, 26_280, 2) == 125_000          # 4 blocks per worker
     assert auto_block_size(4_000, 26_280, 2) == 2_000      # >= 5e7 combo-bars, 1 per worker
@@ -354,7 +354,7 @@ def test_classify_sub_boxes():
 
 
 def test_interval_bounds_of_unsorted_long_axes():
-    from barsweep.pipeline.count import _AxisBounds, _reduce_ranges
+    from barsweep.pipeline.spec.count import _AxisBounds, _reduce_ranges
 
     rng = np.random.default_rng(3)
     values = rng.permutation(200).astype(np.int64)

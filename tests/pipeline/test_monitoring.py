@@ -7,11 +7,11 @@ from dask.utils import key_split
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from barsweep.engine.strategies import strategy_names
-from barsweep.pipeline.blocks import BarsRef, BlockTask
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.cluster import connect
-from barsweep.pipeline.run import block_key, run_sweep
-from barsweep.pipeline.spec import parse_spec
+from barsweep.pipeline.run.blocks import BarsRef, BlockTask
+from barsweep.pipeline.run.cluster import connect
+from barsweep.pipeline.run.execute import block_key, run_sweep
+from barsweep.pipeline.spec.model import parse_spec
 
 pytestmark = pytest.mark.slow
 
@@ -110,8 +110,8 @@ def test_dask_info_only_with_verbose(tmp_path):
 
 
 def test_the_progress_line_has_eta_workers_and_the_best_sharpe(capsys):
-    from barsweep.pipeline.blocks import BlockReport
-    from barsweep.pipeline.progress import ProgressBar, eta_text
+    from barsweep.pipeline.run.blocks import BlockReport
+    from barsweep.pipeline.run.progress import ProgressBar, eta_text
 
     assert [eta_text(s) for s in (4.4, 185, 7620)] == ["4s", "3m05s", "2h07m"]
     bar = ProgressBar(4, 400, every_s=0)
@@ -140,7 +140,7 @@ def test_block_phase_timings_are_kept_in_the_store(tmp_path, capsys):
 
 def test_results_carry_metric_metadata_in_the_metric_tables_order(tmp_path, capsys):
     from barsweep.engine import LOWER_IS_BETTER, METRICS
-    from barsweep.pipeline.results import open_results
+    from barsweep.pipeline.run.results import open_results
 
     spec = small_spec(tmp_path)
     assert main(["run", spec, "--quiet", "--workers", "1"]) == 0

@@ -19,11 +19,11 @@ from test_report import browse
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS
-from barsweep.pipeline.buyhold import buy_and_hold
+from barsweep.pipeline.analysis.buyhold import buy_and_hold
+from barsweep.pipeline.analysis.formatting import param, percent
+from barsweep.pipeline.analysis.rank import pareto_front, rank
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.formatting import param, percent
-from barsweep.pipeline.rank import pareto_front, rank
-from barsweep.pipeline.results import open_results
+from barsweep.pipeline.run.results import open_results
 
 pytestmark = pytest.mark.slow
 SYMBOLS = ("AAPL", "MSFT", "IBM")
@@ -187,8 +187,8 @@ def test_plot_walkforward_draws_each_symbols_stitched_equity(stores, tmp_path):
 
 
 def test_plot_best_takes_a_symbol_and_names_it(stores, tmp_path):
-    from barsweep.pipeline.plots import best_title
-    from barsweep.pipeline.rebuild import best_backtest
+    from barsweep.pipeline.analysis.plots import best_title
+    from barsweep.pipeline.analysis.rebuild import best_backtest
 
     ds = open_results(stores / "plain.zarr")
     top = rank(ds, by="sharpe", top=1, symbol="IBM").iloc[0]

@@ -12,7 +12,7 @@ import barsweep
 from barsweep.engine import METRICS
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.cluster import connect
+from barsweep.pipeline.run.cluster import connect
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ import zarr
 from barsweep.engine import METRICS
 from barsweep.errors import ResultsError, RunError
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.results import (
+from barsweep.pipeline.run.results import (
     check_out,
     create_store,
     finish_store,

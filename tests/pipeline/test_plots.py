@@ -6,9 +6,9 @@ import pytest
 from runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
+from barsweep.pipeline.analysis.plots import metric_grid
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.plots import metric_grid
-from barsweep.pipeline.results import open_results
+from barsweep.pipeline.run.results import open_results
 
 pytestmark = pytest.mark.slow
 
@@ -76,8 +76,8 @@ def test_plot_best_rebuilds_the_ranked_combo_and_checks_its_metrics(results, tmp
     import zarr
 
     from barsweep.engine import METRICS
-    from barsweep.pipeline.rank import rank
-    from barsweep.pipeline.rebuild import best_backtest
+    from barsweep.pipeline.analysis.rank import rank
+    from barsweep.pipeline.analysis.rebuild import best_backtest
 
     second = rank(results, by="sharpe", top=2).iloc[1]
     rebuilt = best_backtest(results, rank=2, by="sharpe")

@@ -5,8 +5,8 @@ from pathlib import Path
 import pandas as pd
 from test_cli import small_store  # noqa: F401 (the fixture: a two-symbol store on disk)
 
-from barsweep.pipeline.rank import rank
-from barsweep.pipeline.results import open_results
+from barsweep.pipeline.analysis.rank import rank
+from barsweep.pipeline.run.results import open_results
 
 
 def test_rank_takes_a_path_like_a_str(small_store):  # noqa: F811

@@ -15,7 +15,7 @@ from barsweep.engine import (
     get_strategy,
     sweep,
 )
-from barsweep.pipeline.rank import rank, rank_order
+from barsweep.pipeline.analysis.rank import rank, rank_order
 
 INF = np.inf
 

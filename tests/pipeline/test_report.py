@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from runs import run_spec_file, synth
 
+from barsweep.pipeline.analysis.rank import rank
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.rank import rank
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

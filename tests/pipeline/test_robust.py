@@ -14,10 +14,10 @@ from scipy import stats
 
 from barsweep.engine import METRICS
 from barsweep.errors import SpecError
-from barsweep.pipeline import robust
+from barsweep.pipeline.analysis import robust
+from barsweep.pipeline.analysis.rank import pareto_front, pbo_table, rank
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.rank import pareto_front, pbo_table, rank
-from barsweep.pipeline.results import create_store, write_block
+from barsweep.pipeline.run.results import create_store, write_block
 
 # ---------------------------------------------------------------------------------------
 # PSR and DSR

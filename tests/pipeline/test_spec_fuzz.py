@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.spec import Spec, load_spec, parse_spec
+from barsweep.pipeline.spec.model import Spec, load_spec, parse_spec
 
 BASE = {
     "data": {"store": "STORE", "symbols": ["BTCUSDT"], "timeframe": "1h"},
@@ -157,7 +157,7 @@ def run_cli(argv: list[str]) -> tuple[int | str, str]:
     """``main(argv)`` in process with the cluster replaced: its exit status (or
     ``"cluster"`` when it got as far as the cluster) and its stderr."""
     err, out = io.StringIO(), io.StringIO()
-    with (mock.patch("barsweep.pipeline.cluster.connect", side_effect=ClusterStarted),
+    with (mock.patch("barsweep.pipeline.run.cluster.connect", side_effect=ClusterStarted),
           contextlib.redirect_stderr(err), contextlib.redirect_stdout(out)):
         try:
             rc = main(argv)

@@ -14,10 +14,10 @@ import yaml
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS, backtest
-from barsweep.pipeline.rank import rank
-from barsweep.pipeline.rebuild import best_backtest
-from barsweep.pipeline.results import open_results
-from barsweep.pipeline.trades import combo_backtest, format_stat
+from barsweep.pipeline.analysis.rank import rank
+from barsweep.pipeline.analysis.rebuild import best_backtest
+from barsweep.pipeline.analysis.trades import combo_backtest, format_stat
+from barsweep.pipeline.run.results import open_results
 
 BARSWEEP = str(Path(sys.executable).parent / "barsweep")
 EXECUTION = {"fill": "next_open", "fees": 0.0005}

@@ -27,9 +27,9 @@ from collections.abc import Iterable
 import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..datasets import bars_problem, mapped_arrays
-from ..engine.block import read_only
-from ..errors import DataError
+from ...datasets import bars_problem, mapped_arrays
+from ...engine.block import read_only
+from ...errors import DataError
 
 #: Shipped bars kept per worker process (each run names its own).
 KEEP_SHIPPED = 8
@@ -211,7 +211,7 @@ class ModuleShipper(WorkerPlugin):
     def setup(self, worker=None) -> None:
         import sys
 
-        from ..engine.strategies import forget_modules
+        from ...engine.strategies import forget_modules
 
         folder = module_folder(self.root, self.files, self.digest)
         for top in self.tops:
@@ -301,7 +301,7 @@ def _holds(folder: str, files: dict[str, bytes]) -> bool:
 def module_shipper(spec) -> ModuleShipper | None:
     """The :class:`ModuleShipper` of ``spec``'s modules found in its ``module_dir``; None
     when it names none there."""
-    from ..engine.strategies import module_location
+    from ...engine.strategies import module_location
 
     if spec.module_dir is None:
         return None

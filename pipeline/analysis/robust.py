@@ -19,8 +19,8 @@ import numpy as np
 import xarray as xr
 from numba import njit, prange
 
-from ..engine import LOWER_IS_BETTER
-from ..errors import DataError, SpecError
+from ...engine import LOWER_IS_BETTER
+from ...errors import DataError, SpecError
 
 #: The Euler-Mascheroni constant (the gamma of Bailey & Lopez de Prado 2014, eq. 2).
 EULER_GAMMA = 0.5772156649015329

@@ -73,11 +73,11 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     xarray.Dataset
         As :func:`open_results` gives it (lazy when ``out`` is given).
     """
-    from .cluster import choose, connect
-    from .prepare import prepare_run
-    from .results import open_results
-    from .run import run_prepared
-    from .spec import parse_spec
+    from .run.cluster import choose, connect
+    from .run.execute import run_prepared
+    from .run.prepare import prepare_run
+    from .run.results import open_results
+    from .spec.model import parse_spec
 
     in_memory = not isinstance(bars_or_store, str | os.PathLike)
     options = {"price_column": price_column, "ohlc_from_close": ohlc_from_close,
@@ -177,9 +177,8 @@ def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,
 def _caller_level() -> int:
     """The ``stacklevel`` that points a warning issued by the calling function at the
     first frame outside barsweep (the user's call of ``sweep``)."""
-    from .. import __file__ as api_file
-
-    own = {os.path.dirname(os.path.abspath(path)) for path in (__file__, api_file)}
+    here = os.path.dirname(os.path.abspath(__file__))
+    own = {here, os.path.dirname(here)}  # this module's folder and the package root's
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) in own:
         frame, level = frame.f_back, level + 1

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import SpecError
+from ...errors import SpecError
 
 __all__ = ["Expr", "check_names", "parse_expr"]
 

@@ -5,33 +5,28 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from ..errors import BackendError, Problems, SpecError, refusals
-from .spec_files import PathStr
-
-if TYPE_CHECKING:
-    from .spec import Spec
+from ...errors import BackendError, Problems
+from .files import PathStr
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
-_ADDRESS = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
+ADDRESS_PATTERN = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
 
 
 def check_address(address: str, what: str) -> str:
     """``address`` if it reads as a Dask scheduler address (``tcp://host:8786``), else
     BackendError naming ``what`` (``--scheduler``, ``cluster``)."""
-    if not _ADDRESS.match(address):
+    if not ADDRESS_PATTERN.match(address):
         raise BackendError(f"{what}: {address!r} is not a scheduler address; expected "
                            f"e.g. tcp://host:8786 or tls://host:8786")
     return address
@@ -77,7 +72,7 @@ class ClusterSpec(BaseModel):
     """Where the blocks run.
 
     ``kind``: ``auto`` (the default: ``threads`` for a small sweep, ``local`` for a large
-    one, see :func:`barsweep.pipeline.cluster.choose`), ``threads`` (one in-process Dask
+    one, see :func:`barsweep.pipeline.run.cluster.choose`), ``threads`` (one in-process Dask
     worker with a thread per core: no process to start, no dashboard), ``local`` (a
     LocalCluster of one single-threaded worker process per core), ``cuda`` (dask-cuda's
     LocalCUDACluster, one worker per GPU),
@@ -113,7 +108,7 @@ class ClusterSpec(BaseModel):
         if isinstance(value, str):
             if value in CLUSTER_KINDS and value != "scheduler":
                 return {"kind": value}
-            if _ADDRESS.match(value):
+            if ADDRESS_PATTERN.match(value):
                 return {"kind": "scheduler", "address": value}
             raise ValueError(
                 "cluster must be 'auto', 'threads', 'local', 'cuda' or a scheduler address "
@@ -124,7 +119,7 @@ class ClusterSpec(BaseModel):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
-        if value is not None and not _ADDRESS.match(value):
+        if value is not None and not ADDRESS_PATTERN.match(value):
             raise ValueError(f"expected a scheduler address such as 'tcp://host:8786' or "
                              f"'tls://host:8786', got {value!r}")
         return value
@@ -198,52 +193,3 @@ class ClusterSpec(BaseModel):
         if self.kind in ("slurm", "pbs"):
             return f"{self.kind} ({self.jobs} jobs of {self.cores} cores)"
         return self.kind
-
-
-def with_cluster(spec: Spec, value: str | None) -> Spec:
-    """``spec`` run on the cluster ``value`` (``--cluster``: ``auto``, ``threads``,
-    ``local``, ``cuda``, ``slurm``, ``pbs`` or a scheduler address); SpecError naming the
-    flag when refused. A kind replaces the spec's whole ``cluster`` section but its
-    ``dashboard``, which a local cluster still uses."""
-    if value is None:
-        return spec
-    if _ADDRESS.match(value):
-        return with_scheduler(spec, value)
-    try:
-        cluster = ClusterSpec.model_validate(value)
-        if cluster.kind in ("local", "cuda") and "dashboard" in spec.cluster.model_fields_set:
-            cluster = cluster.model_copy(update={"dashboard": spec.cluster.dashboard})
-    except ValidationError as err:
-        raise SpecError(f"--cluster: {'; '.join(refusals(err, ClusterSpec))}") from None
-    return spec.model_copy(update={"cluster": cluster})
-
-
-def with_scheduler(spec: Spec, address: str | None = None,
-                   tls: Mapping[str, str | None] | None = None) -> Spec:
-    """``spec`` run on the scheduler at ``address`` (``--scheduler``), with the TLS files
-    ``tls`` (``{"ca", "cert", "key"}``, from ``--tls-*``; relative to the current
-    directory) replacing ``cluster.security``; SpecError naming the flag when refused."""
-    tls = {k: v for k, v in (tls or {}).items() if v is not None}
-    if address is None and not tls:
-        return spec
-    if tls and len(tls) < 3:
-        missing = ", ".join(f"--tls-{k}" for k in ("ca", "cert", "key") if k not in tls)
-        raise SpecError(f"TLS needs --tls-ca, --tls-cert and --tls-key together: {missing} "
-                        f"missing")
-    data = spec.cluster.model_dump(exclude_unset=True)
-    if address is not None:
-        data = {"kind": "scheduler", "address": address,
-                **({"security": data["security"]} if "security" in data else {})}
-    if tls:
-        data["security"] = tls
-    try:
-        cluster = ClusterSpec.model_validate(data)
-    except ValidationError as err:
-        lines = refusals(err, ClusterSpec)
-        for part in ("ca", "cert", "key"):  # a flag's file: name the flag
-            lines = [line.replace(f"security.{part}:", f"--tls-{part}:")
-                     if part in tls else line for line in lines]
-        raise SpecError(f"--scheduler/--tls-*: {'; '.join(lines)}") from None
-    return spec.model_copy(update={"cluster": cluster})
-
-

@@ -196,7 +196,7 @@ def cells(frame, identity) -> pd.DataFrame:
 
 
 def ranking_cells(frame, columns, reference=None, label: str = "buy&hold"):
-    """A ranking (:func:`barsweep.pipeline.rank.rank`) as text for people: its identity
+    """A ranking (:func:`barsweep.pipeline.analysis.rank.rank`) as text for people: its identity
     columns (symbol, window, sample, the parameters: every column that is not a metric
     or computed from one), then ``columns`` (metric columns, those present), each cell
     formatted by :func:`cells`; then the ``reference`` rows (buy and hold: labels and
@@ -209,7 +209,7 @@ def ranking_cells(frame, columns, reference=None, label: str = "buy&hold"):
     """
     import pandas as pd
 
-    from ..engine import METRICS
+    from ...engine import METRICS
 
     known = {*METRICS, "psr", "dsr"}
     identity = [c for c in frame.columns if column_metric(c) not in known]

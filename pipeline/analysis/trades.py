@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..engine.backtest import BacktestResult
-from ..engine.stats import stat_units
-from ..errors import ResultsError, SpecError
+from ...engine.backtest import BacktestResult
+from ...engine.stats import stat_units
+from ...errors import ResultsError, SpecError
+from ..run.results import open_results
 from .rank import param_dims
 from .rank import rank as ranked
 from .rebuild import rebuild_combo, stored_spec
-from .results import open_results
 
 
 @dataclass(frozen=True)

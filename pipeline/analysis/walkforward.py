@@ -7,8 +7,8 @@ dims ``(symbol, window, sample, *params)``, ``sample`` being ``"train"`` and
 reports its test metrics and the chain of the chosen combos' test runs
 (docs/EXECUTION.md, "Walk-forward windows").
 
-The spec's ``walk_forward`` section is :class:`WalkForwardSpec`; :func:`bars_of` turns a
-length into bars and :func:`window_bounds` lists the windows.
+The spec's ``walk_forward`` section and the windows it makes are
+:mod:`barsweep.pipeline.spec.windows`.
 """
 
 from __future__ import annotations
@@ -16,207 +16,24 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..datasets.timeframes import timeframe_seconds
-from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
-from ..errors import DataError, SpecError
+from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
+from ...errors import DataError, SpecError
+from ..run.results import open_results
+from ..spec.windows import BOUND_NAMES
 from .formatting import metric, param
 from .rank import _where_mask, rank_order, to_records
 from .rebuild import stored_bars, stored_spec
-from .results import open_results
 
-__all__ = [
-    "DURATION_PATTERN",
-    "STITCHED_METRICS",
-    "WalkForward",
-    "WalkForwardSpec",
-    "bars_of",
-    "format_walkforward",
-    "walkforward",
-    "window_bounds",
-]
-
-#: A window length given as a duration: a positive count and a unit, ``d`` (days), ``w``
-#: (weeks), ``M`` (months: ``year_days / 12`` days) or ``y`` (years: ``year_days`` days).
-DURATION_PATTERN = re.compile(r"^([1-9][0-9]*)(d|w|M|y)$")
-
-#: The bounds of each window, bar indices (end exclusive) and times (first and last bar).
-BOUND_NAMES = ("train_start", "train_end", "test_start", "test_end")
+__all__ = ["STITCHED_METRICS", "WalkForward", "format_walkforward", "walkforward"]
 
 #: What the stitched out-of-sample curve reports, beyond its extent.
 STITCHED_METRICS = ("total_return", "cagr", "sharpe", "max_drawdown", "n_trades")
-
-_LENGTH_HELP = ("a positive number of bars, or a duration: a positive count and d (days), "
-                "w (weeks), M (months) or y (years), e.g. 730d, 26w, 6M, 2y")
-
-
-def _check_length(value: Any) -> int | str:
-    """A window length as given (int bars or duration string), or ValueError."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        if value >= 1:
-            return int(value)
-    elif isinstance(value, str) and DURATION_PATTERN.match(value):
-        return value
-    raise ValueError(f"expected {_LENGTH_HELP}; got {value!r}")
-
-
-def bars_of(length: int | str, timeframe: str, year_days: float, *,
-            key: str = "walk_forward") -> int:
-    """A window length in bars of ``timeframe``.
-
-    An int is a number of bars. A duration ``"<n>d"``, ``"<n>w"``, ``"<n>M"`` or
-    ``"<n>y"`` (n a positive integer) is ``n`` calendar days, ``7 n`` days,
-    ``n * year_days / 12`` days or ``n * year_days`` days, each day being
-    ``86400 / timeframe_seconds(timeframe)`` bars; the result is rounded to the nearest
-    bar (halves up) and refused when below one bar.
-
-    Parameters
-    ----------
-    length : int or str
-    timeframe : str
-        The bars' timeframe, e.g. ``"1h"`` (:func:`barsweep.datasets.timeframe_seconds`).
-    year_days : float
-        Days in a year (``data.year_days``): 365, or 252 for equities' trading days.
-    key : str
-        The spec key that starts a refusal's message (``walk_forward.train: ...``); ""
-        for none (a caller that names the key itself).
-
-    Returns
-    -------
-    int
-        Bars, >= 1.
-
-    Raises
-    ------
-    SpecError
-        A length that is neither form, or less than one bar of the timeframe.
-
-    Examples
-    --------
-    >>> bars_of("2y", "1d", 252), bars_of("6M", "1d", 252), bars_of("730d", "1h", 365)
-    (504, 126, 17520)
-    """
-    where = f"{key}: " if key else ""
-    try:
-        length = _check_length(length)
-    except ValueError as err:
-        raise SpecError(f"{where}{err}") from None
-    if isinstance(length, int):
-        return length
-    try:
-        bars_per_day = 86_400 / timeframe_seconds(timeframe)
-    except DataError as err:
-        raise SpecError(f"{where}{err}") from None
-    count, unit = DURATION_PATTERN.match(length).groups()
-    days = int(count) * {"d": 1.0, "w": 7.0, "M": year_days / 12.0, "y": year_days}[unit]
-    bars = math.floor(days * bars_per_day + 0.5)
-    if bars < 1:
-        raise SpecError(f"{where}{length!r} is {days * bars_per_day:.3g} bars of "
-                        f"{timeframe} bars, less than one; give a longer duration")
-    return bars
-
-
-class WalkForwardSpec(BaseModel):
-    """The spec's ``walk_forward`` section: window lengths and whether train is anchored.
-
-    ``train``, ``test`` and ``step`` are each a positive number of bars or a duration
-    (:func:`bars_of`); ``step`` defaults to ``test`` (test windows that tile the data).
-    Window w trains on ``[s_w, s_w + train)`` and tests on ``[s_w + train, s_w + train +
-    test)``, ``s_w = w * step``; ``anchored`` makes every train window start at bar 0.
-
-    Examples
-    --------
-    >>> spec = WalkForwardSpec(train="2y", test="6M")
-    >>> spec.step, spec.lengths("1d", 252)
-    ('6M', (504, 126, 126))
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    train: int | str
-    test: int | str
-    step: int | str | None = None  # never None once made: test's when not given
-    anchored: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _step_is_test(cls, value: Any) -> Any:
-        if isinstance(value, dict) and value.get("step") is None and "test" in value:
-            return {**value, "step": value["test"]}
-        return value
-
-    @field_validator("train", "test", "step", mode="before")
-    @classmethod
-    def _length(cls, value: Any) -> int | str | None:
-        return None if value is None else _check_length(value)
-
-    def lengths(self, timeframe: str, year_days: float) -> tuple[int, int, int]:
-        """``(train, test, step)`` in bars (:func:`bars_of`)."""
-        return tuple(bars_of(getattr(self, k), timeframe, year_days, key=f"walk_forward.{k}")
-                     for k in ("train", "test", "step"))
-
-    def bounds(self, n_bars: int, timeframe: str, year_days: float) -> np.ndarray:
-        """The windows over ``n_bars`` bars (:func:`window_bounds`)."""
-        return window_bounds(n_bars, *self.lengths(timeframe, year_days),
-                             anchored=self.anchored)
-
-
-def window_bounds(n_bars: int, train: int, test: int, step: int,
-                  anchored: bool = False) -> np.ndarray:
-    """Every walk-forward window that fits in ``n_bars`` bars.
-
-    Window w trains on ``[s_w, s_w + train)`` and tests on ``[s_w + train, s_w + train +
-    test)``, with ``s_w = w * step``; ``anchored``: its train window is ``[0, s_w +
-    train)``. Windows are listed while their test end is ``<= n_bars``.
-
-    Parameters
-    ----------
-    n_bars, train, test, step : int
-        Positive counts of bars.
-    anchored : bool
-
-    Returns
-    -------
-    ndarray, shape (W, 4), int64
-        ``[train_start, train_end, test_start, test_end]`` per window, ends exclusive.
-
-    Raises
-    ------
-    SpecError
-        A count that is not a positive integer, or no window fitting (one line naming
-        ``walk_forward`` and the numbers).
-
-    Examples
-    --------
-    >>> window_bounds(10, 4, 2, 2).tolist()
-    [[0, 4, 4, 6], [2, 6, 6, 8], [4, 8, 8, 10]]
-    >>> window_bounds(10, 4, 2, 2, anchored=True)[:, 0].tolist()
-    [0, 0, 0]
-    """
-    for name, value in (("n_bars", n_bars), ("train", train), ("test", test), ("step", step)):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-            raise SpecError(f"walk_forward: {name} must be a positive number of bars, "
-                            f"got {value!r}")
-    n_windows = (n_bars - train - test) // step + 1 if train + test <= n_bars else 0
-    if n_windows < 1:
-        raise SpecError(f"walk_forward: no window fits: train {train} + test {test} = "
-                        f"{train + test} bars, the data has {n_bars}; shorten train or test "
-                        f"or use more bars")
-    start = np.arange(n_windows, dtype=np.int64) * step
-    out = np.empty((n_windows, 4), dtype=np.int64)
-    out[:, 0] = 0 if anchored else start
-    out[:, 1] = start + train
-    out[:, 2] = start + train
-    out[:, 3] = start + train + test
-    return out
-
 
 @dataclass(frozen=True)
 class WalkForward:
@@ -279,7 +96,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
         the spec's ``data.timeframe`` and ``data.year_days``).
     by : str
         The metric ranked in train: descending unless lower is better, with
-        :func:`barsweep.pipeline.rank.rank_order`'s rules (NaN never chosen; ruined
+        :func:`barsweep.pipeline.analysis.rank.rank_order`'s rules (NaN never chosen; ruined
         combos, infinite values and, by a metric doing nothing wins, idle combos never
         first; ties to the lower flat index).
     where : str, optional
@@ -383,7 +200,7 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
             ppy: float) -> tuple[pd.Series, dict]:
     """The chained test curve of the chosen combos (``combos[w]``, None where window w
     has no choice) and its summary (see :func:`walkforward`)."""
-    from ..engine.execution import STOP_PARAMS
+    from ...engine.execution import STOP_PARAMS
 
     execution = spec.execution.model_dump()
     init_cash = float(execution["init_cash"])

@@ -7,16 +7,16 @@ from __future__ import annotations
 import math
 import os
 
-from ..engine import METRICS, backtest
-from ..engine.execution import STOP_PARAMS
-from ..errors import MismatchError, ResultsError, SpecError
+from ...engine import METRICS, backtest
+from ...engine.execution import STOP_PARAMS
+from ...errors import MismatchError, ResultsError, SpecError
 
 
 def stored_spec(ds, what: str = "the results store"):
     """The spec a results Dataset was made by (its ``spec`` attribute) and its bars per
     year (the ``periods_per_year`` attribute, or the spec's timeframe and year_days)."""
-    from ..datasets import periods_per_year
-    from .spec import parse_spec  # here: the spec module imports modules that import this
+    from ...datasets import periods_per_year
+    from ..spec.model import parse_spec  # here: the spec module imports modules that import this
 
     if "spec" not in ds.attrs:
         raise SpecError(f"{what}: the results store has no 'spec' attribute (the run's spec "
@@ -29,7 +29,7 @@ def stored_spec(ds, what: str = "the results store"):
 
 def stored_bars(spec, symbol: str):
     """The bars ``symbol``'s runs covered: ``open_bars`` of the spec's store and range."""
-    from ..datasets import open_bars
+    from ...datasets import open_bars
 
     return open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                      spec.data.end)
@@ -45,8 +45,8 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
     differ from the store's (the bars or the code changed since the run), naming the
     metric.
     """
+    from ..run.results import open_results
     from .rank import rank as ranked
-    from .results import open_results
 
     ds = open_results(results) if isinstance(results, str | os.PathLike) else results
     if "window" in ds.dims:

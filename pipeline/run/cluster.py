@@ -28,9 +28,9 @@ from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.gc import disable_gc_diagnosis
 from distributed.security import Security
 
-from ..engine.backend import cuda_problem_here
-from ..errors import BackendError
-from .spec_cluster import ClusterSpec, check_address
+from ...engine.backend import cuda_problem_here
+from ...errors import BackendError
+from ..spec.cluster import ClusterSpec, check_address
 
 CONNECT_TIMEOUT_S = 10
 #: ``auto`` runs a sweep of at most this many combo-bars (combos x bars each runs, all

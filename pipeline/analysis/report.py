@@ -3,7 +3,7 @@ embedded as PNG data, no script, nothing fetched): the spec, the run's facts, th
 combos with buy and hold of each symbol beside them, heatmaps of the two most telling
 parameter pairs per symbol, each symbol's best combo in full; for a walk-forward run,
 each symbol's windows, its stitched out-of-sample result and equity. Numbers are
-formatted for people (:mod:`barsweep.pipeline.formatting`)."""
+formatted for people (:mod:`barsweep.pipeline.analysis.formatting`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BarsweepError
+from ...errors import BarsweepError
 from .formatting import count, metric, metrics_text, param, ranking_cells, significant
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -40,9 +40,9 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
     store's top table ranks the train samples of every window; its walk-forward section
     chooses in each window's train sample and chains the tests.
     """
+    from ..run.results import open_results
     from .rank import select
     from .rebuild import stored_spec
-    from .results import open_results
 
     ds = open_results(results)
     walk = "window" in ds.dims
@@ -164,7 +164,7 @@ def _top(ds, by: str, top: int, symbol: str | None, walk: bool) -> str:
 
 
 def _table(cells) -> str:
-    """A frame of text cells (:func:`barsweep.pipeline.formatting.ranking_cells`) as an
+    """A frame of text cells (:func:`barsweep.pipeline.analysis.formatting.ranking_cells`) as an
     HTML table; rows indexed ``-`` (references, not ranked) marked."""
     head = "".join(f"<th>{html.escape(str(c).replace('_', ' '))}</th>"
                    for c in [cells.index.name or "", *cells])

@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 
-from ..engine import LOWER_IS_BETTER, METRICS
-from ..errors import SpecError
+from ...engine import LOWER_IS_BETTER, METRICS
+from ...errors import SpecError
 from .formatting import metric as metric_text
 from .formatting import param
 
@@ -136,7 +136,7 @@ def _grid_ticks(axis, values: np.ndarray) -> None:
 
 def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | None = None,
                symbol: str | None = None) -> str:
-    """The title of :func:`barsweep.pipeline.rebuild.best_backtest`'s picture: the
+    """The title of :func:`barsweep.pipeline.analysis.rebuild.best_backtest`'s picture: the
     symbol, strategy and parameters of combo ``rank`` of the ranking, then its metrics."""
     from .formatting import metrics_text, params_text
     from .rank import param_dims
@@ -152,7 +152,7 @@ def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | No
 
 def plot_walkforward(wf, path: str | os.PathLike, *, hold=None, title: str | None = None):
     """Draw a walk-forward's stitched out-of-sample equity as a PNG: the chained test
-    runs of the chosen combos (:func:`barsweep.pipeline.walkforward.walkforward`), buy
+    runs of the chosen combos (:func:`barsweep.pipeline.analysis.walkforward.walkforward`), buy
     and hold over the same bars (``hold``: an equity Series, optional), each window's
     test part shaded and labelled with its combo; drawdown below. Returns the Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

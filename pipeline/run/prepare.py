@@ -21,15 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
-from .. import __version__
-from ..datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
-from ..engine import METRICS, get_strategy
-from ..engine.warm import check, is_compiled
-from ..engine.year import bars_per_year
-from ..errors import ResultsError, SpecError
-from .grid import Grid
+from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
+from ...engine import METRICS, get_strategy
+from ...engine.warm import check, is_compiled
+from ...engine.year import bars_per_year
+from ...errors import ResultsError, SpecError
+from ...version import __version__
+from ..spec.grid import Grid
+from ..spec.model import DataSpec, Spec, build_grid
 from .results import check_out, store_attrs
-from .spec import DataSpec, Spec, build_grid
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                 resume: bool = False, spec_path: str | None = None,
                 say: Callable[[str], None] | None = None) -> Prepared:
     """Check everything a run needs that the driver can check alone, writing nothing:
-    the output (:func:`~barsweep.pipeline.results.check_out`), every symbol's bars,
+    the output (:func:`~barsweep.pipeline.run.results.check_out`), every symbol's bars,
     the grid, that the strategy compiles (:func:`check_strategy`) and, with ``resume``,
     that the store was made by this same spec, version and bars. Raises a
     :class:`~barsweep.errors.BarsweepError` naming the problem. ``say`` hears lines

@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..engine import LOWER_IS_BETTER, METRICS
-from ..engine.metrics import METRIC_INFO
-from ..errors import ResultsError, RunError
+from ...engine import LOWER_IS_BETTER, METRICS
+from ...engine.metrics import METRIC_INFO
+from ...errors import ResultsError, RunError
 from .lock import out_lock as out_lock  # re-exported: the store's lock
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 
 #: The per-segment sums of each combo's bar returns and of their squares (PBO's input,
-#: :mod:`barsweep.pipeline.robust`), over dims ``(symbol, segment, *params)``.
+#: :mod:`barsweep.pipeline.analysis.robust`), over dims ``(symbol, segment, *params)``.
 SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BeforeValidator, Field
 
-from ..errors import SpecError
+from ...errors import SpecError
 
 
 def _absolute(value: Any) -> Any:

@@ -22,14 +22,15 @@ import dask
 import numpy as np
 from distributed import Client, as_completed
 
-from .. import __version__
-from ..datasets import mapped_arrays, periods_per_year, to_ns
-from ..engine import METRICS
-from ..engine.backend import process_gpu
-from ..engine.simulate import segment_bounds
-from ..errors import BackendError, BarsweepError, ResultsError, RunError
+from ...datasets import mapped_arrays, periods_per_year, to_ns
+from ...engine import METRICS
+from ...engine.backend import process_gpu
+from ...engine.simulate import segment_bounds
+from ...errors import BackendError, BarsweepError, ResultsError, RunError
+from ...version import __version__
+from ..spec.grid import Grid
+from ..spec.model import Spec, build_grid
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
-from .grid import Grid
 from .lock import out_lock
 from .prepare import Prepared, prepare_run
 from .progress import ProgressBar
@@ -43,7 +44,6 @@ from .results import (
     write_block,
 )
 from .shipping import BarsShipper, BarsUnavailable, module_shipper
-from .spec import Spec, build_grid
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Plan:
     """The blocks of a run: those to compute and those the constraints exclude.
 
     ``n_combos`` is the number of combos the tasks compute when ``n_combos_exact``,
-    else an upper bound (counting stopped at :data:`barsweep.pipeline.count.COUNT_BUDGET`;
+    else an upper bound (counting stopped at :data:`barsweep.pipeline.spec.count.COUNT_BUDGET`;
     each task reports its exact count as it finishes). ``task_combos`` holds the same
     per task, in ``tasks`` order. ``excluded`` lists the blocks proven empty.
     """
@@ -137,7 +137,7 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     every worker computes the same number of blocks.
 
     ``n_combos`` is the grid's valid combos, or an upper bound of them such as
-    :meth:`~barsweep.pipeline.grid.Grid.estimate_valid` gives without enumerating.
+    :meth:`~barsweep.pipeline.spec.grid.Grid.estimate_valid` gives without enumerating.
 
     Examples
     --------
@@ -184,7 +184,7 @@ def plan(spec: Spec, out: str, block_size: int,
     indicators hoisted once for all), the store's ``window``/``sample`` dims.
 
     The grid is never enumerated: each block is decided by interval bounds and counted
-    by :meth:`~barsweep.pipeline.grid.Grid.block_counts` within a fixed budget, so
+    by :meth:`~barsweep.pipeline.spec.grid.Grid.block_counts` within a fixed budget, so
     planning a 10^9-combo grid takes about a second and memory in proportion to the
     number of blocks (``benchmarks/plan_size.py``).
     """
@@ -262,7 +262,7 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
 
     A block whose worker returns its metrics (it cannot write the store) is written
     here. A block that failed because its worker could not read the bars
-    (:class:`~barsweep.pipeline.shipping.BarsUnavailable`: a worker that joined after
+    (:class:`~barsweep.pipeline.run.shipping.BarsUnavailable`: a worker that joined after
     the bars were shipped) is run again, up to ``RETRIES`` times, after ``ship()``.
     """
     run_id = uuid.uuid4().hex[:12]
@@ -452,7 +452,7 @@ def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
                  cluster: tuple[str, str] | None = None, locked: bool = False) -> RunSummary:
     """Run a :func:`prepare_run` checked sweep on ``client``: make (or reopen) the store,
     compute every pending block, then mark the store complete. The store is locked for
-    the run (:func:`~barsweep.pipeline.results.out_lock`): a second run is refused.
+    the run (:func:`~barsweep.pipeline.run.results.out_lock`): a second run is refused.
     ``locked``: the caller holds that lock already, taken before :func:`prepare_run`
     (as ``barsweep run`` does, so that a second run is refused before any work).
     ``cluster``: what ``client`` is and why (store attributes ``cluster`` and
@@ -586,7 +586,7 @@ def _run_locked(prepared: Prepared, client: Client, progress: bool,
 def shipped_modules(client: Client, spec: Spec):
     """The spec's strategy modules found in its ``module_dir`` on every worker of
     ``client`` for the run, those that join later too (a
-    :class:`~barsweep.pipeline.shipping.ModuleShipper` registered, then removed);
+    :class:`~barsweep.pipeline.run.shipping.ModuleShipper` registered, then removed);
     RunError naming the problem when a worker cannot take them."""
     modules = module_shipper(spec)
     if modules is None:
@@ -608,8 +608,8 @@ def shipped_modules(client: Client, spec: Spec):
 def kernel_cached(name: str) -> bool:
     """Whether this machine's numba cache holds strategy ``name``'s kernel (True when it
     cannot tell: then nothing is said about compiling)."""
-    from ..engine.strategies import get_strategy
-    from ..engine.warm import is_compiled
+    from ...engine.strategies import get_strategy
+    from ...engine.warm import is_compiled
 
     try:
         return is_compiled(get_strategy(name))
@@ -651,7 +651,7 @@ def warm_up(client: Client, tasks: tuple[BlockTask, ...]) -> None:
 
 def bars_head(ref: BarsRef, n_bars: int = 64) -> dict:
     """The first bars of ``ref``, read on the driver: what a worker compiles the kernel
-    on (:func:`~barsweep.pipeline.blocks.warm_block`), whether or not it can read the
+    on (:func:`~barsweep.pipeline.run.blocks.warm_block`), whether or not it can read the
     store."""
     arrays = mapped_arrays(ref.store, ref.symbol, ref.timeframe, ref.start_ns, ref.end_ns)
     return {name: values[:n_bars].copy() for name, values in arrays.items()}

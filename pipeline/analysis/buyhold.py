@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..engine import METRICS, backtest
-from ..errors import BarsweepError, DataError
+from ...engine import METRICS, backtest
+from ...errors import BarsweepError, DataError
 from .rebuild import stored_bars, stored_spec
 
 #: What a buy-and-hold row shows in the parameter columns of a table.
@@ -103,7 +103,7 @@ def _execution(spec) -> dict:
 
 def _run_bars(ds, spec, symbol: str):
     """``symbol``'s bars as the run read them, refused when they are not the run's."""
-    from ..datasets import fingerprint
+    from ...datasets import fingerprint
 
     files = json.loads(ds.attrs.get("bars_fingerprint", "{}") or "{}").get("files", [])
     recorded = next((f for f in files if f.get("symbol") == symbol), None)

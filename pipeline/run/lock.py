@@ -1,6 +1,6 @@
 """The lock of a results store: ``.NAME.lock`` beside it while a run writes it, and
 what a killed run left there (the hidden directories
-:func:`~barsweep.pipeline.results.create_store` makes), cleared by the next run.
+:func:`~barsweep.pipeline.run.results.create_store` makes), cleared by the next run.
 
 Only the standard library is imported here, so that ``barsweep run`` can refuse a
 locked ``--out`` before it loads anything heavy.
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ResultsError
+from ...errors import ResultsError
 
 
 def lock_path(out: str | os.PathLike) -> Path:
@@ -80,7 +80,7 @@ def out_lock(out: str) -> Iterator[list[str]]:
 
 def clear_leftovers(out: str | os.PathLike) -> list[str]:
     """Clear the hidden directories that
-    :func:`~barsweep.pipeline.results.create_store` makes beside ``out`` and a killed
+    :func:`~barsweep.pipeline.run.results.create_store` makes beside ``out`` and a killed
     run left there; call it holding ``out``'s lock (no run is using them then).
 
     ``.NAME.new-TAG`` (a store being made, no block in it yet) is removed.
@@ -117,7 +117,7 @@ def clear_leftovers(out: str | os.PathLike) -> list[str]:
 
 def leftovers(out: str | os.PathLike) -> list[Path]:
     """The hidden ``.NAME.new-TAG`` and ``.NAME.old-TAG`` directories beside ``out``
-    (:func:`~barsweep.pipeline.results.create_store`'s names), sorted."""
+    (:func:`~barsweep.pipeline.run.results.create_store`'s names), sorted."""
     out = Path(out)
     pattern = re.compile(rf"\.{re.escape(out.name)}\.(new|old)-[0-9a-f]{{8}}")
     try:

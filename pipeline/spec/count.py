@@ -1,7 +1,7 @@
 """Counting a grid's valid combos without enumerating its box.
 
 Each sub-box of the grid is first decided by interval arithmetic over its axes' least
-and greatest values (:meth:`barsweep.pipeline.expr.Expr.truth`): kept whole, excluded
+and greatest values (:meth:`barsweep.pipeline.spec.expr.Expr.truth`): kept whole, excluded
 whole, or mixed. Mixed boxes are halved along their longest constrained axis, and only
 small mixed boxes (at most :data:`LEAF_COMBOS` combos of the constrained axes) are
 enumerated and masked. For the usual constraints (``fast < slow``, ``a + b <= c``) the
@@ -10,23 +10,22 @@ million combos. A ``budget`` caps the work where a caller can do with an upper b
 Boxes are decided many at a time with numpy and refined depth first, so memory stays
 bounded whatever the grid's size.
 
-:class:`Counter` serves :class:`~barsweep.pipeline.grid.Grid`'s counting methods
+:class:`ComboCounter` serves :class:`~barsweep.pipeline.spec.grid.Grid`'s counting methods
 (``classify``, ``block_counts``, ``estimate_valid``, ``count_valid``, ``has_valid``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from ..errors import SpecError
+from ...errors import SpecError
+from .expr import Expr
 
-if TYPE_CHECKING:
-    from .grid import Grid
-
-__all__ = ["COUNT_BUDGET", "LEAF_COMBOS", "MAX_COUNTABLE", "Counter"]
+__all__ = ["COUNT_BUDGET", "LEAF_COMBOS", "MAX_COUNTABLE", "ComboCounter", "CountedGrid"]
 
 MAX_COUNTABLE = 2**62
 """Grids of more combos than this cannot be counted (int64 counts)."""
@@ -48,7 +47,27 @@ class _Budget(Exception):
     """The counting budget ran out."""
 
 
-class Counter:
+class CountedGrid(Protocol):
+    """What counting reads of a grid (:class:`~barsweep.pipeline.spec.grid.Grid` is one)."""
+
+    axes: tuple[tuple[str, np.ndarray], ...]
+    constraints: tuple[Expr, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def mask(self, values: Mapping[str, np.ndarray]) -> np.ndarray: ...
+
+    def blocks_per_axis(self, chunks: Sequence[int]) -> tuple[int, ...]: ...
+
+
+class ComboCounter:
     """Counts a grid's valid combos box by box, within `budget` (None: no limit).
 
     Boxes are index ranges ``[start, stop)`` over the axes the constraints read, as
@@ -56,7 +75,7 @@ class Counter:
     ``weight``). Owners are the blocks the boxes belong to.
     """
 
-    def __init__(self, grid: Grid, budget: int | None) -> None:
+    def __init__(self, grid: CountedGrid, budget: int | None) -> None:
         if grid.size > MAX_COUNTABLE:
             raise SpecError(f"the grid has {grid.size:,} combos, more than can be counted "
                             f"({MAX_COUNTABLE:,}); shrink it")
@@ -150,7 +169,7 @@ class Counter:
 
     def count_blocks(self, chunks: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         grid = self.grid
-        per_axis = grid._block_counts(chunks)
+        per_axis = grid.blocks_per_axis(chunks)
         n_blocks = math.prod(per_axis)
         exact = np.ones(n_blocks, dtype=bool)
         if not grid.constraints:

@@ -7,9 +7,9 @@ the file and every failing key as a dotted path (``execution.fees``, ``grid.fast
 and its size against ``run.max_combos`` (counted from the axes, never enumerated); it is
 built once, while the spec is validated, and :func:`build_grid` hands it out.
 
-The models are here; the YAML and paths in :mod:`~barsweep.pipeline.spec_files`, the
-``cluster`` section in :mod:`~barsweep.pipeline.spec_cluster`, the execution settings
-in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.grid`,
+The models are here; the YAML and paths in :mod:`~barsweep.pipeline.spec.files`, the
+``cluster`` section in :mod:`~barsweep.pipeline.spec.cluster`, the execution settings
+in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.spec.grid`,
 and how refusals read in :func:`barsweep.errors.refusals`.
 """
 
@@ -35,15 +35,15 @@ from pydantic import (
     model_validator,
 )
 
-from ..datasets.timeframes import timeframe_seconds
-from ..engine.execution import STOP_PARAMS, Execution, check_stop
-from ..engine.strategies import Strategy, get_strategy, import_strategy_module
-from ..errors import DataError, Problems, SpecError, refusals
+from ...datasets.timeframes import timeframe_seconds
+from ...engine.execution import STOP_PARAMS, Execution, check_stop
+from ...engine.strategies import Strategy, get_strategy, import_strategy_module
+from ...errors import DataError, Problems, SpecError, refusals
+from .cluster import STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
+from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import AXIS, AXIS_TAGS, MAX_COUNTABLE, Grid, RangeSpec, as_kind, expand
-from .spec_cluster import STARTED_HERE, ClusterSpec, with_scheduler
-from .spec_files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
-from .walkforward import WalkForwardSpec, bars_of
+from .windows import WalkForwardSpec, bars_of
 
 __all__ = [
     "MAX_COMBOS",
@@ -56,7 +56,6 @@ __all__ = [
     "build_grid",
     "load_spec",
     "parse_spec",
-    "with_scheduler",
 ]
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
@@ -134,7 +133,7 @@ class RunSpec(BaseModel):
     """Where and how the sweep runs: backend, combos per block, output store.
 
     ``block_size: auto`` (default) sizes blocks from the grid, the bars and the workers
-    (see :func:`barsweep.pipeline.run.auto_block_size`). ``max_combos`` bounds the
+    (see :func:`barsweep.pipeline.run.execute.auto_block_size`). ``max_combos`` bounds the
     combos of a run (the grid's box, before constraints, times the symbols): a larger
     spec is refused before anything runs, a guard against a mistyped range.
     ``progress_every``: seconds between two progress lines when stderr is not a terminal
@@ -156,7 +155,7 @@ class AnalysisSpec(BaseModel):
 
     ``pbo_segments``: S equal segments of each symbol's bars over which every combo's
     return sums are stored (``seg_sum_r``, ``seg_sum_r2``), the input of the probability
-    of backtest overfitting (:func:`barsweep.pipeline.robust.pbo`); an even number, or 0
+    of backtest overfitting (:func:`barsweep.pipeline.analysis.robust.pbo`); an even number, or 0
     for none. A walk-forward run keeps none (its windows are its out-of-sample test).
     """
 
@@ -182,7 +181,7 @@ class Spec(BaseModel):
         One entry per strategy parameter, in the order the strategy declares them, with
         int values for int parameters and floats for the others.
     constraints : list of str
-        Expressions over the parameter names (see :mod:`barsweep.pipeline.expr`).
+        Expressions over the parameter names (see :mod:`barsweep.pipeline.spec.expr`).
     cluster : ClusterSpec
         Where the blocks run; the spec may say just ``local``, ``cuda``, ``slurm``,
         ``pbs`` or a scheduler address such as ``tcp://host:8786``.

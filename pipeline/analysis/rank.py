@@ -12,7 +12,7 @@ symbols (``across="symbol"``), the Pareto fronts of several metrics
 
 A walk-forward store's train and test samples are never ranked together: the train
 samples are ranked unless ``sample="test"`` is asked (each window's choice and its
-test are :func:`barsweep.pipeline.walkforward.walkforward`'s job).
+test are :func:`barsweep.pipeline.analysis.walkforward.walkforward`'s job).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
-from ..errors import SpecError
+from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
+from ...errors import SpecError
+from ..run.results import open_results
+from ..spec.expr import check_names, parse_expr
 from . import robust
-from .expr import check_names, parse_expr
-from .results import open_results
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
 COMPUTED = ("psr", "dsr")
@@ -100,7 +100,7 @@ def rank(
     by : str
         A metric name, or ``psr`` / ``dsr`` (computed from ``sharpe``, ``skew``,
         ``kurtosis``, ``n_bars`` and ``periods_per_year``:
-        :func:`barsweep.pipeline.robust.dsr_columns`; both are columns of the frame, and
+        :func:`barsweep.pipeline.analysis.robust.dsr_columns`; both are columns of the frame, and
         names for ``where``, whenever the store holds those); descending unless lower is
         better (volatility, ulcer_index).
     top : int
@@ -111,7 +111,7 @@ def rank(
         Override the metric's natural direction.
     smooth : int, optional
         Rank by ``by`` averaged over each combo's box of this radius in every parameter
-        dim (:func:`barsweep.pipeline.robust.smooth`); the frame gains the column
+        dim (:func:`barsweep.pipeline.analysis.robust.smooth`); the frame gains the column
         ``<by>_smooth``. Combos outside ``where`` do not count in their neighbours' means.
     across : {"symbol"}, optional
         Rank parameter combos by ``by`` aggregated across symbols with ``agg``. A combo
@@ -236,7 +236,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
                  sample: str | None = None, across: str | None = None,
                  agg: str = "median") -> pd.DataFrame:
     """The non-dominated combos by ``metrics``, each in its own better direction
-    (:func:`barsweep.pipeline.robust.pareto`): one front per symbol (and per window in
+    (:func:`barsweep.pipeline.analysis.robust.pareto`): one front per symbol (and per window in
     a walk-forward store), each best first by the first metric; with
     ``across="symbol"``, one front of parameter combos by each metric aggregated over
     the symbols with ``agg`` (a combo takes part where every metric is defined on every

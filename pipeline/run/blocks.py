@@ -3,7 +3,7 @@
 A block is one symbol and a box of the parameter dims, exactly one chunk of each
 metric in the results store. The task reads the bars itself, from the memory-mapped
 store when its worker sees the driver's files, else from the copy the driver shipped
-(nothing large travels in the graph; see :mod:`barsweep.pipeline.shipping`), sweeps the
+(nothing large travels in the graph; see :mod:`barsweep.pipeline.run.shipping`), sweeps the
 combos the constraints keep, and writes its region of the store, then its ``done`` flag
 (or returns the metrics for the driver to write, where its worker cannot).
 """
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import METRICS, N_METRICS, Execution, get_strategy, sweep
-from ..engine.backend import limit_threads
-from ..engine.strategies import import_strategy_module
-from .expr import Expr
-from .grid import box_combos, constraint_mask
+from ...engine import METRICS, N_METRICS, Execution, get_strategy, sweep
+from ...engine.backend import limit_threads
+from ...engine.strategies import import_strategy_module
+from ..spec.expr import Expr
+from ..spec.grid import box_combos, constraint_mask
 from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
 

@@ -7,7 +7,7 @@ materialized (:meth:`Grid.combos`) and masked (:meth:`Grid.mask`).
 
 Counting the combos the constraints keep never enumerates the box either: sub-boxes are
 decided by interval bounds, kept or excluded whole, and only small mixed pieces are
-masked (:mod:`barsweep.pipeline.count`).
+masked (:mod:`barsweep.pipeline.spec.count`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import SpecError, refusals
-from .count import COUNT_BUDGET, MAX_COUNTABLE, Counter
+from ...errors import SpecError, refusals
+from .count import COUNT_BUDGET, MAX_COUNTABLE, ComboCounter
 from .expr import Expr, check_names
 
 __all__ = ["COUNT_BUDGET", "MAX_AXIS_LEN", "MAX_COUNTABLE", "Axis", "Grid", "RangeSpec",
@@ -63,7 +63,7 @@ class Grid:
     Examples
     --------
     >>> import numpy as np
-    >>> from barsweep.pipeline.expr import parse_expr
+    >>> from barsweep.pipeline.spec.expr import parse_expr
     >>> grid = Grid((("fast", np.arange(2, 5)), ("slow", np.arange(3, 6))),
     ...             (parse_expr("fast < slow"),))
     >>> grid.shape, grid.size, grid.count_valid(), grid.classify((slice(0, 1), slice(1, 3)))
@@ -195,7 +195,7 @@ class Grid:
 
     def n_blocks(self, chunks: Sequence[int]) -> int:
         """How many blocks of shape `chunks` tile the box."""
-        return math.prod(self._block_counts(chunks))
+        return math.prod(self.blocks_per_axis(chunks))
 
     def blocks(self, chunks: Sequence[int]) -> Iterator[tuple[int, tuple[slice, ...]]]:
         """The blocks of shape `chunks` that tile the box, in C order.
@@ -214,7 +214,7 @@ class Grid:
         >>> list(grid.blocks((2,)))
         [(0, (slice(0, 2, None),)), (1, (slice(2, 3, None),))]
         """
-        counts = self._block_counts(chunks)
+        counts = self.blocks_per_axis(chunks)
         shape = self.shape
         for block_id, position in enumerate(itertools.product(*(range(c) for c in counts))):
             yield (
@@ -243,7 +243,7 @@ class Grid:
         Examples
         --------
         >>> import numpy as np
-        >>> from barsweep.pipeline.expr import parse_expr
+        >>> from barsweep.pipeline.spec.expr import parse_expr
         >>> grid = Grid((("fast", np.arange(2, 50)), ("slow", np.arange(10, 200))),
         ...             (parse_expr("fast < slow"),))
         >>> grid.classify((slice(0, 8), slice(0, 190))), grid.classify((slice(40, 48), slice(0, 5)))
@@ -256,7 +256,7 @@ class Grid:
         spans = [s.indices(len(v)) for (_, v), s in zip(self.axes, index, strict=True)]
         if any(step != 1 or stop <= start for start, stop, step in spans):
             raise ValueError(f"need non-empty slices of step 1, got {index}")
-        counter = Counter(self, budget=0)
+        counter = ComboCounter(self, budget=0)
         starts = np.array([[start for start, _, _ in spans]], dtype=np.int64)
         stops = np.array([[stop for _, stop, _ in spans]], dtype=np.int64)
         read = counter.read
@@ -289,12 +289,12 @@ class Grid:
         Examples
         --------
         >>> import numpy as np
-        >>> from barsweep.pipeline.expr import parse_expr
+        >>> from barsweep.pipeline.spec.expr import parse_expr
         >>> grid = Grid((("a", np.arange(4)), ("b", np.arange(4))), (parse_expr("a < b"),))
         >>> grid.block_counts((2, 2))[0].tolist()
         [1, 4, 0, 1]
         """
-        return Counter(self, budget).count_blocks(tuple(chunks))
+        return ComboCounter(self, budget).count_blocks(tuple(chunks))
 
     def estimate_valid(self, *, budget: int | None = COUNT_BUDGET) -> tuple[int, bool]:
         """The number of valid combos and whether it is exact (else an upper bound),
@@ -318,9 +318,9 @@ class Grid:
         `budget` runs out first this answers True: a grid we cannot cheaply prove empty
         is let through (its blocks then find out, and are stored as NaN).
         """
-        return Counter(self, budget).any_valid()
+        return ComboCounter(self, budget).any_valid()
 
-    def _block_counts(self, chunks: Sequence[int]) -> tuple[int, ...]:
+    def blocks_per_axis(self, chunks: Sequence[int]) -> tuple[int, ...]:
         chunks = tuple(chunks)
         if len(chunks) != len(self.axes) or any(int(c) < 1 for c in chunks):
             raise ValueError(f"chunks must be {len(self.axes)} integers >= 1, got {chunks}")

@@ -1,0 +1,129 @@
+"""The layers of the code (docs/LAYOUT.md): imports point one way.
+
+``datasets <- engine <- pipeline`` over ``errors``/``version``, and inside the pipeline
+``spec <- run <- analysis <- (cli, api)``; the package's own ``__init__`` is the top. Two
+readers check it: import-linter's contracts (pyproject.toml, on the installed package)
+and an import graph read here from the tree's files with ``ast`` (every import, those
+inside functions and under ``TYPE_CHECKING`` too), which also finds circles between
+modules of one room.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("datasets", "engine", "pipeline")
+
+# rooms from the bottom up: an import may only point to a lower room or inside its own
+ROOMS = ("errors", "datasets", "engine", "pipeline.spec", "pipeline.run", "pipeline.analysis",
+         "pipeline.face", "top")
+FACES = {"barsweep.pipeline.cli", "barsweep.pipeline.api", "barsweep.pipeline"}
+
+
+def module_files() -> dict[str, Path]:
+    """``barsweep.x.y`` -> its file, for every module of the package in the tree."""
+    found = {"barsweep": ROOT / "__init__.py", "barsweep.errors": ROOT / "errors.py",
+             "barsweep.version": ROOT / "version.py"}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            found[".".join(("barsweep", *parts))] = path
+    return found
+
+
+def room(module: str) -> str:
+    if module in ("barsweep.errors", "barsweep.version"):
+        return "errors"
+    if module == "barsweep":
+        return "top"
+    if module in FACES:
+        return "pipeline.face"
+    parts = module.split(".")
+    if parts[1] == "pipeline":
+        return "pipeline." + parts[2]
+    return parts[1]
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``module`` imports (the deepest existing name)."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target
+                     for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                out.add(name)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    modules = module_files()
+    return {m: imports_of(m, p, modules) for m, p in modules.items()}
+
+
+def test_imports_point_down_the_rooms():
+    edges = graph()
+    assert len(edges) > 60 and sum(map(len, edges.values())) > 150  # the tree was read
+    rank = {name: i for i, name in enumerate(ROOMS)}
+    upward = sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets
+                    if rank[room(b)] > rank[room(a)])
+    assert upward == []
+
+
+def test_rooms_of_the_tree_are_one_way():
+    """Between rooms, the graph read from the tree has one-way edges only."""
+    edges = graph()
+    pairs = {(room(a), room(b)) for a, targets in edges.items() for b in targets
+             if room(a) != room(b)}
+    assert {(b, a) for a, b in pairs} & pairs == set()
+    # the layers that DESIGN.md names are all there, each used by the one above it
+    for lower, upper in [("datasets", "pipeline.run"), ("engine", "pipeline.run"),
+                         ("pipeline.spec", "pipeline.run"),
+                         ("pipeline.run", "pipeline.analysis"),
+                         ("pipeline.analysis", "pipeline.face")]:
+        assert (upper, lower) in pairs, (upper, lower)
+
+
+def test_no_module_circles():
+    edges = graph()
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join(trail[trail.index(nxt):] + [node, nxt])
+                               if nxt in trail else f"{node} -> {nxt}")
+            elif nxt not in state:
+                visit(nxt, trail + [node])
+        state[node] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [])
+    assert circles == []
+
+
+def test_import_linter_contracts_are_kept():
+    """The contracts of pyproject.toml, on the installed package."""
+    cli = pytest.importorskip("importlinter.cli")
+    assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
