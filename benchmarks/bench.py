@@ -207,9 +207,9 @@ def child_pipeline(job: dict) -> None:
     import zarr
 
     from barsweep.pipeline.analysis.rank import rank
+    from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
     from barsweep.pipeline.run.execute import run_sweep
-    from barsweep.pipeline.spec.model import parse_spec
 
     cloudpickle.register_pickle_by_value(_common)  # workers need not import _common
     spec = parse_spec(job["spec"], source="bench")

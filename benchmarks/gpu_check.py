@@ -181,9 +181,9 @@ def pipeline_run(n: int, rows: list, log, cluster: str) -> bool:
 
     from barsweep.datasets import bars_arrays, open_bars, write_synth
     from barsweep.engine import METRICS, Execution, get_strategy, sweep
+    from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
     from barsweep.pipeline.run.execute import run_sweep
-    from barsweep.pipeline.spec.model import parse_spec
 
     store = tempfile.mkdtemp(prefix="barsweep-gpu-")
     write_synth(store, "BTCUSDT", "1h", N_BARS, 7)

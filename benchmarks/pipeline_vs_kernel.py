@@ -25,9 +25,9 @@ def main() -> None:
     from barsweep.datasets import mapped_arrays, write_synth
     from barsweep.engine import Execution, get_strategy, sweep
     from barsweep.pipeline.analysis.rank import rank
+    from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
     from barsweep.pipeline.run.execute import run_sweep
-    from barsweep.pipeline.spec.model import parse_spec
 
     n_fast = int(sys.argv[1]) if len(sys.argv) > 1 else 500
     store = tempfile.mkdtemp(prefix="barsweep-pvk-")

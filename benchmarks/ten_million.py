@@ -24,9 +24,9 @@ def peak_rss_mib() -> float:
 def main() -> None:
     from barsweep.datasets import write_synth
     from barsweep.pipeline.analysis.rank import rank
+    from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
     from barsweep.pipeline.run.execute import run_sweep
-    from barsweep.pipeline.spec.model import parse_spec
 
     n_fast = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     store = tempfile.mkdtemp(prefix="barsweep-10m-")

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from barsweep.engine import Execution, get_strategy, sweep
-from barsweep.pipeline.spec.windows import window_bounds
+from barsweep.pipeline.config.windows import window_bounds
 
 
 def main() -> None:

@@ -73,11 +73,11 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     xarray.Dataset
         As :func:`open_results` gives it (lazy when ``out`` is given).
     """
+    from .config.model import parse_spec
     from .run.cluster import choose, connect
     from .run.execute import run_prepared
     from .run.prepare import prepare_run
     from .run.results import open_results
-    from .spec.model import parse_spec
 
     in_memory = not isinstance(bars_or_store, str | os.PathLike)
     options = {"price_column": price_column, "ohlc_from_close": ohlc_from_close,

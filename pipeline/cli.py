@@ -411,9 +411,9 @@ def cmd_run(args) -> int:
 
     if args.out:  # a run holding --out refuses this one before anything heavy is loaded
         refuse_locked(os.path.abspath(os.path.expanduser(args.out)))
+    from .config.model import load_spec
+    from .config.overrides import with_cluster, with_scheduler
     from .run.cluster import check_address
-    from .spec.model import load_spec
-    from .spec.overrides import with_cluster, with_scheduler
 
     if args.scheduler is not None:
         check_address(args.scheduler, "--scheduler")
@@ -444,9 +444,9 @@ def cmd_check(args) -> int:
     was checked; the same one-line refusal as ``run`` otherwise."""
     from ..engine import get_strategy
     from ..engine.warm import describe
+    from .config.model import load_spec
     from .run.prepare import prepare_run
     from .run.results import store_attrs
-    from .spec.model import load_spec
 
     spec = load_spec(args.spec)
     earlier = store_attrs(spec.run.out) is not None
@@ -859,9 +859,9 @@ def cmd_demo(args) -> int:
     from ..datasets import write_synth
     from .analysis.rank import rank
     from .analysis.walkforward import walkforward
+    from .config.cluster import ClusterSpec
+    from .config.model import build_grid, load_spec, parse_spec
     from .run.cluster import choose, connect
-    from .spec.cluster import ClusterSpec
-    from .spec.model import build_grid, load_spec, parse_spec
 
     root = Path(args.dir)
     store = root / "bars"

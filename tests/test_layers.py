@@ -1,7 +1,7 @@
 """The layers of the code (docs/LAYOUT.md): imports point one way.
 
 ``datasets <- engine <- pipeline`` over ``errors``/``version``, and inside the pipeline
-``spec <- run <- analysis <- (cli, api)``; the package's own ``__init__`` is the top. Two
+``config <- run <- analysis <- (cli, api)``; the package's own ``__init__`` is the top. Two
 readers check it: import-linter's contracts (pyproject.toml, on the installed package)
 and an import graph read here from the tree's files with ``ast`` (every import, those
 inside functions and under ``TYPE_CHECKING`` too), which also finds circles between
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("datasets", "engine", "pipeline")
 
 # rooms from the bottom up: an import may only point to a lower room or inside its own
-ROOMS = ("errors", "datasets", "engine", "pipeline.spec", "pipeline.run", "pipeline.analysis",
+ROOMS = ("errors", "datasets", "engine", "pipeline.config", "pipeline.run", "pipeline.analysis",
          "pipeline.face", "top")
 FACES = {"barsweep.pipeline.cli", "barsweep.pipeline.api", "barsweep.pipeline"}
 
@@ -96,7 +96,7 @@ def test_rooms_of_the_tree_are_one_way():
     assert {(b, a) for a, b in pairs} & pairs == set()
     # the layers that DESIGN.md names are all there, each used by the one above it
     for lower, upper in [("datasets", "pipeline.run"), ("engine", "pipeline.run"),
-                         ("pipeline.spec", "pipeline.run"),
+                         ("pipeline.config", "pipeline.run"),
                          ("pipeline.run", "pipeline.analysis"),
                          ("pipeline.analysis", "pipeline.face")]:
         assert (upper, lower) in pairs, (upper, lower)

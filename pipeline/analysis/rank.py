@@ -28,8 +28,8 @@ import xarray as xr
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
+from ..config.expr import check_names, parse_expr
 from ..run.results import open_results
-from ..spec.expr import check_names, parse_expr
 from . import robust
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.

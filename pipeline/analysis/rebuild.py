@@ -16,7 +16,7 @@ def stored_spec(ds, what: str = "the results store"):
     """The spec a results Dataset was made by (its ``spec`` attribute) and its bars per
     year (the ``periods_per_year`` attribute, or the spec's timeframe and year_days)."""
     from ...datasets import periods_per_year
-    from ..spec.model import parse_spec  # here: the spec module imports modules that import this
+    from ..config.model import parse_spec  # here: the spec module imports modules that import this
 
     if "spec" not in ds.attrs:
         raise SpecError(f"{what}: the results store has no 'spec' attribute (the run's spec "

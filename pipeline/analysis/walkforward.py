@@ -8,7 +8,7 @@ reports its test metrics and the chain of the chosen combos' test runs
 (docs/EXECUTION.md, "Walk-forward windows").
 
 The spec's ``walk_forward`` section and the windows it makes are
-:mod:`barsweep.pipeline.spec.windows`.
+:mod:`barsweep.pipeline.config.windows`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import pandas as pd
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ...errors import DataError, SpecError
+from ..config.windows import BOUND_NAMES
 from ..run.results import open_results
-from ..spec.windows import BOUND_NAMES
 from .formatting import metric, param
 from .rank import _where_mask, rank_order, to_records
 from .rebuild import stored_bars, stored_spec

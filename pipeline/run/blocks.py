@@ -19,8 +19,8 @@ import numpy as np
 from ...engine import METRICS, N_METRICS, Execution, get_strategy, sweep
 from ...engine.backend import limit_threads
 from ...engine.strategies import import_strategy_module
-from ..spec.expr import Expr
-from ..spec.grid import box_combos, constraint_mask
+from ..config.expr import Expr
+from ..config.grid import box_combos, constraint_mask
 from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
 

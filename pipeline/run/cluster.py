@@ -30,7 +30,7 @@ from distributed.security import Security
 
 from ...engine.backend import cuda_problem_here
 from ...errors import BackendError
-from ..spec.cluster import ClusterSpec, check_address
+from ..config.cluster import ClusterSpec, check_address
 
 CONNECT_TIMEOUT_S = 10
 #: ``auto`` runs a sweep of at most this many combo-bars (combos x bars each runs, all

@@ -28,8 +28,8 @@ from ...engine.backend import process_gpu
 from ...engine.simulate import segment_bounds
 from ...errors import BackendError, BarsweepError, ResultsError, RunError
 from ...version import __version__
-from ..spec.grid import Grid
-from ..spec.model import Spec, build_grid
+from ..config.grid import Grid
+from ..config.model import Spec, build_grid
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .lock import out_lock
 from .prepare import Prepared, prepare_run
@@ -51,7 +51,7 @@ class Plan:
     """The blocks of a run: those to compute and those the constraints exclude.
 
     ``n_combos`` is the number of combos the tasks compute when ``n_combos_exact``,
-    else an upper bound (counting stopped at :data:`barsweep.pipeline.spec.count.COUNT_BUDGET`;
+    else an upper bound (counting stopped at :data:`barsweep.pipeline.config.count.COUNT_BUDGET`;
     each task reports its exact count as it finishes). ``task_combos`` holds the same
     per task, in ``tasks`` order. ``excluded`` lists the blocks proven empty.
     """
@@ -137,7 +137,7 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     every worker computes the same number of blocks.
 
     ``n_combos`` is the grid's valid combos, or an upper bound of them such as
-    :meth:`~barsweep.pipeline.spec.grid.Grid.estimate_valid` gives without enumerating.
+    :meth:`~barsweep.pipeline.config.grid.Grid.estimate_valid` gives without enumerating.
 
     Examples
     --------
@@ -184,7 +184,7 @@ def plan(spec: Spec, out: str, block_size: int,
     indicators hoisted once for all), the store's ``window``/``sample`` dims.
 
     The grid is never enumerated: each block is decided by interval bounds and counted
-    by :meth:`~barsweep.pipeline.spec.grid.Grid.block_counts` within a fixed budget, so
+    by :meth:`~barsweep.pipeline.config.grid.Grid.block_counts` within a fixed budget, so
     planning a 10^9-combo grid takes about a second and memory in proportion to the
     number of blocks (``benchmarks/plan_size.py``).
     """

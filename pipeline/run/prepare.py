@@ -27,8 +27,8 @@ from ...engine.warm import check, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
 from ...version import __version__
-from ..spec.grid import Grid
-from ..spec.model import DataSpec, Spec, build_grid
+from ..config.grid import Grid
+from ..config.model import DataSpec, Spec, build_grid
 from .results import check_out, store_attrs
 
 

@@ -14,7 +14,7 @@ from ref_strategies import _crosses, _events
 from reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep
-from barsweep.pipeline.spec.model import build_grid, parse_spec
+from barsweep.pipeline.config.model import build_grid, parse_spec
 
 PPY = 8760.0
 README = Path(__file__).resolve().parents[2] / "README.md"

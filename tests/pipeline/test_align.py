@@ -9,7 +9,7 @@ from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, backtest
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.spec.model import load_spec
+from barsweep.pipeline.config.model import load_spec
 
 pytestmark = pytest.mark.slow
 LENGTHS = {"LONG": 900, "SHORT": 500}

@@ -40,11 +40,11 @@ from barsweep.datasets import write_synth
 from barsweep.engine import METRICS
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.model import ClusterSpec, load_spec, parse_spec
+from barsweep.pipeline.config.overrides import with_scheduler
 from barsweep.pipeline.run.cluster import CONNECT_TIMEOUT_S, connect
 from barsweep.pipeline.run.execute import run_sweep
 from barsweep.pipeline.run.results import create_store, open_results, write_block
-from barsweep.pipeline.spec.model import ClusterSpec, load_spec, parse_spec
-from barsweep.pipeline.spec.overrides import with_scheduler
 
 N_BARS = 400
 CLI = [sys.executable, "-m", "barsweep.pipeline.cli"]

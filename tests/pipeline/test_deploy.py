@@ -32,9 +32,9 @@ from distributed.cli.dask_worker import main as dask_worker_cli
 
 from barsweep.errors import BackendError
 from barsweep.pipeline.cli import build_parser
+from barsweep.pipeline.config.model import Spec, load_spec, parse_spec
+from barsweep.pipeline.config.overrides import with_scheduler
 from barsweep.pipeline.run.cluster import check_address, jobqueue_cluster
-from barsweep.pipeline.spec.model import Spec, load_spec, parse_spec
-from barsweep.pipeline.spec.overrides import with_scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deploy.md"

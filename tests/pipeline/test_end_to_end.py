@@ -15,9 +15,9 @@ from reference import ref_ema_cross_signals, ref_simulate
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, backtest
 from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.cluster import connect
 from barsweep.pipeline.run.execute import run_sweep
-from barsweep.pipeline.spec.model import parse_spec
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
-from barsweep.pipeline.spec.expr import Expr, check_names, parse_expr
+from barsweep.pipeline.config.expr import Expr, check_names, parse_expr
 
 RNG = np.random.default_rng(0)
 A = RNG.integers(-5, 6, 200)

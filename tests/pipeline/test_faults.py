@@ -20,10 +20,10 @@ from compare import assert_same_store
 
 from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.cluster import connect
 from barsweep.pipeline.run.execute import run_sweep
 from barsweep.pipeline.run.results import store_attrs, update_attrs
-from barsweep.pipeline.spec.model import parse_spec
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
-from barsweep.pipeline.spec.expr import parse_expr
-from barsweep.pipeline.spec.grid import Grid, axis_values
+from barsweep.pipeline.config.expr import parse_expr
+from barsweep.pipeline.config.grid import Grid, axis_values
 
 
 def make_grid(shape, constraints=()):
@@ -354,7 +354,7 @@ def test_classify_sub_boxes():
 
 
 def test_interval_bounds_of_unsorted_long_axes():
-    from barsweep.pipeline.spec.count import _AxisBounds, _reduce_ranges
+    from barsweep.pipeline.config.count import _AxisBounds, _reduce_ranges
 
     rng = np.random.default_rng(3)
     values = rng.permutation(200).astype(np.int64)

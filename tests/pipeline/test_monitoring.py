@@ -8,10 +8,10 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from barsweep.engine.strategies import strategy_names
 from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.blocks import BarsRef, BlockTask
 from barsweep.pipeline.run.cluster import connect
 from barsweep.pipeline.run.execute import block_key, run_sweep
-from barsweep.pipeline.spec.model import parse_spec
 
 pytestmark = pytest.mark.slow
 

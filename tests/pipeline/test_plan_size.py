@@ -6,9 +6,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from barsweep.pipeline.config.grid import Grid
+from barsweep.pipeline.config.model import build_grid, parse_spec
 from barsweep.pipeline.run.execute import auto_block_size, plan
-from barsweep.pipeline.spec.grid import Grid
-from barsweep.pipeline.spec.model import build_grid, parse_spec
 
 DATA = {"store": "bars/", "symbols": ["A", "B"], "timeframe": "1h", "year_days": 365}
 

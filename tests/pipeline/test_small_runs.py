@@ -9,11 +9,11 @@ from runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.cluster import ClusterSpec
+from barsweep.pipeline.config.model import parse_spec
+from barsweep.pipeline.config.overrides import with_cluster
 from barsweep.pipeline.run.cluster import THREADS_MAX_COMBO_BARS, choose
 from barsweep.pipeline.run.results import store_attrs
-from barsweep.pipeline.spec.cluster import ClusterSpec
-from barsweep.pipeline.spec.model import parse_spec
-from barsweep.pipeline.spec.overrides import with_cluster
 
 pytestmark = pytest.mark.slow
 

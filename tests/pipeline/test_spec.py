@@ -14,7 +14,7 @@ from barsweep.engine import Execution
 from barsweep.engine.execution import execution_of
 from barsweep.engine.strategies import Param, Strategy, register
 from barsweep.errors import SpecError
-from barsweep.pipeline.spec.model import (
+from barsweep.pipeline.config.model import (
     ClusterSpec,
     RangeSpec,
     RunSpec,
@@ -493,9 +493,9 @@ def test_execution_is_validated_once_when_the_spec_is_loaded(tmp_path):
 def test_the_grid_is_built_once_per_spec(monkeypatch):
     """Validation builds the grid (its size and constraints are checked then); the run's
     plan and its blocks use that one, and build no other."""
+    from barsweep.pipeline.config import grid as grid_module
     from barsweep.pipeline.run.blocks import block_combos
     from barsweep.pipeline.run.execute import plan
-    from barsweep.pipeline.spec import grid as grid_module
 
     built = []
     post_init = grid_module.Grid.__post_init__

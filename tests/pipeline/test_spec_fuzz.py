@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.spec.model import Spec, load_spec, parse_spec
+from barsweep.pipeline.config.model import Spec, load_spec, parse_spec
 
 BASE = {
     "data": {"store": "STORE", "symbols": ["BTCUSDT"], "timeframe": "1h"},

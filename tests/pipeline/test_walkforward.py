@@ -26,7 +26,7 @@ from barsweep.engine import (
 )
 from barsweep.errors import DataError, SpecError
 from barsweep.pipeline.analysis.walkforward import format_walkforward, walkforward
-from barsweep.pipeline.spec.windows import WalkForwardSpec, bars_of, window_bounds
+from barsweep.pipeline.config.windows import WalkForwardSpec, bars_of, window_bounds
 
 PPY = 8760.0
 FAST = [3, 5, 8, 12]
@@ -482,9 +482,9 @@ def test_one_test_window_equals_vectorbt_fed_talib_signals(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_with_walk_forward_equals_the_literal_loop(tmp_path):
+    from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
     from barsweep.pipeline.run.execute import run_sweep
-    from barsweep.pipeline.spec.model import parse_spec
     bar_store = tmp_path / "bars"
     write_synth(bar_store, "SYN", "1h", N_BARS, seed=28)
     execution = dict(fill="close", fees=0.0005, direction="both")

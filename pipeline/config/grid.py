@@ -7,7 +7,7 @@ materialized (:meth:`Grid.combos`) and masked (:meth:`Grid.mask`).
 
 Counting the combos the constraints keep never enumerates the box either: sub-boxes are
 decided by interval bounds, kept or excluded whole, and only small mixed pieces are
-masked (:mod:`barsweep.pipeline.spec.count`).
+masked (:mod:`barsweep.pipeline.config.count`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Grid:
     Examples
     --------
     >>> import numpy as np
-    >>> from barsweep.pipeline.spec.expr import parse_expr
+    >>> from barsweep.pipeline.config.expr import parse_expr
     >>> grid = Grid((("fast", np.arange(2, 5)), ("slow", np.arange(3, 6))),
     ...             (parse_expr("fast < slow"),))
     >>> grid.shape, grid.size, grid.count_valid(), grid.classify((slice(0, 1), slice(1, 3)))
@@ -243,7 +243,7 @@ class Grid:
         Examples
         --------
         >>> import numpy as np
-        >>> from barsweep.pipeline.spec.expr import parse_expr
+        >>> from barsweep.pipeline.config.expr import parse_expr
         >>> grid = Grid((("fast", np.arange(2, 50)), ("slow", np.arange(10, 200))),
         ...             (parse_expr("fast < slow"),))
         >>> grid.classify((slice(0, 8), slice(0, 190))), grid.classify((slice(40, 48), slice(0, 5)))
@@ -289,7 +289,7 @@ class Grid:
         Examples
         --------
         >>> import numpy as np
-        >>> from barsweep.pipeline.spec.expr import parse_expr
+        >>> from barsweep.pipeline.config.expr import parse_expr
         >>> grid = Grid((("a", np.arange(4)), ("b", np.arange(4))), (parse_expr("a < b"),))
         >>> grid.block_counts((2, 2))[0].tolist()
         [1, 4, 0, 1]

@@ -7,9 +7,9 @@ the file and every failing key as a dotted path (``execution.fees``, ``grid.fast
 and its size against ``run.max_combos`` (counted from the axes, never enumerated); it is
 built once, while the spec is validated, and :func:`build_grid` hands it out.
 
-The models are here; the YAML and paths in :mod:`~barsweep.pipeline.spec.files`, the
-``cluster`` section in :mod:`~barsweep.pipeline.spec.cluster`, the execution settings
-in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.spec.grid`,
+The models are here; the YAML and paths in :mod:`~barsweep.pipeline.config.files`, the
+``cluster`` section in :mod:`~barsweep.pipeline.config.cluster`, the execution settings
+in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.config.grid`,
 and how refusals read in :func:`barsweep.errors.refusals`.
 """
 
@@ -181,7 +181,7 @@ class Spec(BaseModel):
         One entry per strategy parameter, in the order the strategy declares them, with
         int values for int parameters and floats for the others.
     constraints : list of str
-        Expressions over the parameter names (see :mod:`barsweep.pipeline.spec.expr`).
+        Expressions over the parameter names (see :mod:`barsweep.pipeline.config.expr`).
     cluster : ClusterSpec
         Where the blocks run; the spec may say just ``local``, ``cuda``, ``slurm``,
         ``pbs`` or a scheduler address such as ``tcp://host:8786``.

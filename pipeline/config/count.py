@@ -1,7 +1,7 @@
 """Counting a grid's valid combos without enumerating its box.
 
 Each sub-box of the grid is first decided by interval arithmetic over its axes' least
-and greatest values (:meth:`barsweep.pipeline.spec.expr.Expr.truth`): kept whole, excluded
+and greatest values (:meth:`barsweep.pipeline.config.expr.Expr.truth`): kept whole, excluded
 whole, or mixed. Mixed boxes are halved along their longest constrained axis, and only
 small mixed boxes (at most :data:`LEAF_COMBOS` combos of the constrained axes) are
 enumerated and masked. For the usual constraints (``fast < slow``, ``a + b <= c``) the
@@ -10,7 +10,7 @@ million combos. A ``budget`` caps the work where a caller can do with an upper b
 Boxes are decided many at a time with numpy and refined depth first, so memory stays
 bounded whatever the grid's size.
 
-:class:`ComboCounter` serves :class:`~barsweep.pipeline.spec.grid.Grid`'s counting methods
+:class:`ComboCounter` serves :class:`~barsweep.pipeline.config.grid.Grid`'s counting methods
 (``classify``, ``block_counts``, ``estimate_valid``, ``count_valid``, ``has_valid``).
 """
 
@@ -48,7 +48,7 @@ class _Budget(Exception):
 
 
 class CountedGrid(Protocol):
-    """What counting reads of a grid (:class:`~barsweep.pipeline.spec.grid.Grid` is one)."""
+    """What counting reads of a grid (:class:`~barsweep.pipeline.config.grid.Grid` is one)."""
 
     axes: tuple[tuple[str, np.ndarray], ...]
     constraints: tuple[Expr, ...]

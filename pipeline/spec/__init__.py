@@ -1,3 +1,0 @@
-"""What a run is asked to do: the YAML spec's models and files, grid axes, constraints
-and filters, walk-forward windows and cluster settings. Imports nothing else of the
-pipeline."""
