@@ -1,5 +1,6 @@
-"""The README's custom-strategy example: registered from its own module, it backtests,
-sweeps and parses in a spec like a builtin, and the README shows its code verbatim."""
+"""The custom-strategy example of docs/STRATEGIES.md: registered from its own module, it
+backtests, sweeps and parses in a spec like a builtin, and the page shows its code
+verbatim."""
 
 import re
 from pathlib import Path
@@ -17,7 +18,7 @@ from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy
 from barsweep.pipeline.config.model import build_grid, parse_spec
 
 PPY = 8760.0
-README = Path(__file__).resolve().parents[2] / "README.md"
+STRATEGIES = Path(__file__).resolve().parents[2] / "docs" / "STRATEGIES.md"
 
 
 def test_registered_on_import():
@@ -51,13 +52,15 @@ def test_spec_with_custom_strategy_parses():
     assert build_grid(spec).shape == (2,)
 
 
-def test_readme_shows_the_module_verbatim():
-    text = README.read_text(encoding="utf-8")
+def test_strategies_page_shows_the_module_verbatim():
+    text = STRATEGIES.read_text(encoding="utf-8")
     section = text.split("## Your own strategy", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
-    assert len(blocks) == 1, "README's 'Your own strategy' needs exactly one python block"
+    assert len(blocks) == 1, (
+        "docs/STRATEGIES.md's 'Your own strategy' needs exactly one python block")
     source = Path(custom_strategy_example.__file__).read_text(encoding="utf-8")
     assert blocks[0].strip() == source.strip(), (
-        "README.md's 'Your own strategy' block and tests/engine/custom_strategy_example.py "
+        "docs/STRATEGIES.md's 'Your own strategy' block and "
+        "tests/engine/custom_strategy_example.py "
         "differ; keep them identical"
     )

@@ -26,7 +26,7 @@ from barsweep.engine.strategies import Param, Strategy, kernels
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = Path(__file__).with_name("custom_strategy_example.py")
 
-# One sweep of the README's custom strategy (a module outside the package that inlines
+# One sweep of the custom strategy of docs/STRATEGIES.md (a module outside the package that inlines
 # engine code) with fees; prints its metrics and what the cache did.
 RUN = textwrap.dedent("""
     import json, sys

@@ -1,7 +1,7 @@
 """CUDA-vs-CPU cases: every strategy and every execution feature, sized for the simulator.
 
 The simulator runs each thread's bars in Python (~1 s for 64 combos x 500 bars), so each
-case is small; together they cover every strategy (the README's custom one included, and
+case is small; together they cover every strategy (docs/STRATEGIES.md's custom one included, and
 one on host-hoisted indicators) and every execution setting: both fills, the three
 directions, fees, fixed fees, slippage, stop loss, take profit, trailing stop, funding
 and stops swept as grid axes; ``test_cuda_sim.py`` checks that each setting matters.
@@ -55,7 +55,7 @@ PARAMS = {
     "wma_band": _grid(period=np.arange(4, 20, 2), atr_period=np.arange(3, 11)),
 }
 
-#: Strategies registered by modules of the tests (the README's example; a host-hoisted one).
+#: Strategies registered by modules of the tests (docs/STRATEGIES.md's example; a host-hoisted one).
 MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy"}
 
 

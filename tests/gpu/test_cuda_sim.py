@@ -61,7 +61,7 @@ def simulated(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bars():
-    example = str(HERE.parent / "engine")  # the README's custom strategy module lives there
+    example = str(HERE.parent / "engine")  # docs/STRATEGIES.md's example lives there
     if example not in sys.path:
         sys.path.insert(0, example)
     for module in MODULES.values():

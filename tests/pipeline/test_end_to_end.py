@@ -216,7 +216,7 @@ def test_empty_time_range_is_refused_before_the_store_is_made(synth_store, tmp_p
 def test_custom_strategy_module_stops_grid_and_both_directions(synth_store, tmp_path,
                                                                cluster_client, monkeypatch):
     """A user's strategy module named in the spec, a stop swept as a grid axis, shorts."""
-    where = str(Path(__file__).resolve().parents[1] / "engine")  # the README's example module
+    where = str(Path(__file__).resolve().parents[1] / "engine")  # docs/STRATEGIES.md's example
     monkeypatch.syspath_prepend(where)
     def add_path(path):  # a user's PYTHONPATH, on the workers
         import sys

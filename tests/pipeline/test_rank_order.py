@@ -1,6 +1,6 @@
-"""What `rank` may put first (README "What the numbers mean", Rank): never NaN, never an
-infinite value, never a ruined combo, and never, by a metric that doing nothing wins
-(volatility, ulcer_index, max_drawdown, ruined, any ascending ranking), a combo that
+"""What `rank` may put first (docs/RESULTS.md, "What the numbers mean", Rank): never NaN,
+never an infinite value, never a ruined combo, and never, by a metric that doing nothing
+wins (volatility, ulcer_index, max_drawdown, ruined, any ascending ranking), a combo that
 never traded. Ruined combos rank after every other combo, by every metric."""
 
 import numpy as np

@@ -456,11 +456,11 @@ def refused_with(spec, overrides):
     return str(info.value)
 
 
-def test_readme_cluster_examples_validate(tmp_path):
-    """Each `cluster:` of the README's Clusters section is a valid spec value, with its
-    TLS files relative to the spec file's directory."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Clusters", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+def test_spec_reference_cluster_examples_validate(tmp_path):
+    """Each `cluster:` of the Clusters section of docs/SPEC.md is a valid spec value, with
+    its TLS files relative to the spec file's directory."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "SPEC.md").read_text(encoding="utf-8")
+    section = page.split("## Clusters", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     entries = ["cluster:" + e for e in ("\n" + section.strip()).split("\ncluster:")[1:]]
     assert len(entries) == 7
     for name in ("ca.pem", "me.pem", "me.key"):
