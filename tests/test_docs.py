@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from barsweep.pipeline.cli import build_parser
-from barsweep.pipeline.run.cluster import check_address
 from barsweep.pipeline.config.model import Spec, load_spec
+from barsweep.pipeline.run.cluster import check_address
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
