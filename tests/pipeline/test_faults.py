@@ -522,7 +522,8 @@ def test_a_second_run_on_a_locked_out_is_refused_at_once(bars, undisturbed, tmp_
         assert f"pid {proc.pid}); wait for it" in second.stderr
         assert second.stderr.count("\n") == 1 and second.stdout == ""
         assert seconds < (5 if "--out" in flags else 15), (flags, seconds)
-    assert proc.poll() is None  # the first goes on, undisturbed
+    # each refusal named the first run's pid: it held the lock then; it goes on undisturbed
+    # (on a loaded machine it may have finished by now, which is no fault)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr
     assert_same_store(out, undisturbed)
