@@ -299,8 +299,11 @@ def test_dockerfile_installs_barsweep_from_the_checkout_on_python_311():
             *sources, _ = shlex.split(rest)
             copied.update(s.rstrip("/") for s in sources)
     setuptools = PYPROJECT["tool"]["setuptools"]
-    needed = {"pyproject.toml", PYPROJECT["project"]["readme"],
-              *setuptools["package-dir"].values()}
+    assert setuptools["package-dir"] == {"barsweep": "."}  # the root is the package
+    folders = {name.split(".", 1)[1].replace(".", "/") for name in setuptools["packages"]
+               if "." in name}
+    needed = {"pyproject.toml", PYPROJECT["project"]["readme"], *folders,
+              *(path.name for path in ROOT.glob("*.py"))}
     lacking = [path for path in needed
                if not any(path == c or path.startswith(f"{c}/") for c in copied)]
     assert not lacking, f"the image lacks {lacking}"
