@@ -18,6 +18,8 @@ as ``BASE/`` and replaced). numba reads the variable when it is imported; when i
 imported first (a module that imports numba before the engine), ``numba.config.CACHE_DIR``
 is set as well, before any of the engine's functions is defined. Every function cached in
 the process goes to that folder, others' too: they compile once per engine version as well.
+The folders of earlier versions stay (about 1 MB each for the engine's kernels): delete
+them freely.
 
 numba's own cache files are not read here. After a kernel has run, :func:`mark_compiled`
 writes a small mark beside them, in the engine's folder, holding the stamp of the
