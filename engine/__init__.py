@@ -1,7 +1,7 @@
 """barsweep.engine: pure compute. Indicators, strategies, the per-bar simulation,
 metrics; numba kernels that take arrays and scalars only."""
 
-from . import cache  # noqa: F401  (first: keys numba's cache on the engine's source)
+from . import cache  # noqa: F401  (first: numba caches in a folder per engine source)
 from .backtest import BacktestResult, backtest
 from .execution import Execution, benchmark_returns
 from .indicators import INDICATORS, ema, sma

@@ -4,11 +4,12 @@ that a strategy compiles before a run depends on it.
 numba compiles a strategy's sweep kernel on its first call on a machine (seconds: type
 inference of the whole simulation) and caches it on disk; later processes load it.
 :func:`warm` makes that first call on a few synthetic bars, so that it happens after an
-install or in a worker image rather than in someone's first sweep; :func:`is_compiled`
-says, without compiling, whether this machine's cache holds the kernel for the engine as
-it is (``barsweep run`` uses it to say that it is compiling, and that it happens once).
+install or in a worker image rather than in someone's first sweep, and marks the kernel
+compiled (:func:`barsweep.engine.cache.mark_compiled`); :func:`is_compiled` says, without
+compiling, whether it is marked for the engine and the kernel's source as they are
+(``barsweep run`` uses it to say that it is compiling, and that it happens once).
 :func:`check` is what a run does on the driver before it makes a store or starts a
-cluster: nothing when the cache holds the kernel, else the signal typed alone (a wrong
+cluster: nothing when the kernel is marked, else the signal typed alone (a wrong
 signal refused in a few lines naming its module and function) and the kernel compiled.
 """
 
@@ -24,6 +25,7 @@ from numba.core import types as nb_types
 from numba.core.errors import NumbaError
 
 from ..errors import SpecError
+from .cache import is_marked, mark_compiled
 from .execution import Execution
 from .strategies import kernels
 from .strategies.base import Strategy
@@ -36,12 +38,10 @@ SIGNAL_RETURNS = ("(long_entry, long_exit, short_entry, short_exit), a tuple of 
 
 
 def is_compiled(strategy: Strategy) -> bool:
-    """Whether numba's on-disk cache holds ``strategy``'s sweep kernel for the engine's
-    current source (False when it cannot tell, e.g. a kernel compiled in-process only)."""
-    try:
-        return bool(strategy.kernel._cache._cache_file._load_index())
-    except Exception:  # numba's private layout changed, or no cache: assume not
-        return False
+    """Whether :func:`warm` compiled ``strategy``'s sweep kernel into numba's on-disk
+    cache for the engine's current source and the kernel's (False for a kernel that is
+    not cached on disk, e.g. compiled in-process only, or for no kernel)."""
+    return strategy.kernel is not None and is_marked(strategy.kernel)
 
 
 def warm_params(strategy: Strategy) -> dict[str, np.ndarray]:
@@ -75,21 +75,24 @@ def warm_bars(n_bars: int = 300) -> dict[str, np.ndarray]:
 
 def warm(strategy: Strategy) -> tuple[float, bool]:
     """Run ``strategy``'s kernels once on 300 synthetic bars (compiling them into numba's
-    cache if it does not hold them); returns the seconds it took and whether they were
-    compiled before."""
+    cache if it does not hold them) and mark the kernel compiled; returns the seconds it
+    took and whether it was marked before."""
     from .sweep import sweep
 
     compiled = is_compiled(strategy)
     t0 = time.perf_counter()
     sweep(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0,
           seg_sums=np.empty((1, 2, 2)))
-    return time.perf_counter() - t0, compiled
+    seconds = time.perf_counter() - t0
+    if not compiled:
+        mark_compiled(strategy.kernel)
+    return seconds, compiled
 
 
 def check(strategy: Strategy, *, kernel: bool = True) -> float | None:
     """Make sure ``strategy`` compiles, before a run makes a store or starts a cluster.
 
-    Nothing is done when numba's cache holds its kernel (:func:`is_compiled`: it compiled
+    Nothing is done when its kernel is marked compiled (:func:`is_compiled`: it compiled
     for this engine and this signal's source). Otherwise its signal is typed alone on the
     argument types the kernel passes it, and its return type checked
     (:func:`signal_problem`); then, with ``kernel``, the sweep kernel is compiled into

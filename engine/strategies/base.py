@@ -6,7 +6,8 @@ the shared simulation: ``scan`` (the flat-stretch search,
 :func:`barsweep.engine.simulate.scan_flat`) and the sweep ``kernel``, an
 ``@njit(nogil=True, cache=True)`` loop over combos calling
 :func:`barsweep.engine.simulate.simulate`, both written once per signal by
-:mod:`barsweep.engine.strategies.kernels` so that numba caches them across processes.
+:mod:`barsweep.engine.strategies.kernels` so that numba caches them across processes,
+when one of them is first read (defining a strategy writes nothing).
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class Strategy:
     the crossover strategies share ``crossover.py``'s). From it the Strategy takes
     ``scan`` and ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity,
     rec_trades)``, the sweep kernel that ``sweep()`` and ``backtest()`` run
-    (:func:`barsweep.engine.strategies.kernels.compiled`); the GPU backend builds its
+    (:func:`barsweep.engine.strategies.kernels.compiled`, built when first read: see
+    :class:`FromSignal`); the GPU backend builds its
     CUDA kernel from ``signal`` and ``scan``. A strategy may pass both ``kernel`` and
     ``scan`` itself instead (without ``signal`` it runs on the CPU only).
     ``requires`` holds comparisons between two parameters that every combo must
@@ -103,22 +105,25 @@ class Strategy:
             unknown = set(ind.params) - names
             if unknown:
                 raise ValueError(f"{self.name}: indicator {ind.name} uses unknown {unknown}")
-        if self.signal is None or (self.kernel is not None and self.scan is not None):
+        kernel, scan = _given(self, "kernel"), _given(self, "scan")
+        if self.signal is None or (kernel is not None and scan is not None):
             return
-        if self.kernel is not None or self.scan is not None:
+        if kernel is not None or scan is not None:
             raise ValueError(f"{self.name}: pass both kernel and scan, or neither (they are "
                              "then compiled from the signal)")
-        built = kernels.compiled(self.signal)
-        object.__setattr__(self, "kernel", built.kernel)
-        object.__setattr__(self, "scan", built.scan)
+        if kernels.source_of(self.signal) is None:  # said now (a warning), not at first use
+            kernels.compiled(self.signal)
 
     def __reduce__(self):
         """Pickled without the kernel and scan compiled from the signal (their module is
         this process's): they are built again where it is unpickled, from the signal
         imported by name when it can be (numba pickles a function by value, and a copy
         could not load its kernel from the cache)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.signal is not None and self.kernel is kernels.compiled(self.signal).kernel:
+        values = {f.name: getattr(self, f.name) for f in fields(self)
+                  if f.name not in ("kernel", "scan")}
+        values.update(kernel=_given(self, "kernel"), scan=_given(self, "scan"))
+        if self.signal is not None and values["kernel"] in (
+                None, getattr(kernels.built(self.signal), "kernel", None)):
             values["kernel"] = values["scan"] = None
             source = kernels.source_of(self.signal)
             if source is not None and source[0] != "__main__":
@@ -157,6 +162,41 @@ class Strategy:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+
+class FromSignal:
+    """A :class:`Strategy`'s ``kernel`` or ``scan``: the function it was given, else the
+    one compiled from its signal (:func:`kernels.compiled`), whose module is written when
+    first read; None for a strategy with neither.
+
+    A data descriptor on the frozen dataclass: the dataclass's ``__init__`` stores the
+    value given (``__set__``), reading it goes through ``__get__``.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, strategy, owner=None):
+        if strategy is None:
+            return self
+        given = strategy.__dict__.get(self.name)
+        if given is None and strategy.signal is not None:
+            return getattr(kernels.compiled(strategy.signal), self.name)
+        return given
+
+    def __set__(self, strategy, value) -> None:
+        strategy.__dict__[self.name] = value
+
+
+def _given(strategy: Strategy, name: str) -> Callable | None:
+    """The ``kernel`` or ``scan`` passed to ``strategy`` (None: compiled from its signal,
+    or none), read without building anything."""
+    return strategy.__dict__.get(name)
+
+
+# After the dataclass is made: its __init__ keeps None as the default of both fields.
+Strategy.kernel = FromSignal("kernel")
+Strategy.scan = FromSignal("scan")
 
 
 def _strategy(values: dict) -> Strategy:

@@ -11,15 +11,16 @@ writes them, once per signal, as a small module of their own (:data:`TEMPLATE`) 
 imports the signal by its module path, and imports it: numba's cache then works as for
 a hand-written module, with the same speed.
 
-The module goes to ``NUMBA_CACHE_DIR/barsweep_kernels/`` when that is set, else to
-numba's user-wide cache folder (``~/.cache/numba/barsweep_kernels/`` on Linux; beside
-the signal's file in ``__pycache__/barsweep_kernels/`` when that is not writable), where
-numba caches the kernel as any module's functions. Its name holds the signal's name and
-a hash of its file's path (two checkouts do not share it). It records the hash of the
-signal's source, so an edited signal rewrites it and numba recompiles; an edited engine
-recompiles it through :mod:`barsweep.engine.cache`. A signal that cannot be imported by
-name (defined in a function, or with no source file) gets the same code
-compiled in this process only, with a warning.
+The module is written when a kernel is first needed (:class:`~.base.Strategy` reads
+it lazily), to ``BASE/barsweep_kernels/`` (:data:`barsweep.engine.cache.BASE`: the
+user's ``NUMBA_CACHE_DIR``, else numba's user-wide cache folder, ``~/.cache/numba`` on
+Linux; beside the signal's file in ``__pycache__/barsweep_kernels/`` when that is not
+writable), and numba caches the kernel as any module's functions, in the engine
+version's folder (:mod:`barsweep.engine.cache`: an edited engine recompiles it). Its name
+holds the signal's name and a hash of its file's path (two checkouts do not share it). It
+records the hash of the signal's source, so an edited signal rewrites it and numba
+recompiles. A signal that cannot be imported by name (defined in a function, or with no
+source file) gets the same code compiled in this process only, with a warning.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-from numba.core import config
+from ..cache import BASE
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 
@@ -90,6 +91,11 @@ def compiled(signal) -> ModuleType:
     return module
 
 
+def built(signal) -> ModuleType | None:
+    """The module :func:`compiled` built for ``signal`` in this process, None if none yet."""
+    return _COMPILED.get(signal)
+
+
 def source_of(signal) -> tuple[str, str, str] | None:
     """``(module, name, file)`` when ``signal`` is ``module.name``, a function of the module
     file ``file`` (loaded in this process); None when it cannot be imported by name."""
@@ -135,14 +141,9 @@ def _build(signal) -> ModuleType:
 
 def _folders(signal_path: str) -> list[Path]:
     """Where a kernel module may go, the first writable one taken. Not beside the signal
-    first, as numba caches: the package's own folders hold its sources only."""
-    from numba.misc.appdirs import AppDirs
-
-    folders = [Path(config.CACHE_DIR) / "barsweep_kernels"] if config.CACHE_DIR else []
-    folders.append(Path(AppDirs(appname="numba", appauthor=False).user_cache_dir)
-                   / "barsweep_kernels")
-    folders.append(Path(signal_path).parent / "__pycache__" / "barsweep_kernels")
-    return folders
+    first: the package's own folders hold its sources only."""
+    return [BASE / "barsweep_kernels",
+            Path(signal_path).parent / "__pycache__" / "barsweep_kernels"]
 
 
 def _write(path: Path, text: str) -> Path:

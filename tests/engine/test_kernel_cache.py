@@ -1,5 +1,6 @@
-"""numba's on-disk cache follows the engine's source (``barsweep.engine.cache``) and the
-strategies' kernels load from it in later processes (``strategies/kernels.py``).
+"""numba's on-disk cache follows the engine's source (``barsweep.engine.cache``: a folder
+per version of it) and the strategies' kernels load from it in later processes
+(``strategies/kernels.py``).
 
 The end-to-end test runs a copy of the package in subprocesses: an unchanged rerun loads
 the kernel from the cache, and an edit of a callee in another file of the engine (the fee
@@ -15,9 +16,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numba
 import pytest
 from numba import njit
-from numba.core import caching
 
 import barsweep.engine
 from barsweep.engine import cache, get_strategy
@@ -93,25 +94,29 @@ def test_an_engine_edit_recompiles_and_an_unchanged_tree_loads(tmp_path):
 
 def test_a_user_cache_dir_holds_everything(tmp_path):
     """With NUMBA_CACHE_DIR the engine's functions, the strategy kernels and their
-    modules go there (nothing is compiled here: only where the caches are)."""
+    modules go there, numba's caches in the engine version's folder (nothing is compiled
+    here: only where the caches are)."""
     code = textwrap.dedent("""
-        import json
+        import json, os
         import barsweep.engine as engine
-        from barsweep.engine import fills
+        from barsweep.engine import cache, fills
         kernel = engine.get_strategy("rsi").kernel
         print(json.dumps([fills.open_position.stats.cache_path, kernel.stats.cache_path,
-                          kernel.py_func.__code__.co_filename,
-                          type(kernel._cache._impl.locator).__name__]))
+                          kernel.py_func.__code__.co_filename, os.environ["NUMBA_CACHE_DIR"],
+                          cache.engine_source_hash()]))
     """)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
     done = subprocess.run([sys.executable, "-c", code], env=dict(environ, NUMBA_CACHE_DIR=str(
         tmp_path)), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    engine_cache, kernel_cache, kernel_file, locator = json.loads(done.stdout.splitlines()[-1])
+    engine_cache, kernel_cache, kernel_file, setting, digest = json.loads(
+        done.stdout.splitlines()[-1])
     assert engine_cache.startswith(str(tmp_path)) and kernel_cache.startswith(str(tmp_path))
     assert Path(kernel_file).parent == tmp_path / "barsweep_kernels"
     assert Path(kernel_file).name.startswith("rsi_signal_")
-    assert locator == "EngineUserProvidedLocator"
+    folder = tmp_path / f"barsweep-engine-{digest[:16]}"
+    assert setting == str(folder)  # what its workers and subprocesses inherit
+    assert Path(engine_cache).parent == Path(kernel_cache).parent == folder
 
 
 def test_the_source_hash_covers_every_engine_file_cheaply(tmp_path, monkeypatch):
@@ -148,12 +153,32 @@ def test_the_source_hash_covers_every_engine_file_cheaply(tmp_path, monkeypatch)
     (copy / "__pycache__" / "stale.py").write_text("x = 1\n")
     (copy / "notes.txt").write_text("not source\n")
     assert uncached() == digest  # caches and other files do not
-    assert caching.CacheImpl._locator_classes[:3] == list(cache.LOCATORS)
-    cache.install()  # idempotent
-    assert caching.CacheImpl._locator_classes.count(cache.EngineInTreeLocator) == 1
+    folder = cache.CACHE_DIR
+    assert folder.name == f"barsweep-engine-{digest[:16]}"
+    assert os.environ["NUMBA_CACHE_DIR"] == numba.config.CACHE_DIR == str(folder)
+    assert cache.configure() == folder  # idempotent: a process started from this one
 
 
-def test_only_functions_using_the_engine_get_the_engine_stamp(tmp_path):
+def test_numba_imported_before_the_engine_caches_in_its_folder(tmp_path):
+    code = textwrap.dedent("""
+        import json
+        import numba
+        before = numba.config.CACHE_DIR
+        from barsweep.engine import cache, fills
+        print(json.dumps([before, numba.config.CACHE_DIR, str(cache.CACHE_DIR),
+                          fills.open_position.stats.cache_path]))
+    """)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(environ, XDG_CACHE_HOME=str(tmp_path)), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before, after, folder, engine_cache = json.loads(done.stdout.splitlines()[-1])
+    assert before == "" and after == folder
+    assert Path(folder).parent == tmp_path / "numba"
+    assert Path(engine_cache).parent == Path(folder)
+
+
+def test_every_cached_function_goes_to_the_engine_versions_folder(tmp_path):
     plain = tmp_path / "plain_numba_module.py"
     plain.write_text("from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n"
                      "    return 2 * x\n")
@@ -162,18 +187,48 @@ def test_only_functions_using_the_engine_get_the_engine_stamp(tmp_path):
         import plain_numba_module
     finally:
         sys.path.remove(str(tmp_path))
-    locator = plain_numba_module.twice._cache._impl.locator
-    assert not isinstance(locator, cache.LOCATORS)
-    assert not cache.uses_engine(plain_numba_module.twice.py_func)
 
     import custom_strategy_example
 
-    assert cache.uses_engine(custom_strategy_example.signal.py_func)
-    assert cache.uses_engine(barsweep.engine.simulate.cross_above.py_func)
-    assert isinstance(custom_strategy_example.signal._cache._impl.locator, cache.LOCATORS)
-    namespace = {}
-    exec("def rule(x):\n    return x\n", namespace)  # noqa: S102
-    assert not cache.uses_engine(namespace["rule"])
+    for function in (plain_numba_module.twice, custom_strategy_example.signal,
+                     barsweep.engine.simulate.cross_above):
+        assert Path(function.stats.cache_path).parent == cache.CACHE_DIR
+
+
+def test_a_mark_says_a_function_compiled_for_its_present_source(tmp_path):
+    source = tmp_path / "marked_module.py"
+    source.write_text("from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n"
+                      "    return 2 * x\n\n\n@njit\ndef thrice(x):\n    return 3 * x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import marked_module
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert not cache.is_marked(marked_module.twice)
+    assert marked_module.twice(2) == 4 and cache.mark_compiled(marked_module.twice)
+    assert cache.is_marked(marked_module.twice)
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+    assert not cache.is_marked(marked_module.twice)  # numba recompiles an edited file
+    assert marked_module.thrice(2) == 6 and not cache.mark_compiled(marked_module.thrice)
+    assert not cache.is_marked(marked_module.thrice)  # not cached on disk: never marked
+
+
+def test_kernel_modules_are_written_when_first_needed(tmp_path):
+    code = textwrap.dedent("""
+        import json, os
+        import barsweep.engine as engine
+        folder = os.path.join(os.environ["NUMBA_CACHE_DIR"], "..", "barsweep_kernels")
+        written = [os.path.exists(folder)]
+        engine.get_strategy("rsi").kernel
+        print(json.dumps(written + [sorted(os.listdir(folder))]))
+    """)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    done = subprocess.run([sys.executable, "-c", code], env=dict(environ, NUMBA_CACHE_DIR=str(
+        tmp_path)), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before, after = json.loads(done.stdout.splitlines()[-1])
+    assert before is False  # importing the engine, its strategies registered: nothing
+    assert len(after) == 1 and after[0].startswith("rsi_signal_")
 
 
 def test_one_kernel_module_per_signal():
