@@ -1,6 +1,7 @@
-"""Sweeps from Python, without a YAML file: :func:`sweep` builds the spec that
-``barsweep run`` would read, and runs it through the same machinery (spec validation,
-blocks, Dask, Zarr), returning the results Dataset."""
+"""Sweeps from Python, without a YAML file: :func:`sweep` (``barsweep.sweep``) builds
+the spec that ``barsweep run`` would read and runs it as that command does
+(:func:`~barsweep.pipeline.run.orchestrate.run_spec`: spec validation, blocks, Dask,
+Zarr), returning the results Dataset."""
 
 from __future__ import annotations
 

@@ -68,10 +68,30 @@ def add_warm_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args) -> int:
+    """``barsweep run``: the spec with the flags' overrides, run by
+    :func:`~barsweep.pipeline.run.orchestrate.run_spec`, then its summary."""
     from ..run.lock import refuse_locked
 
     if args.out:  # a run holding --out refuses this one before anything heavy is loaded
         refuse_locked(os.path.abspath(os.path.expanduser(args.out)))
+    spec = spec_of_args(args)
+    if not args.out:  # a run holding the spec's out, before the run's modules load
+        refuse_locked(os.path.abspath(spec.run.out))
+    from ..run.orchestrate import run_spec
+
+    summary = run_spec(spec, n_workers=args.workers, resume=args.resume,
+                       overwrite=args.overwrite, spec_path=args.spec,
+                       voice=voice(quiet=args.quiet,
+                                   progress=not (args.no_progress or args.quiet)),
+                       perf_report=args.perf_report)
+    print(summary_line(summary))
+    print(f"results in {summary.out}")
+    return 0
+
+
+def spec_of_args(args):
+    """The spec ``barsweep run`` runs: its file with the flags' overrides (backend, out,
+    max combos, progress, cluster or scheduler and TLS files, worker timeout)."""
     from ..config.model import load_spec
     from ..config.overrides import with_cluster, with_scheduler
     from ..run.cluster import check_address
@@ -91,16 +111,7 @@ def cmd_run(args) -> int:
                                 f"got {args.worker_timeout:g}")
         spec = spec.model_copy(update={"run": spec.run.model_copy(
             update={"worker_timeout": args.worker_timeout})})
-    from ..run.orchestrate import run_spec
-
-    summary = run_spec(spec, n_workers=args.workers, resume=args.resume,
-                       overwrite=args.overwrite, spec_path=args.spec,
-                       voice=voice(quiet=args.quiet,
-                                   progress=not (args.no_progress or args.quiet)),
-                       perf_report=args.perf_report)
-    print(summary_line(summary))
-    print(f"results in {summary.out}")
-    return 0
+    return spec
 
 
 def voice(quiet: bool = False, progress: bool = True):

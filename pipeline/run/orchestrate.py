@@ -144,8 +144,10 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     """
     out = os.path.abspath(out or spec.run.out)
     refuse_early(out, overwrite=overwrite, resume=resume)
-    earlier = store_attrs(out)  # an earlier store --overwrite will replace (read again
-    disabled = logging.root.manager.disable  # under the lock; this for a stop meanwhile)
+    # the attributes of an earlier store that --overwrite will replace: read again under
+    # the lock, and here for a stop while it is taken
+    earlier = store_attrs(out)
+    disabled = logging.root.manager.disable
     try:
         with out_lock(out) as cleared:
             for line in cleared:
