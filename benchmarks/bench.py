@@ -4,7 +4,7 @@
 
 Cases: (a) ema_cross, 8,696 combos on 26,280 synthetic 1h bars; (b) rsi, 2,401 combos on
 the same bars; (c) ema_cross, 1,000 combos on 1,000,000 bars. For each: barsweep's bare
-kernel (``sweep()``, one thread), ``run_sweep`` on a LocalCluster of 2 single-threaded
+kernel (``sweep()``, one thread), ``run_spec`` on a LocalCluster of 2 single-threaded
 workers into a Zarr store then ``rank``, and vectorbt ``Portfolio.from_signals`` on a
 strided subset of the same combos, extrapolated. Plus the cold and warm first call of
 the kernel and of ``barsweep demo``, and a correctness check against vectorbt (exit 1
@@ -191,7 +191,7 @@ def child_kernel(job: dict) -> None:
 
 
 def child_pipeline(job: dict) -> None:
-    """``run_sweep`` on a LocalCluster of single-threaded workers, then ``rank``, each
+    """``run_spec`` on a LocalCluster of single-threaded workers, then ``rank``, each
     ``job["repeat"]`` times (default 1).
 
     The first run writes the spec's ``run.out``, which stays for the checks; later runs
@@ -209,7 +209,7 @@ def child_pipeline(job: dict) -> None:
     from barsweep.pipeline.analysis.rank import rank
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
-    from barsweep.pipeline.run.execute import run_sweep
+    from barsweep.pipeline.run.orchestrate import run_spec
 
     cloudpickle.register_pickle_by_value(_common)  # workers need not import _common
     spec = parse_spec(job["spec"], source="bench")
@@ -225,7 +225,7 @@ def child_pipeline(job: dict) -> None:
         for out in outs:
             cpu0 = sum(client.run(cpu_seconds).values())
             t0 = time.perf_counter()
-            summary = run_sweep(spec, client, out=out, progress=False)
+            summary = run_spec(spec, out=out, client=client)
             run_wall.append(time.perf_counter() - t0)
             workers_cpu.append(sum(client.run(cpu_seconds).values()) - cpu0)
             timings.append(json.loads(zarr.open_group(out, mode="r").attrs["timings_s"]))
@@ -663,7 +663,7 @@ def main() -> int:
                  per_core(kernel_rate), fmt(kern["rss_mib"], 0),
                  f"all combos in one call, warm (a 16-combo call compiles first); CPU "
                  f"{median(kern['cpu_s_runs']):.2f} s (median)"],
-                [case.label, f"barsweep run: `run_sweep`, {N_WORKERS} workers, Zarr",
+                [case.label, f"barsweep run: `run_spec`, {N_WORKERS} workers, Zarr",
                  f"{n:,}", bars_txt, *stats_cells(pipe_s, load_span([pipe])),
                  fmt(n / pipe_s["median"], 0),
                  f"{per_core(pipe_rate)}, {fmt(pipe_rate['median'] * N_WORKERS / 1e6, 1)} total",
@@ -681,7 +681,7 @@ def main() -> int:
                 [case.label, "barsweep `rank(top=20, by=sharpe)`", f"{n:,}", "—",
                  *stats_cells(rank_s, load_span([pipe]), 3), "—", "—", "(in driver)",
                  f"reads the Zarr store; the first call in the process took "
-                 f"{rank_s['samples'][0]:.3f} s (load: the run_sweep process's)"],
+                 f"{rank_s['samples'][0]:.3f} s (load: the run_spec process's)"],
                 [case.label, "vectorbt `from_signals` (extrapolated)", f"{n:,}", bars_txt,
                  *stats_cells(vbt_full_s, load_span([vb])), fmt(n / vbt_full_s["median"], 0),
                  per_core(vbt_rate, 2), fmt(vb["rss_mib"], 0),
@@ -701,7 +701,7 @@ def main() -> int:
                 [case.label, "ratio: ranking / sweep", "", "", "",
                  f"**{rank_s['median'] / pipe_s['median']:.3f}**",
                  f"{rank_s['best'] / pipe_s['best']:.3f}", "", "", "", "", "",
-                 "rank seconds / run_sweep seconds: of the medians (of the bests)"],
+                 "rank seconds / run_spec seconds: of the medians (of the bests)"],
             ]
         rows += first_rows
 
@@ -715,7 +715,7 @@ def main() -> int:
         "(per core = total / workers). Each measurement is its own process; peak RSS is "
         "that process's `ru_maxrss` (workers: each worker's, via `client.run`). "
         f"Every timing is measured {args.repeat} time(s) (`--repeat`) on a shared machine: "
-        "kernel and vectorbt repeat in their process after a warm-up call, run_sweep repeats "
+        "kernel and vectorbt repeat in their process after a warm-up call, run_spec repeats "
         "on one warm cluster and rank on the first store, and each first-call run is a new "
         "process (a new cache for each cold one). " + STATS_NOTE)
     lines += ["", "## Correctness: barsweep `sweep()` vs vectorbt on the combos both ran", ""]

@@ -183,7 +183,7 @@ def pipeline_run(n: int, rows: list, log, cluster: str) -> bool:
     from barsweep.engine import METRICS, Execution, get_strategy, sweep
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
-    from barsweep.pipeline.run.execute import run_sweep
+    from barsweep.pipeline.run.orchestrate import run_spec
 
     store = tempfile.mkdtemp(prefix="barsweep-gpu-")
     write_synth(store, "BTCUSDT", "1h", N_BARS, 7)
@@ -198,7 +198,7 @@ def pipeline_run(n: int, rows: list, log, cluster: str) -> bool:
     })
     with connect(cluster) as client:
         t0 = time.perf_counter()
-        summary = run_sweep(spec, client, progress=False)
+        summary = run_spec(spec, client=client)
         seconds = time.perf_counter() - t0
     ds = xr.open_zarr(out, consolidated=False)
     stacked = ds.sel(symbol="BTCUSDT").stack(combo=("fast", "slow"))

@@ -297,7 +297,7 @@ def row_million(bench: Bench, n: int) -> None:
             higher_is_better=True, note=f"n={n} by --million-repeat (each ~2-4 min)")
     per_side = {side: [{"kernel s (sweep(), 2 numba threads)": r["kernel_s"],
                         "kernel M combo-bars/s": r["kernel_mcbs"],
-                        "run s (run_sweep, LocalCluster of 2 workers)": r["run_s"],
+                        "run s (run_spec, LocalCluster of 2 workers)": r["run_s"],
                         "run M combo-bars/s": r["run_mcbs"],
                         "run / kernel throughput": r["ratio"]}
                        for r in runs[side]["samples"]] for side in SIDES}

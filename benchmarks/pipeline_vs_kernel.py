@@ -1,5 +1,5 @@
 """A 1M-combo ema_cross sweep on 26,280 bars, side by side in one run: the bare kernel
-(``sweep()``, 2 numba threads) and ``barsweep run`` end to end (``run_sweep`` on a
+(``sweep()``, 2 numba threads) and ``barsweep run`` end to end (``run_spec`` on a
 LocalCluster of 2 single-threaded workers: plan, Zarr store, warm-up, compute, writes),
 then ranking the top 20 from the store.
 
@@ -27,7 +27,7 @@ def main() -> None:
     from barsweep.pipeline.analysis.rank import rank
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
-    from barsweep.pipeline.run.execute import run_sweep
+    from barsweep.pipeline.run.orchestrate import run_spec
 
     n_fast = int(sys.argv[1]) if len(sys.argv) > 1 else 500
     store = tempfile.mkdtemp(prefix="barsweep-pvk-")
@@ -54,7 +54,7 @@ def main() -> None:
           f"{n * N_BARS / kernel_s / 1e6:.0f} M combo-bars/s", flush=True)
     with connect("local", n_workers=2) as client:
         t0 = time.perf_counter()
-        run_sweep(spec, client, progress=False)
+        run_spec(spec, client=client)
         run_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     rank(store + "/results.zarr", by="sharpe", top=20)

@@ -58,7 +58,7 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 
 def main() -> int:
     from barsweep.pipeline.config.model import build_grid, parse_spec
-    from barsweep.pipeline.run.execute import auto_block_size, plan
+    from barsweep.pipeline.run.plan import auto_block_size, plan
 
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     failed = False

@@ -7,7 +7,7 @@ The grid is fast 2..101 x slow 102..201 (10,000 combos, all fast < slow) times a
 ``stop_loss`` grid axis of 1, 10, 100 (and 1,000) values: 10k, 100k, 1M (and 10M with
 ``--max-combos 10000000``) combos. Each size runs with 1 and then 2 single-threaded
 worker processes, each run in its own process (bench.py's pipeline child: LocalCluster,
-warm workers, ``run_sweep`` into a Zarr store, ``rank(top=20)``). A run whose estimated
+warm workers, ``run_spec`` into a Zarr store, ``rank(top=20)``). A run whose estimated
 time would overrun ``--budget-s`` is skipped and says so. Blocks: barsweep's auto sizing
 unless ``--block-size`` is given.
 """
@@ -127,7 +127,7 @@ def main() -> int:
     lines = [preamble, table(columns, rows), ""]
     lines.append(
         f"ema_cross on {N_BARS:,} bars, fast 2..101 x slow 102..201 x a stop_loss axis of "
-        "1/10/100/1,000 values; fees 0.1%, fill at close, long only. `wall s` is `run_sweep` "
+        "1/10/100/1,000 values; fees 0.1%, fill at close, long only. `wall s` is `run_spec` "
         "(plan, store creation, compute, writes) on a warm LocalCluster of single-threaded "
         "workers; cluster start and worker warm-up are not included. `rank s` is "
         "`rank(top=20, by=sharpe)`. Peak RSS: `ru_maxrss` of the driver process and of "

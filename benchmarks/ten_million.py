@@ -26,7 +26,7 @@ def main() -> None:
     from barsweep.pipeline.analysis.rank import rank
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
-    from barsweep.pipeline.run.execute import run_sweep
+    from barsweep.pipeline.run.orchestrate import run_spec
 
     n_fast = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     store = tempfile.mkdtemp(prefix="barsweep-10m-")
@@ -42,7 +42,7 @@ def main() -> None:
     })
     with connect("local", n_workers=2) as client:
         t0 = time.perf_counter()
-        summary = run_sweep(spec, client, progress=False)
+        summary = run_spec(spec, client=client)
         run_s = time.perf_counter() - t0
         workers = client.run(peak_rss_mib)
     t0 = time.perf_counter()

@@ -1,10 +1,10 @@
-"""Sweeps from Python, without a YAML file: :func:`sweep` builds the spec that
-``barsweep run`` would read, and runs it through the same machinery (spec validation,
-blocks, Dask, Zarr), returning the results Dataset."""
+"""Sweeps from Python, without a YAML file: :func:`sweep` (``barsweep.sweep``) builds
+the spec that ``barsweep run`` would read and runs it as that command does
+(:func:`~barsweep.pipeline.run.orchestrate.run_spec`: spec validation, blocks, Dask,
+Zarr), returning the results Dataset."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
@@ -73,15 +73,63 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
     xarray.Dataset
         As :func:`open_results` gives it (lazy when ``out`` is given).
     """
-    from .config.model import parse_spec
-    from .run.cluster import choose, connect
-    from .run.execute import run_prepared
-    from .run.prepare import prepare_run
+    from .run.orchestrate import Voice, run_spec
     from .run.results import open_results
 
-    in_memory = not isinstance(bars_or_store, str | os.PathLike)
     options = {"price_column": price_column, "ohlc_from_close": ohlc_from_close,
                "time_format": time_format, "drop_nan": drop_nan, "force": force, "sort": sort}
+    symbols, timeframe = bars_named(bars_or_store, symbols, timeframe, options)
+    scratch = None if out is not None else tempfile.mkdtemp(prefix="barsweep-")
+    target = os.fspath(out) if out is not None else os.path.join(scratch, "results.zarr")
+    try:
+        store = bars_or_store
+        if not isinstance(store, str | os.PathLike):  # bars in memory: imported beside out
+            store = f"{target}.bars"
+            store_frames(bars_or_store, symbols, timeframe, store, replace=overwrite, **options)
+        data = {"store": os.fspath(store), "symbols": symbols, "timeframe": timeframe}
+        run_spec(sweep_spec(data, strategy, grid, constraints, execution, spec_sections,
+                            target, cluster),
+                 overwrite=overwrite, client=client, n_workers=n_workers,
+                 voice=Voice(progress=progress))
+        ds = open_results(target)
+        return ds if scratch is None else ds.load()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def sweep_spec(data: dict, strategy: str, grid: Mapping[str, Any], constraints: Iterable[str],
+               execution: Mapping | None, sections: Mapping[str, Any], out: str,
+               cluster: Any):
+    """The spec :func:`sweep` runs: the sections a YAML spec would hold, validated as
+    one (:func:`~barsweep.pipeline.config.model.parse_spec`, source ``sweep()``).
+    ``data`` is its bars (store, symbols, timeframe); ``sections`` its further sections
+    and data keys (``start``, ``end``, ``year_days``, ``align``)."""
+    from .config.model import parse_spec
+
+    sections = dict(sections)
+    data = {**data, **{k: sections.pop(k) for k in ("start", "end", "year_days", "align")
+                       if k in sections}}
+    spec = {
+        "data": data,
+        "strategy": strategy,
+        "grid": {name: grid_entry(values) for name, values in grid.items()},
+        "constraints": list(constraints),
+        "execution": dict(execution or {}),
+        **sections,
+        "run": {**sections.get("run", {}), "out": out},
+    }
+    if cluster is not None:
+        spec["cluster"] = cluster
+    return parse_spec(spec, source="sweep()")
+
+
+def bars_named(bars_or_store: Any, symbols: str | Iterable[str] | None,
+               timeframe: str | None, options: Mapping[str, Any]) -> tuple[list[str], str]:
+    """The symbols and timeframe :func:`sweep` sweeps: as given, else those of bars in
+    memory (a Dataset's, a mapping's keys); SpecError when they remain unknown, or when
+    import ``options`` come with a bar store (its bars were imported already)."""
+    in_memory = not isinstance(bars_or_store, str | os.PathLike)
     asked = [name for name, value in options.items() if value not in (None, False)]
     if asked and not in_memory:
         raise SpecError(f"sweep(): {', '.join(f'{n}=' for n in asked)} apply to bars in "
@@ -95,47 +143,7 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
         symbols = symbols or list(bars_or_store)
     if symbols is None or timeframe is None:
         raise SpecError("sweep(): give symbols= and timeframe= (the bars to sweep)")
-    symbols = [symbols] if isinstance(symbols, str) else list(symbols)
-    data_keys = {k: spec_sections.pop(k) for k in ("start", "end", "year_days", "align")
-                 if k in spec_sections}
-    scratch = None if out is not None else tempfile.mkdtemp(prefix="barsweep-")
-    target = os.fspath(out) if out is not None else os.path.join(scratch, "results.zarr")
-    if in_memory:
-        store = f"{target}.bars"
-        try:
-            store_frames(bars_or_store, symbols, timeframe, store, replace=overwrite,
-                         **options)
-        except BaseException:
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        bars_or_store = store
-    spec = {
-        "data": {"store": os.fspath(bars_or_store),
-                 "symbols": symbols,
-                 "timeframe": timeframe, **data_keys},
-        "strategy": strategy,
-        "grid": {name: grid_entry(values) for name, values in grid.items()},
-        "constraints": list(constraints),
-        "execution": dict(execution or {}),
-        **spec_sections,
-        "run": {**spec_sections.get("run", {}), "out": target},
-    }
-    if cluster is not None:
-        spec["cluster"] = cluster
-    try:
-        prepared = prepare_run(parse_spec(spec, source="sweep()"), overwrite=overwrite)
-        chosen, reason = choose(prepared.spec.cluster, prepared.combo_bars(),
-                                prepared.spec.run.backend)
-        with (contextlib.nullcontext(client) if client is not None
-              else connect(chosen, n_workers)) as running:
-            run_prepared(prepared, running, progress=progress, cluster=None
-                         if client is not None else (chosen.describe(), reason))
-        ds = open_results(target)
-        return ds if scratch is None else ds.load()
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+    return ([symbols] if isinstance(symbols, str) else list(symbols)), timeframe
 
 
 def store_frames(bars: Any, symbols: list[str], timeframe: str, store: str, *,

@@ -115,7 +115,7 @@ MUTATIONS = (
         ("tests/engine/test_vectorbt_oracle.py",)),
     Mutation(
         "data info prints one bar fewer",
-        "pipeline/cli.py",
+        "pipeline/cli/data.py",
         "{r.n_bars:>10,}",
         "{r.n_bars - 1:>10,}",
         ("tests/pipeline/test_cli.py::test_data_synth_then_info",)),
@@ -135,9 +135,9 @@ MUTATIONS = (
         ("tests/engine/test_vectorbt_directions.py::test_matches_vectorbt",)),
     Mutation(
         "a resumed run's blocks write no PBO segment sums",
-        "pipeline/run/execute.py",
-        "        todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)",
-        "        todo = tuple(dataclasses.replace(t, segments=0) for t in the_plan.tasks "
+        "pipeline/run/orchestrate.py",
+        "    todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)",
+        "    todo = tuple(dataclasses.replace(t, segments=0) for t in the_plan.tasks "
         "if done[t.block_id] == PENDING)",
         ("tests/pipeline/test_faults.py::"
          "test_driver_sigkilled_then_resumed_equals_an_undisturbed_run",)),

@@ -41,7 +41,7 @@ def room(module: str) -> str:
         return "errors"
     if module == "barsweep":
         return "top"
-    if module in FACES:
+    if module in FACES or module.startswith("barsweep.pipeline.cli."):
         return "pipeline.face"
     parts = module.split(".")
     if parts[1] == "pipeline":

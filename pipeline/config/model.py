@@ -133,7 +133,7 @@ class RunSpec(BaseModel):
     """Where and how the sweep runs: backend, combos per block, output store.
 
     ``block_size: auto`` (default) sizes blocks from the grid, the bars and the workers
-    (see :func:`barsweep.pipeline.run.execute.auto_block_size`). ``max_combos`` bounds the
+    (see :func:`barsweep.pipeline.run.plan.auto_block_size`). ``max_combos`` bounds the
     combos of a run (the grid's box, before constraints, times the symbols): a larger
     spec is refused before anything runs, a guard against a mistyped range.
     ``progress_every``: seconds between two progress lines when stderr is not a terminal

@@ -1,2 +1,3 @@
 """Running a spec: prepare, plan and blocks, clusters, shipping bars and modules, the
-results store and its lock, progress. Imports the spec, never the analyses."""
+results store and its lock, progress, and the orchestrator that takes a run through
+them in order (:mod:`.orchestrate`). Imports the spec, never the analyses."""

@@ -1,7 +1,9 @@
-"""A sweep run: spec -> grid -> blocks -> Dask tasks -> Zarr store.
+"""Blocks on a Dask cluster: the backend the workers can run, the kernel warmed once per
+cluster, every block submitted as one task, its failures retried or reported in one line,
+and the strategy modules shipped to the workers.
 
-:func:`plan` is pure (spec in, block tasks out); :func:`execute` submits them to a
-Dask client and reports progress; :func:`run_sweep` does both around the store.
+:func:`execute` knows nothing of specs or stores beyond the tasks it is given; the
+sequence of a whole run is :mod:`barsweep.pipeline.run.orchestrate`'s.
 """
 
 from __future__ import annotations
@@ -10,75 +12,21 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import json
-import math
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import CancelledError
-from dataclasses import dataclass
 
 import dask
-import numpy as np
 from distributed import Client, as_completed
 
-from ...datasets import mapped_arrays, periods_per_year, to_ns
-from ...engine import METRICS
+from ...datasets import mapped_arrays
 from ...engine.backend import process_gpu
-from ...engine.simulate import segment_bounds
-from ...errors import BackendError, BarsweepError, ResultsError, RunError
-from ...version import __version__
-from ..config.grid import Grid
-from ..config.model import Spec, build_grid
+from ...errors import BackendError, BarsweepError, RunError
+from ..config.model import Spec
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
-from .lock import out_lock
-from .prepare import Prepared, prepare_run
-from .progress import ProgressBar
-from .results import (
-    PENDING,
-    check_out,
-    create_store,
-    done_flags,
-    finish_store,
-    store_attrs,
-    write_block,
-)
-from .shipping import BarsShipper, BarsUnavailable, module_shipper
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The blocks of a run: those to compute and those the constraints exclude.
-
-    ``n_combos`` is the number of combos the tasks compute when ``n_combos_exact``,
-    else an upper bound (counting stopped at :data:`barsweep.pipeline.config.count.COUNT_BUDGET`;
-    each task reports its exact count as it finishes). ``task_combos`` holds the same
-    per task, in ``tasks`` order. ``excluded`` lists the blocks proven empty.
-    """
-
-    grid: Grid
-    chunks: tuple[int, ...]
-    n_blocks: int
-    tasks: tuple[BlockTask, ...]
-    excluded: tuple[int, ...]
-    n_combos: int
-    n_combos_exact: bool = True
-    task_combos: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    out: str
-    n_combos: int
-    n_blocks: int
-    combo_bars: int
-    seconds: float
-    backend: str
-    blocks_skipped: int = 0
-
-    @property
-    def combo_bars_per_second(self) -> float:
-        return self.combo_bars / self.seconds if self.seconds > 0 else float("nan")
+from .results import write_block
+from .shipping import BarsUnavailable, module_shipper
 
 
 def resolve_backend(requested: str, client: Client) -> tuple[str, str]:
@@ -121,127 +69,6 @@ def choose_backend(requested: str, answers: dict[str, dict]) -> tuple[str, str]:
         return "cpu", (f"auto: CPU, since {n} workers would share GPU {gpu}; use cluster: cuda "
                        f"(one worker per GPU), or backend: cuda to share it anyway")
     return "cuda", f"auto: each of the {len(answers)} workers has a CUDA GPU of its own"
-
-
-#: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there
-#: should be several blocks per worker so that the last ones balance.
-MIN_BLOCK_COMBO_BARS = 50_000_000
-BLOCKS_PER_WORKER = 4
-MAX_BLOCK_COMBOS = 1 << 20
-
-
-def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
-    """Combos per block: ~BLOCKS_PER_WORKER blocks per worker, but no block shorter than
-    MIN_BLOCK_COMBO_BARS combo-bars (about 0.25 s of kernel) nor larger than MAX_BLOCK_COMBOS;
-    where that floor decides, a multiple of ``n_workers`` (worker threads) blocks, so that
-    every worker computes the same number of blocks.
-
-    ``n_combos`` is the grid's valid combos, or an upper bound of them such as
-    :meth:`~barsweep.pipeline.config.grid.Grid.estimate_valid` gives without enumerating.
-
-    Examples
-    --------
-    >>> auto_block_size(1_000_000, 26_280, 2)
-    125000
-    >>> auto_block_size(4_000, 26_280, 2)
-    2000
-    """
-    n_workers = max(1, n_workers)
-    spread = -(-n_combos // (n_workers * BLOCKS_PER_WORKER))
-    floor = -(-MIN_BLOCK_COMBO_BARS // max(1, n_bars))
-    if floor > spread:  # few blocks: a multiple of the workers
-        n_blocks = max(n_workers, -(-n_combos // floor) // n_workers * n_workers)
-        floor = -(-n_combos // n_blocks)
-    return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
-
-
-def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
-    """Coordinates of the store beyond its dims: ``n_bars`` over ``symbol`` (the bars
-    each symbol's runs cover) and, with PBO segments, ``seg_n`` over ``(symbol,
-    segment)`` (the bars of each segment, as the kernels cut them)."""
-    coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
-    n_segs = spec.analysis.pbo_segments
-    if n_segs and spec.walk_forward is None:
-        seg_n = [np.diff(segment_bounds(0, n, n_segs), axis=1)[:, 0] for n in symbol_bars]
-        coords["seg_n"] = (("symbol", "segment"), np.asarray(seg_n, dtype=np.int64))
-    return coords
-
-
-def plan(spec: Spec, out: str, block_size: int,
-         grid: Grid | None = None, backend: str = "cpu", prints: dict | None = None,
-         run_id: str = "", store_id: str = "", windows: np.ndarray | None = None) -> Plan:
-    """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
-
-    ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
-    :func:`auto_block_size`'s, which :func:`run_prepared` applies); ``grid`` is
-    ``build_grid(spec)`` by default; ``backend`` is the resolved
-    one (``cpu`` or ``cuda``). ``prints`` is the bars' fingerprint: workers check the
-    files they see against it (and GPU workers key their device copy of the bars on it);
-    ``run_id`` names the Dask datasets of bars shipped to workers that cannot read them,
-    and ``store_id`` is the results store's id (workers write only that store).
-    ``windows`` (walk-forward: ``(W, 4)`` train and test bounds) makes a block of each
-    box and group of :func:`windows_per_block` windows: their train and test runs (the
-    indicators hoisted once for all), the store's ``window``/``sample`` dims.
-
-    The grid is never enumerated: each block is decided by interval bounds and counted
-    by :meth:`~barsweep.pipeline.config.grid.Grid.block_counts` within a fixed budget, so
-    planning a 10^9-combo grid takes about a second and memory in proportion to the
-    number of blocks (``benchmarks/plan_size.py``).
-    """
-    grid = grid if grid is not None else build_grid(spec)
-    chunks = grid.chunks(block_size)
-    per_symbol = grid.n_blocks(chunks)
-    execution = spec.execution
-    if spec.data.year_days is None:
-        raise ValueError("plan() takes a prepared spec: data.year_days is measured from the "
-                         "bars by prepare_run")
-    ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
-    counts, exact = grid.block_counts(chunks)
-    per_axis = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]
-    pieces = [[((name, values[i * c:(i + 1) * c]), slice(i * c, min((i + 1) * c, len(values))))
-               for i in range(k)]  # each axis's chunks once, shared by every block
-              for (name, values), c, k in zip(grid.axes, chunks, per_axis, strict=True)]
-    boxes = []  # (block id within a symbol, axes slices, region slices, combos kept)
-    block_combos = counts.tolist()
-    for b in counts.nonzero()[0].tolist():
-        position, rest = [], b
-        for k in reversed(per_axis):
-            rest, i = divmod(rest, k)
-            position.append(i)
-        chosen = [axis[i] for axis, i in zip(pieces, reversed(position), strict=True)]
-        boxes.append((b, tuple(a for a, _ in chosen), tuple(sl for _, sl in chosen),
-                      block_combos[b]))
-    empty = (counts == 0).nonzero()[0].tolist()
-    tasks, task_combos, excluded = [], [], []
-    modules = tuple(spec.modules)
-    files = (prints or {}).get("files", [{}] * len(spec.data.symbols))
-    if windows is None:
-        groups = [(slice(0, 0), None)]
-    else:
-        step = windows_per_block(len(windows), math.prod(chunks))
-        groups = [(slice(w, min(w + step, len(windows))), tuple(
-            span for a, b, c, d in windows[w:w + step].tolist() for span in ((a, b), (c, d))))
-            for w in range(0, len(windows), step)]
-    segments = spec.analysis.pbo_segments if windows is None else 0
-    for s, symbol in enumerate(spec.data.symbols):
-        bars = BarsRef(spec.data.store, symbol, spec.data.timeframe,
-                       to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
-                       (prints or {}).get("blake2b", ""), files[s].get("blake2b", ""),
-                       f"barsweep-bars-{run_id}-{s}" if run_id else "")
-        for g, (group, span) in enumerate(groups):
-            first = (s * len(groups) + g) * per_symbol  # block ids: symbol, windows, box
-            lead = (slice(s, s + 1),) if span is None else (
-                slice(s, s + 1), group, slice(0, 2))
-            for b, axes, slices, n_valid in boxes:
-                tasks.append(BlockTask(first + b, out, bars, spec.strategy, axes,
-                                       (*lead, *slices), grid.constraints, execution, ppy,
-                                       modules, backend=backend, store_id=store_id,
-                                       spans=span, segments=segments))
-                task_combos.append(n_valid)
-            excluded.extend(first + b for b in empty)
-    n_blocks = per_symbol * len(spec.data.symbols) * len(groups)
-    return Plan(grid, chunks, n_blocks, tuple(tasks),
-                tuple(excluded), sum(task_combos), bool(exact.all()), tuple(task_combos))
 
 
 def execute(client: Client, tasks: tuple[BlockTask, ...],
@@ -313,22 +140,6 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
         client.cancel(list(running.values()))
         raise
     return reports
-
-
-#: A walk-forward block runs at most this many combos x runs (two per window): its
-#: metrics then take at most MAX_BLOCK_RUNS x 18 x 8 B (150 MB), as a plain block's.
-MAX_BLOCK_RUNS = 1 << 20
-
-
-def windows_per_block(n_windows: int, box_combos: int) -> int:
-    """Walk-forward windows per block: all of them where the block's combos x train and
-    test runs stay within :data:`MAX_BLOCK_RUNS` (one block then hoists the indicators
-    once and writes once for every window), fewer for large boxes.
-
-    >>> windows_per_block(15, 36), windows_per_block(15, 100_000)
-    (15, 5)
-    """
-    return max(1, min(n_windows, MAX_BLOCK_RUNS // max(1, 2 * box_combos)))
 
 
 def block_key(task: BlockTask, run_id: str) -> str:
@@ -436,152 +247,6 @@ def describe_block(task: BlockTask) -> str:
     return ", ".join(parts)
 
 
-def run_sweep(spec: Spec, client: Client, *, out: str | None = None, progress: bool = True,
-              overwrite: bool = False, resume: bool = False) -> RunSummary:
-    """Run a whole sweep on ``client`` and leave the results in a Zarr store.
-
-    ``out`` (default ``spec.run.out``) must be new, or an earlier results store with
-    ``overwrite`` (replaced) or ``resume`` (its missing blocks are computed).
-    """
-    prepared = prepare_run(spec, out=out, overwrite=overwrite, resume=resume)
-    return run_prepared(prepared, client, progress=progress)
-
-
-def run_prepared(prepared: Prepared, client: Client, *, progress: bool = True,
-                 on_start: Callable[[str], None] | None = None,
-                 cluster: tuple[str, str] | None = None, locked: bool = False) -> RunSummary:
-    """Run a :func:`prepare_run` checked sweep on ``client``: make (or reopen) the store,
-    compute every pending block, then mark the store complete. The store is locked for
-    the run (:func:`~barsweep.pipeline.run.results.out_lock`): a second run is refused.
-    ``locked``: the caller holds that lock already, taken before :func:`prepare_run`
-    (as ``barsweep run`` does, so that a second run is refused before any work).
-    ``cluster``: what ``client`` is and why (store attributes ``cluster`` and
-    ``cluster_reason``); default: the scheduler's address, "a client given"."""
-    cluster = cluster or (client.scheduler.address, "a client given")
-    if locked:
-        with shipped_modules(client, prepared.spec):
-            return _run_locked(prepared, client, progress, on_start, cluster)
-    with out_lock(prepared.out) as cleared, shipped_modules(client, prepared.spec):
-        for line in cleared:
-            if on_start is not None:
-                on_start(line)
-        if cleared:  # an earlier store put back since prepare_run checked the path
-            check_out(prepared.out, overwrite=prepared.overwrite,
-                      resume=prepared.resume_chunks is not None)
-        return _run_locked(prepared, client, progress, on_start, cluster)
-
-
-def _run_locked(prepared: Prepared, client: Client, progress: bool,
-                on_start: Callable[[str], None] | None, cluster: tuple[str, str]
-                ) -> RunSummary:
-    t0 = time.perf_counter()
-    spec, out, grid = prepared.spec, prepared.out, prepared.grid
-    wait_for_workers(client, spec.run.worker_timeout)
-    backend, backend_reason = resolve_backend(spec.run.backend, client)
-    if prepared.resume_chunks is not None:
-        block_size = math.prod(prepared.resume_chunks)
-        stored = (store_attrs(out) or {}).get("backend")
-        if stored and stored != backend:
-            raise ResultsError(f"--resume: {out} was computed on {stored}, this run would use "
-                               f"{backend} ({backend_reason}); pass --backend {stored}")
-    else:
-        block_size = spec.run.block_size
-        if block_size == "auto":
-            workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
-            n_workers = max(1, sum(w.get("nthreads", 1) for w in workers))  # threads
-            block_size = auto_block_size(prepared.valid_combos, prepared.n_bars, n_workers)
-    run_id = uuid.uuid4().hex[:12]
-    store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
-                is not None else uuid.uuid4().hex)
-    the_plan = plan(spec, out, block_size, grid, backend, prepared.prints, run_id, store_id,
-                    prepared.windows)
-    if prepared.resume_chunks is not None:
-        if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
-            raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
-                               f"this run plans {the_plan.chunks}")
-        done = done_flags(out)  # read under the lock: no other run writes them now
-        if len(done) != the_plan.n_blocks:  # e.g. walk-forward blocks of another release
-            raise ResultsError(f"--resume: {out} has {len(done)} blocks, this run plans "
-                               f"{the_plan.n_blocks}; use --overwrite to start again")
-        todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)
-        skipped = len(the_plan.tasks) - len(todo)
-        if on_start is not None:
-            on_start(f"resuming {out}: {skipped} of {len(the_plan.tasks)} blocks already "
-                     f"done, {len(todo)} to compute")
-    else:
-        attrs = {
-            "store_id": store_id,
-            "spec": spec.to_yaml(),
-            "spec_path": prepared.spec_path or "",
-            "barsweep_version": __version__,
-            "bars_fingerprint": json.dumps(prepared.prints),
-            "backend": backend,
-            "backend_requested": spec.run.backend,
-            "backend_reason": backend_reason,
-            "cluster": cluster[0],
-            "cluster_reason": cluster[1],
-            "metrics": json.dumps(list(METRICS)),
-            "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
-            "n_combos_exact": the_plan.n_combos_exact,
-            "periods_per_year": periods_per_year(spec.data.timeframe, spec.data.year_days),
-            "annualised": prepared.annualised,
-        }
-        windows = prepared.windows
-        create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
-                     the_plan.n_blocks, attrs, excluded=the_plan.excluded,
-                     segments=spec.analysis.pbo_segments if windows is None else 0,
-                     coords={**store_coords(spec, prepared.symbol_bars),
-                             **(prepared.window_times or {})},
-                     lead=() if windows is None else (
-                         ("window", np.arange(len(windows)),
-                          windows_per_block(len(windows), math.prod(the_plan.chunks))),
-                         ("sample", np.array(["train", "test"], dtype=object), 2)))
-        todo, skipped = the_plan.tasks, 0
-    shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
-    try:
-        shipped = shipper.ensure() if todo else None
-        if shipped and on_start is not None:
-            on_start(shipped)
-        compiling = bool(todo) and the_plan.tasks[0].backend == "cpu" and not kernel_cached(
-            spec.strategy)
-        if compiling and on_start is not None:
-            on_start(f"compiling the {spec.strategy} kernel: once on this machine (numba "
-                     f"caches it; `barsweep warm` does it ahead of time)")
-        t_warm = time.perf_counter()
-        warm_up(client, todo)
-        t_plan = time.perf_counter()
-        if compiling and on_start is not None:
-            on_start(f"compiled in {t_plan - t_warm:.1f} s")
-        combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
-        todo_ids = {t.block_id for t in todo}
-        bar = ProgressBar(len(todo), sum(combos_of[b] for b in todo_ids),
-                          every_s=spec.run.progress_every) if progress and todo else None
-        try:
-            reports = execute(client, todo, bar.update if bar else None,
-                              worker_timeout=spec.run.worker_timeout,
-                              on_workers=bar.workers if bar else None, ship=shipper.ensure)
-        finally:
-            if bar:
-                bar.close()
-    finally:
-        shipper.close()
-    t_done = time.perf_counter()
-    n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
-        c for b, c in combos_of.items() if b not in todo_ids)
-    finish_store(out, {"timings_s": {
-        "plan_and_create": round(t_plan - t0, 4),
-        "compute_and_write": round(t_done - t_plan, 4),
-        "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
-        "total": round(t_done - t0, 4),
-    }, "block_phases_s": phase_summary(reports), "blocks_resumed": skipped, "n_combos": n_combos,
-        "bars_shipped_to": sorted(shipper.shipped_to),
-        "blocks_written_by_driver": sum(r.written_by_driver for r in reports),
-        "n_combos_exact": the_plan.n_combos_exact or not skipped})
-    combo_bars = sum(r.n_combos * r.n_bars for r in reports)
-    return RunSummary(out, n_combos, len(the_plan.tasks), combo_bars,
-                      t_done - t_plan, backend, skipped)
-
-
 @contextlib.contextmanager
 def shipped_modules(client: Client, spec: Spec):
     """The spec's strategy modules found in its ``module_dir`` on every worker of
@@ -655,16 +320,3 @@ def bars_head(ref: BarsRef, n_bars: int = 64) -> dict:
     store."""
     arrays = mapped_arrays(ref.store, ref.symbol, ref.timeframe, ref.start_ns, ref.end_ns)
     return {name: values[:n_bars].copy() for name, values in arrays.items()}
-
-
-def phase_summary(reports: list[BlockReport]) -> dict:
-    """Per phase of a block (``open_bars``, ``indicators``, ``kernel``, ``write``; the
-    GPU's stages on ``cuda``): the total seconds over the blocks and the 50th, 90th and
-    100th percentiles of one block's, for the report and the store's attributes."""
-    phases: dict[str, list[float]] = {}
-    for report in reports:
-        for name, seconds in report.phases.items():
-            phases.setdefault(name, []).append(seconds)
-    return {name: {"total": round(float(np.sum(s)), 6),
-                   **{f"p{q}": round(float(np.percentile(s, q)), 6) for q in (50, 90, 100)}}
-            for name, s in phases.items()}

@@ -32,7 +32,7 @@ SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
 
 
 #: The group attribute that marks a directory as a barsweep results store (its value is
-#: the layout's version). Stores made before it existed are recognised by ``spec`` and
+#: the layout's version). Stores without it are recognised by ``spec`` and
 #: ``barsweep_version``.
 STORE_MARK = "barsweep_results"
 STORE_LAYOUT = 1
@@ -83,6 +83,31 @@ def create_store(
     coords : mapping of name to (dims, values), optional
         More coordinates (``n_bars`` over symbol, the windows' bounds over window...).
     """
+    ds, encoding = empty_store(symbols, axes, chunks, n_blocks, attrs, lead=lead,
+                               segments=segments, coords=coords)
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp = final.parent / f".{final.name}.new-{tag}"
+    try:
+        ds.to_zarr(tmp, mode="w-", compute=False, consolidated=False, zarr_format=3,
+                   encoding=encoding)
+        mark_excluded(str(tmp), excluded)
+        old = final.parent / f".{final.name}.old-{tag}"
+        put_in_place(tmp, final, old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
+                chunks: Sequence[int], n_blocks: int, attrs: Mapping[str, str], *,
+                lead: Sequence[tuple[str, np.ndarray, int]] = (), segments: int = 0,
+                coords: Mapping | None = None) -> tuple:
+    """The results store of :func:`create_store`'s arguments as an ``xarray.Dataset``
+    of lazy NaN metrics (dask arrays, nothing computed), and its Zarr encoding: each
+    metric chunked as the blocks, with its long name, units and which way is better."""
     import dask.array as da
     import xarray as xr
 
@@ -94,19 +119,18 @@ def create_store(
     every.update({name: values for name, values, _ in lead})
     every.update({name: values for name, values in axes})
     every.update(coords or {})
-    coords = every
     data_vars = {
         name: (dims, da.full(shape, np.nan, chunks=block, dtype=np.float64)) for name in METRICS
     }
+    seg_block = (1, segments, *chunks)
     if segments:
         seg_dims = ("symbol", "segment", *params)
         seg_shape = (len(symbols), segments, *[len(v) for _, v in axes])
-        seg_block = (1, segments, *chunks)
         data_vars.update({name: (seg_dims, da.full(seg_shape, np.nan, chunks=seg_block,
                                                    dtype=np.float64))
                           for name in SEGMENT_SUMS})
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
-    ds = xr.Dataset(data_vars, coords=coords,
+    ds = xr.Dataset(data_vars, coords=every,
                     attrs={**attrs, STORE_MARK: STORE_LAYOUT, "complete": False})
     for name in METRICS:
         long_name, units = METRIC_INFO[name]
@@ -125,33 +149,26 @@ def create_store(
         encoding[name] = {"chunks": (len(values),)}
     for name, values, _ in lead:
         encoding[name] = {"chunks": (len(values),)}
-    final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    tmp = final.parent / f".{final.name}.new-{tag}"
-    try:
-        ds.to_zarr(tmp, mode="w-", compute=False, consolidated=False, zarr_format=3,
-                   encoding=encoding)
-        mark_excluded(str(tmp), excluded)
-        old = final.parent / f".{final.name}.old-{tag}"
-        if final.exists() or final.is_symlink():
-            # checked again here, not only by check_out before the cluster started
-            if final.is_symlink() or not final.is_dir() or (
-                    store_attrs(final) is None and any(final.iterdir())):
-                raise ResultsError(f"--out {final} changed since the run was checked and is "
-                                   f"not a barsweep results store now; nothing was replaced")
-            os.rename(final, old)
-            try:
-                os.rename(tmp, final)
-            except BaseException:
-                os.rename(old, final)  # put the earlier store back
-                raise
-        else:
-            os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    return ds, encoding
+
+
+def put_in_place(made: Path, final: Path, old: Path) -> None:
+    """Rename the store ``made`` to ``final``; an earlier results store there is moved
+    to ``old`` first (and put back if the rename fails), for the caller to remove."""
+    if final.exists() or final.is_symlink():
+        # checked again here, not only by check_out before the cluster started
+        if final.is_symlink() or not final.is_dir() or (
+                store_attrs(final) is None and any(final.iterdir())):
+            raise ResultsError(f"--out {final} changed since the run was checked and is "
+                               f"not a barsweep results store now; nothing was replaced")
+        os.rename(final, old)
+        try:
+            os.rename(made, final)
+        except BaseException:
+            os.rename(old, final)  # put the earlier store back
+            raise
+    else:
+        os.rename(made, final)
 
 
 def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.ndarray],

@@ -17,7 +17,8 @@ import zarr
 from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import load_spec
-from barsweep.pipeline.run.execute import execute, plan
+from barsweep.pipeline.run.execute import execute
+from barsweep.pipeline.run.plan import plan
 from barsweep.pipeline.run.prepare import prepare_run
 from barsweep.pipeline.run.results import create_store, finish_store, store_attrs
 from barsweep.pipeline.run.shipping import BarsShipper

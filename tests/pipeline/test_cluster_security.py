@@ -43,7 +43,7 @@ from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import ClusterSpec, load_spec, parse_spec
 from barsweep.pipeline.config.overrides import with_scheduler
 from barsweep.pipeline.run.cluster import CONNECT_TIMEOUT_S, connect
-from barsweep.pipeline.run.execute import run_sweep
+from barsweep.pipeline.run.orchestrate import run_spec
 from barsweep.pipeline.run.results import create_store, open_results, write_block
 
 N_BARS = 400
@@ -216,7 +216,7 @@ def local_results(bars, tmp_path_factory) -> Path:
     """The spec's results from a LocalCluster, the reference of the TLS runs."""
     out = tmp_path_factory.mktemp("local") / "results.zarr"
     with connect("local", n_workers=1) as client:
-        run_sweep(parse_spec(spec_data(bars, out)), client, progress=False)
+        run_spec(parse_spec(spec_data(bars, out)), client=client)
     return out
 
 

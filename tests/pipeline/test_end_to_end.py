@@ -17,7 +17,7 @@ from barsweep.engine import METRICS, backtest
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.cluster import connect
-from barsweep.pipeline.run.execute import run_sweep
+from barsweep.pipeline.run.orchestrate import run_spec
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_block_size_does_not_change_results(synth_store, tmp_path, cluster_clien
         spec = parse_spec(yaml.safe_load(
             write_spec(tmp_path / f"s{block_size}.yaml", synth_store, out, block_size)
             .read_text()))
-        run_sweep(spec, cluster_client, progress=False)
+        run_spec(spec, client=cluster_client)
         stores.append(xr.open_zarr(out, consolidated=False))
     chunks = {ds["sharpe"].encoding["chunks"] for ds in stores}
     assert len(chunks) == 3
@@ -130,7 +130,7 @@ def test_blocks_excluded_by_constraints_are_not_computed(synth_store, tmp_path, 
     spec = parse_spec(yaml.safe_load(write_spec(
         tmp_path / "x.yaml", synth_store, out, block_size=23 * 2,
         constraints=["fast + 80 < slow"]).read_text()))
-    summary = run_sweep(spec, cluster_client, progress=False)
+    summary = run_spec(spec, client=cluster_client)
     ds = xr.open_zarr(out, consolidated=False)
     done = ds["done"].values
     assert (done == 2).any() and (done == 1).any() and not (done == 0).any()
@@ -160,7 +160,7 @@ def test_real_data_aapl_daily(tmp_path, cluster_client, capsys):
         "execution": {"fill": "next_open", "fees": 0.0005},
         "run": {"block_size": 4, "out": str(out)},
     })
-    run_sweep(spec, cluster_client, progress=False)
+    run_spec(spec, client=cluster_client)
     ds = xr.open_zarr(out, consolidated=False)
     bars = open_bars(store, "AAPL", "1d")
     single = backtest(bars, "ema_cross", dict(fast=20, slow=100), year_days=252,
@@ -184,7 +184,7 @@ def test_two_symbols_and_two_runs_sharing_a_scheduler(synth_store, tmp_path, clu
             data={"store": str(synth_store), "symbols": ["BTCUSDT", "ETHUSDT"],
                   "timeframe": "1h"}).read_text()))
         with Client(cluster_client.scheduler.address) as client:
-            return run_sweep(spec, client, progress=False)
+            return run_spec(spec, client=client)
 
     with ThreadPoolExecutor(2) as pool:
         summaries = list(pool.map(one_run, ["a", "b"]))

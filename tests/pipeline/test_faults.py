@@ -22,7 +22,7 @@ from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.cluster import connect
-from barsweep.pipeline.run.execute import run_sweep
+from barsweep.pipeline.run.orchestrate import run_spec
 from barsweep.pipeline.run.results import store_attrs, update_attrs
 
 pytestmark = pytest.mark.slow
@@ -234,7 +234,7 @@ def test_a_worker_sigkilled_mid_run_local_cluster(bars, undisturbed, tmp_path):
         killer = threading.Thread(target=kill_a_worker_when_blocks_are_done,
                                   args=(client, out, errors))
         killer.start()
-        run_sweep(spec, client, progress=False)
+        run_spec(spec, client=client)
         killer.join()
         assert not errors
     assert_same_store(out, undisturbed)

@@ -251,7 +251,7 @@ def test_count_valid_of_a_huge_box_is_lazy():
 
 
 def test_auto_block_size():
-    from barsweep.pipeline.run.execute import MAX_BLOCK_COMBOS, auto_block_size
+    from barsweep.pipeline.run.plan import MAX_BLOCK_COMBOS, auto_block_size
 
     assert auto_block_size(1_000_000, 26_280, 2) == 125_000          # 4 blocks per worker
     assert auto_block_size(4_000, 26_280, 2) == 2_000      # >= 5e7 combo-bars, 1 per worker

@@ -11,7 +11,8 @@ from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.blocks import BarsRef, BlockTask
 from barsweep.pipeline.run.cluster import connect
-from barsweep.pipeline.run.execute import block_key, run_sweep
+from barsweep.pipeline.run.execute import block_key
+from barsweep.pipeline.run.orchestrate import run_spec
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,7 @@ def test_a_run_shows_its_strategy_symbol_and_window_on_the_dashboard(tmp_path):
     with connect("local", n_workers=1) as client:
         plugin = Seen()
         client.register_plugin(plugin)
-        run_sweep(spec, client, progress=False)
+        run_spec(spec, client=client)
         seen = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[
             Seen.name].seen)
     blocks = {k: v for k, v in seen.items() if key_split(k) == "sweep-ema-cross"}

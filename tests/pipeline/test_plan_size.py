@@ -8,7 +8,7 @@ import pytest
 
 from barsweep.pipeline.config.grid import Grid
 from barsweep.pipeline.config.model import build_grid, parse_spec
-from barsweep.pipeline.run.execute import auto_block_size, plan
+from barsweep.pipeline.run.plan import auto_block_size, plan
 
 DATA = {"store": "bars/", "symbols": ["A", "B"], "timeframe": "1h", "year_days": 365}
 

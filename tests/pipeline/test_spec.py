@@ -495,7 +495,7 @@ def test_the_grid_is_built_once_per_spec(monkeypatch):
     plan and its blocks use that one, and build no other."""
     from barsweep.pipeline.config import grid as grid_module
     from barsweep.pipeline.run.blocks import block_combos
-    from barsweep.pipeline.run.execute import plan
+    from barsweep.pipeline.run.plan import plan
 
     built = []
     post_init = grid_module.Grid.__post_init__

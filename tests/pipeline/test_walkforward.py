@@ -484,7 +484,7 @@ def test_one_test_window_equals_vectorbt_fed_talib_signals(tmp_path):
 def test_a_run_with_walk_forward_equals_the_literal_loop(tmp_path):
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
-    from barsweep.pipeline.run.execute import run_sweep
+    from barsweep.pipeline.run.orchestrate import run_spec
     bar_store = tmp_path / "bars"
     write_synth(bar_store, "SYN", "1h", N_BARS, seed=28)
     execution = dict(fill="close", fees=0.0005, direction="both")
@@ -495,7 +495,7 @@ def test_a_run_with_walk_forward_equals_the_literal_loop(tmp_path):
         "walk_forward": {"train": "12d", "test": 100},  # 12 days: 288 bars
         "run": {"block_size": 4, "out": str(tmp_path / "wf.zarr")}})
     with connect("local", n_workers=2) as client:
-        run_sweep(spec, client, progress=False)
+        run_spec(spec, client=client)
     bounds = window_bounds(N_BARS, 288, 100, 100)
     wf = walkforward(tmp_path / "wf.zarr", by="sharpe")
     assert wf.windows[["train_start_bar", "train_end_bar", "test_start_bar",

@@ -1,0 +1,123 @@
+"""The ``barsweep`` command line: data, run, check, rank, walkforward, plot, trades,
+report, warm, demo.
+
+Only this package turns flags into configuration values; everything it calls takes
+explicit arguments. Each module holds a group of commands: its parsers and the
+functions that run them (parse, then call; heavy imports wait for the call), so that
+``barsweep --help`` loads no more than the parsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+
+from ...errors import BarsweepError, Interrupted, Terminated
+from .data import add_data_parser
+from .demo import add_demo_parser
+from .ranking import add_rank_parsers
+from .runs import add_run_parsers, add_warm_parser
+from .views import add_plot_parser, add_report_parser, add_trades_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``barsweep`` command ``argv`` (default ``sys.argv[1:]``); its exit status:
+    0, the command's own, or that of the error or stop, said in one line on stderr."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("barsweep").setLevel(logging.INFO)
+    if args.verbose:  # here and in the worker processes the CLI starts
+        os.environ["DASK_LOGGING__DISTRIBUTED"] = "info"
+        logging.getLogger("distributed").setLevel(logging.INFO)
+    else:
+        quiet_dask()
+    try:
+        with sigterm_as_interrupt():
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
+            return code
+    except BrokenPipeError:
+        return stdout_closed()
+    except Interrupted as exc:
+        word = "terminated (SIGTERM)" if exc.terminated else "interrupted"
+        print(f"\nbarsweep: {word}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BarsweepError as exc:
+        print(f"barsweep: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted(terminated=isinstance(exc, Terminated))
+        print(f"\nbarsweep: {'terminated (SIGTERM)' if stopped.terminated else 'interrupted'}",
+              file=sys.stderr)
+        return stopped.exit_code
+
+
+#: The exit status of a command whose reader closed its output (``barsweep rank --json |
+#: head``): 128 + SIGPIPE, what a shell reports for a Unix tool that SIGPIPE ended.
+BROKEN_PIPE_EXIT = 141
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away: point stdout at /dev/null (so that the
+    interpreter's last flush at exit fails nowhere) and exit quietly, as Unix tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE_EXIT
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While the command runs, SIGTERM raises :class:`~barsweep.errors.Terminated` (a
+    KeyboardInterrupt) in the main thread: a run stops as on Ctrl-C, in one line, its
+    lock released, exit status 143. The previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def quiet_dask() -> None:
+    """Dask's INFO lines (workers starting and closing) are not for people running a
+    sweep: warnings and errors only, here and in the worker processes the CLI starts
+    (they read the environment when they import distributed)."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``barsweep`` command's parser: each command's arguments, and the function
+    that runs it (``func``)."""
+    from ...version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="barsweep", description="Parameter sweeps of trading strategies over bars: "
+        "numba kernels, Dask blocks, Zarr results.",
+        epilog="`barsweep COMMAND --help` lists a command's options.")
+    parser.add_argument("--version", action="version", version=f"barsweep {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="Dask's INFO logging too (workers starting, closing...)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_data_parser(sub)
+    add_run_parsers(sub)
+    add_rank_parsers(sub)
+    add_plot_parser(sub)
+    add_trades_parser(sub)
+    add_report_parser(sub)
+    add_warm_parser(sub)
+    add_demo_parser(sub)
+    return parser

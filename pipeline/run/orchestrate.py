@@ -1,0 +1,443 @@
+"""One run, from a spec to a complete results store: the sequence that ``barsweep run``,
+``barsweep demo`` and :func:`barsweep.sweep` all go through.
+
+:func:`run_spec` locks the output (:func:`~barsweep.pipeline.run.lock.out_lock`),
+prepares the run on the driver (:func:`~barsweep.pipeline.run.prepare.prepare_run`),
+places it (a cluster chosen and started by :func:`place`, or a client given), plans its
+blocks (:func:`~barsweep.pipeline.run.plan.plan`), creates or resumes the store,
+executes the blocks (:func:`~barsweep.pipeline.run.execute.execute`), finishes the store
+(attributes, timings) and unlocks. What differs between its callers is what the run
+tells them and how: a :class:`Voice`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import distributed
+import numpy as np
+from distributed import Client
+
+from ...datasets import periods_per_year
+from ...engine import METRICS
+from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
+from ...version import __version__
+from ..config.cluster import ClusterSpec
+from ..config.model import Spec
+from .blocks import BlockReport, BlockTask
+from .execute import (
+    execute,
+    kernel_cached,
+    resolve_backend,
+    shipped_modules,
+    wait_for_workers,
+    warm_up,
+)
+from .lock import leftovers, out_lock, refuse_locked
+from .plan import Plan, auto_block_size, plan, store_coords
+from .prepare import Prepared, prepare_run
+from .progress import ProgressBar
+from .results import (
+    PENDING,
+    check_out,
+    create_store,
+    done_flags,
+    finish_store,
+    resume_hint,
+    store_attrs,
+    store_status,
+)
+from .shipping import BarsShipper
+
+
+@dataclasses.dataclass(frozen=True)
+class Voice:
+    """What a run tells the one who started it, and how.
+
+    Attributes
+    ----------
+    say : callable or None
+        Hears lines for people as the run goes: the bars a year the metrics are
+        annualised with, the kernel compiling, the cluster (and its dashboard), the bars
+        shipped, a resume's blocks already done. None: nothing is said.
+    note : callable or None
+        Hears what a killed run had left beside the store, cleared as the lock is taken.
+    progress : bool
+        The progress line on stderr (:class:`~barsweep.pipeline.run.progress.ProgressBar`).
+    one_line : bool
+        Stops and failures in one line, as the command line gives them: Ctrl-C or
+        SIGTERM raises :class:`~barsweep.errors.Interrupted` saying what is done and the
+        command that resumes; a RunError, once the store was written, ends with that
+        command; Dask's logs of a lost fetch or a connection closed under a callback
+        (which those lines say better) are silenced for the process. False:
+        KeyboardInterrupt and RunError pass as they come, logging is left as it is.
+    """
+
+    say: Callable[[str], None] | None = None
+    note: Callable[[str], None] | None = None
+    progress: bool = False
+    one_line: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    """What a run did: its store, the combos and blocks it computed, the combo-bars its
+    blocks ran, the seconds they took (planned to finished), the backend, and the
+    blocks an earlier run had done (``--resume``)."""
+
+    out: str
+    n_combos: int
+    n_blocks: int
+    combo_bars: int
+    seconds: float
+    backend: str
+    blocks_skipped: int = 0
+
+    @property
+    def combo_bars_per_second(self) -> float:
+        return self.combo_bars / self.seconds if self.seconds > 0 else float("nan")
+
+
+def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
+             resume: bool = False, spec_path: str | None = None,
+             client: Client | None = None, cluster: tuple[str, str] | None = None,
+             n_workers: int | None = None, voice: Voice = Voice(),
+             perf_report: str | None = None) -> RunSummary:
+    """Run ``spec`` into its results store and return what was done.
+
+    A run already writing the store at ``out`` (default ``spec.run.out``) refuses this
+    one at once; else the store is locked before anything is read, and hidden
+    directories that a killed run left beside it are cleared (``voice.note`` hears
+    what was done). Then the run is prepared and checked on the driver, placed on
+    ``client``, or on a cluster chosen for its work and started (``spec.cluster``,
+    ``n_workers`` or ``spec.n_workers`` workers; :func:`place`), and its blocks are
+    computed into a new store, or into the earlier one it continues (``resume``);
+    ``overwrite`` replaces an earlier store.
+
+    Parameters
+    ----------
+    spec : Spec
+    out : str, optional
+        The results store; ``spec.run.out`` by default.
+    overwrite, resume : bool
+        Replace an earlier results store at ``out``, or compute its missing blocks.
+    spec_path : str, optional
+        The spec's file, kept in the store's attributes (the resume command names it).
+    client : distributed.Client, optional
+        Run on this client; ``cluster`` then says what it is and why (the store's
+        ``cluster`` and ``cluster_reason``), by default its scheduler's address and
+        "a client given".
+    n_workers : int, optional
+        Workers of a cluster started here.
+    voice : Voice
+        What the run tells, and how; by default nothing.
+    perf_report : str, optional
+        A path for Dask's performance report of the run (HTML).
+    """
+    out = os.path.abspath(out or spec.run.out)
+    refuse_early(out, overwrite=overwrite, resume=resume)
+    # the attributes of an earlier store that --overwrite will replace: read again under
+    # the lock, and here for a stop while it is taken
+    earlier = store_attrs(out)
+    disabled = logging.root.manager.disable
+    try:
+        with out_lock(out) as cleared:
+            for line in cleared:
+                if voice.note is not None:
+                    voice.note(line)
+            earlier = store_attrs(out)
+            return _run_locked(spec, out, earlier, overwrite=overwrite, resume=resume,
+                               spec_path=spec_path, client=client, cluster=cluster,
+                               n_workers=n_workers, voice=voice, perf_report=perf_report)
+    except KeyboardInterrupt as exc:
+        logging.disable(disabled)
+        if not voice.one_line:
+            raise
+        raise Interrupted(interrupted_message(out, earlier, resume),
+                          terminated=isinstance(exc, Terminated)) from None
+
+
+def refuse_early(out: str, *, overwrite: bool, resume: bool) -> None:
+    """Refuse a run on ``out`` before its bars are read or a cluster starts: one that
+    another run holds (:func:`~barsweep.pipeline.run.lock.refuse_locked`), or that
+    :func:`~barsweep.pipeline.run.results.check_out` refuses, unless a killed run left
+    directories beside it (cleared under the lock, then ``out`` is checked again)."""
+    refuse_locked(out)
+    try:
+        check_out(out, overwrite=overwrite, resume=resume)
+    except BarsweepError:
+        if not leftovers(out):
+            raise
+
+
+def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
+                resume: bool, spec_path: str | None, client: Client | None,
+                cluster: tuple[str, str] | None, n_workers: int | None, voice: Voice,
+                perf_report: str | None) -> RunSummary:
+    """:func:`run_spec` once ``out`` is locked; ``earlier``: the attributes of the store
+    at ``out`` before the run, if any."""
+    if voice.one_line:
+        quiet_client_logs()
+    try:
+        prepared = prepare_run(spec, out=out, resume=resume, overwrite=overwrite,
+                               spec_path=spec_path, say=voice.say)
+        with placed(prepared, client, cluster, n_workers) as (client, where):
+            if voice.say is not None:
+                voice.say(where_line(client, where))
+            try:
+                with performance_report(perf_report), shipped_modules(client, prepared.spec):
+                    return execute_run(prepared, client, where, voice)
+            except KeyboardInterrupt:
+                # the cluster's shutdown under Ctrl-C logs lost fetches and slow workers:
+                # not news; the caller says what is done
+                logging.disable(logging.ERROR)
+                raise
+    except RunError as err:
+        attrs = store_attrs(out)
+        if not voice.one_line or attrs is None or (attrs == earlier and not resume):
+            raise
+        raise RunError(f"{err}; the store is incomplete: resume with "
+                       f"`{resume_hint(out, attrs)}`") from None
+
+
+@contextlib.contextmanager
+def place(cluster: ClusterSpec, combo_bars: float, backend: str,
+          n_workers: int | None = None) -> Iterator[tuple[Client, tuple[str, str]]]:
+    """A client of the cluster :func:`~barsweep.pipeline.run.cluster.choose` picks for
+    ``cluster`` and a run of ``combo_bars`` on ``backend``, started or reached by
+    :func:`~barsweep.pipeline.run.cluster.connect` (``n_workers`` workers of a cluster
+    started here), with what it is and why: ``(client, (kind, reason))``. The cluster
+    is closed on exit."""
+    from .cluster import choose, connect  # looked up at each call: tests stand in for it
+
+    chosen, reason = choose(cluster, combo_bars, backend)
+    with connect(chosen, n_workers) as client:
+        yield client, (chosen.describe(), reason)
+
+
+@contextlib.contextmanager
+def placed(prepared: Prepared, client: Client | None, cluster: tuple[str, str] | None,
+           n_workers: int | None) -> Iterator[tuple[Client, tuple[str, str]]]:
+    """Where a prepared run goes: ``client`` as given (``cluster`` says what it is,
+    else its scheduler's address and "a client given"), or a cluster :func:`place`
+    chooses for the run's work and starts."""
+    if client is not None:
+        yield client, cluster or (client.scheduler.address, "a client given")
+        return
+    spec = prepared.spec
+    with place(spec.cluster, prepared.combo_bars(), spec.run.backend,
+               n_workers or spec.n_workers) as found:
+        yield found
+
+
+def where_line(client: Client, where: tuple[str, str]) -> str:
+    """The line that says where a run goes: a threads cluster and why, or the
+    dashboard's address."""
+    if where[0] == "threads":
+        return f"{where[1]}; no dashboard (--cluster local starts one)"
+    return f"dask dashboard: {client.dashboard_link}"
+
+
+def performance_report(path: str | None) -> contextlib.AbstractContextManager:
+    """Dask's performance report of what runs in the context, written to ``path``
+    (HTML) on exit; nothing without a path."""
+    if path is None:
+        return contextlib.nullcontext()
+    return distributed.performance_report(os.path.abspath(path))
+
+
+def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
+                voice: Voice) -> RunSummary:
+    """Plan the prepared run for ``client``'s workers, create its store (or take the
+    earlier one it resumes), compute every pending block and mark the store complete,
+    with its timings. The caller holds the store's lock."""
+    t0 = time.perf_counter()
+    spec = prepared.spec
+    wait_for_workers(client, spec.run.worker_timeout)
+    backend = resolve_backend(spec.run.backend, client)
+    the_plan = plan_run(prepared, client, backend)
+    if prepared.resume_chunks is not None:
+        todo = resumed_blocks(prepared, the_plan, voice.say)
+    else:
+        create_run_store(prepared, the_plan, backend, where)
+        todo = the_plan.tasks
+    skipped = len(the_plan.tasks) - len(todo)
+    combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
+    todo_ids = {t.block_id for t in todo}
+    reports, t_plan, shipped_to = compute(client, prepared, the_plan, todo,
+                                          sum(combos_of[b] for b in todo_ids), voice)
+    t_done = time.perf_counter()
+    n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
+        c for b, c in combos_of.items() if b not in todo_ids)
+    finish_store(prepared.out, {"timings_s": {
+        "plan_and_create": round(t_plan - t0, 4),
+        "compute_and_write": round(t_done - t_plan, 4),
+        "task_seconds_sum": round(sum(r.seconds for r in reports), 4),
+        "total": round(t_done - t0, 4),
+    }, "block_phases_s": phase_summary(reports), "blocks_resumed": skipped, "n_combos": n_combos,
+        "bars_shipped_to": shipped_to,
+        "blocks_written_by_driver": sum(r.written_by_driver for r in reports),
+        "n_combos_exact": the_plan.n_combos_exact or not skipped})
+    combo_bars = sum(r.n_combos * r.n_bars for r in reports)
+    return RunSummary(prepared.out, n_combos, len(the_plan.tasks), combo_bars,
+                      t_done - t_plan, backend[0], skipped)
+
+
+def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Plan:
+    """The blocks of the prepared run on ``backend`` (``(name, reason)``): as big as
+    the store it resumes has them (on the backend that store was computed on), else
+    ``run.block_size``, ``auto`` sized to ``client``'s worker threads."""
+    spec, out = prepared.spec, prepared.out
+    if prepared.resume_chunks is not None:
+        block_size = math.prod(prepared.resume_chunks)
+        stored = (store_attrs(out) or {}).get("backend")
+        if stored and stored != backend[0]:
+            raise ResultsError(f"--resume: {out} was computed on {stored}, this run would use "
+                               f"{backend[0]} ({backend[1]}); pass --backend {stored}")
+    else:
+        block_size = spec.run.block_size
+        if block_size == "auto":
+            workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+            n_workers = max(1, sum(w.get("nthreads", 1) for w in workers))  # threads
+            block_size = auto_block_size(prepared.valid_combos, prepared.n_bars, n_workers)
+    run_id = uuid.uuid4().hex[:12]
+    store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
+                is not None else uuid.uuid4().hex)
+    return plan(spec, out, block_size, prepared.grid, backend[0], prepared.prints, run_id,
+                store_id, prepared.windows)
+
+
+def resumed_blocks(prepared: Prepared, the_plan: Plan,
+                   say: Callable[[str], None] | None) -> tuple[BlockTask, ...]:
+    """The tasks of blocks the store being resumed still lacks (its flags read under
+    the lock: no other run writes them now); ``say`` hears how many are done."""
+    out = prepared.out
+    if the_plan.chunks != prepared.resume_chunks:  # pragma: no cover - a planning bug
+        raise ResultsError(f"--resume: {out} has blocks of {prepared.resume_chunks}, "
+                           f"this run plans {the_plan.chunks}")
+    done = done_flags(out)
+    if len(done) != the_plan.n_blocks:  # a store whose blocks are cut otherwise
+        raise ResultsError(f"--resume: {out} has {len(done)} blocks, this run plans "
+                           f"{the_plan.n_blocks}; use --overwrite to start again")
+    todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)
+    if say is not None:
+        say(f"resuming {out}: {len(the_plan.tasks) - len(todo)} of {len(the_plan.tasks)} "
+            f"blocks already done, {len(todo)} to compute")
+    return todo
+
+
+def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str],
+                     where: tuple[str, str]) -> None:
+    """Make the run's results store: its dims and coordinates from the plan, every
+    block pending but those the constraints exclude, and the attributes that say what
+    made it (the spec, the version, the bars' fingerprint, backend and cluster, why)."""
+    spec = prepared.spec
+    attrs = {
+        "store_id": the_plan.store_id,
+        "spec": spec.to_yaml(),
+        "spec_path": prepared.spec_path or "",
+        "barsweep_version": __version__,
+        "bars_fingerprint": json.dumps(prepared.prints),
+        "backend": backend[0],
+        "backend_requested": spec.run.backend,
+        "backend_reason": backend[1],
+        "cluster": where[0],
+        "cluster_reason": where[1],
+        "metrics": json.dumps(list(METRICS)),
+        "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
+        "n_combos_exact": the_plan.n_combos_exact,
+        "periods_per_year": periods_per_year(spec.data.timeframe, spec.data.year_days),
+        "annualised": prepared.annualised,
+    }
+    create_store(prepared.out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
+                 the_plan.n_blocks, attrs, excluded=the_plan.excluded,
+                 segments=the_plan.segments, lead=the_plan.lead,
+                 coords={**store_coords(spec, prepared.symbol_bars),
+                         **(prepared.window_times or {})})
+
+
+def compute(client: Client, prepared: Prepared, the_plan: Plan, todo: tuple[BlockTask, ...],
+            todo_combos: int, voice: Voice) -> tuple[list[BlockReport], float, list[str]]:
+    """Compute the ``todo`` blocks (``todo_combos`` combos) on ``client``: the bars
+    shipped to workers that cannot read them, the kernel warmed once per cluster, then
+    every block, with the progress line. Returns the blocks' reports, when the warm-up
+    ended (``time.perf_counter``) and the workers the bars were shipped to."""
+    spec, say = prepared.spec, voice.say
+    shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
+    try:
+        shipped = shipper.ensure() if todo else None
+        if shipped and say is not None:
+            say(shipped)
+        compiling = bool(todo) and the_plan.tasks[0].backend == "cpu" and not kernel_cached(
+            spec.strategy)
+        if compiling and say is not None:
+            say(f"compiling the {spec.strategy} kernel: once on this machine (numba "
+                f"caches it; `barsweep warm` does it ahead of time)")
+        t_warm = time.perf_counter()
+        warm_up(client, todo)
+        t_plan = time.perf_counter()
+        if compiling and say is not None:
+            say(f"compiled in {t_plan - t_warm:.1f} s")
+        bar = ProgressBar(len(todo), todo_combos, every_s=spec.run.progress_every
+                          ) if voice.progress and todo else None
+        try:
+            reports = execute(client, todo, bar.update if bar else None,
+                              worker_timeout=spec.run.worker_timeout,
+                              on_workers=bar.workers if bar else None, ship=shipper.ensure)
+        finally:
+            if bar:
+                bar.close()
+    finally:
+        shipper.close()
+    return reports, t_plan, sorted(shipper.shipped_to)
+
+
+def phase_summary(reports: list[BlockReport]) -> dict:
+    """Per phase of a block (``open_bars``, ``indicators``, ``kernel``, ``write``; the
+    GPU's stages on ``cuda``): the total seconds over the blocks and the 50th, 90th and
+    100th percentiles of one block's, for the report and the store's attributes."""
+    phases: dict[str, list[float]] = {}
+    for report in reports:
+        for name, seconds in report.phases.items():
+            phases.setdefault(name, []).append(seconds)
+    return {name: {"total": round(float(np.sum(s)), 6),
+                   **{f"p{q}": round(float(np.percentile(s, q)), 6) for q in (50, 90, 100)}}
+            for name, s in phases.items()}
+
+
+def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:
+    """What an interrupted run leaves: blocks done, and the command that resumes it
+    (``earlier``: the attributes of the store at ``out`` before the run, if any)."""
+    attrs = store_attrs(out)
+    if attrs is None:
+        return f"stopped before the run began; nothing was written to {out}"
+    if attrs == earlier and not resume:
+        return f"stopped before the run began; the earlier results in {out} are unchanged"
+    pending, total = store_status(out)
+    return (f"{total - pending} of {total} blocks are done in {out}; "
+            f"resume with `{resume_hint(out, attrs)}`")
+
+
+def quiet_client_logs() -> None:
+    """Leave to the run's one line what Dask's client logs of it: a block's report lost
+    with its worker (fetched again), and a result fetched as Ctrl-C closes the client
+    (tornado logs that failed callback with a traceback). Set after distributed's
+    import, which sets its loggers' levels from its configuration."""
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
+
+
+def not_a_closed_comm(record: logging.LogRecord) -> bool:
+    """A logging filter: False for records of a connection closed under a callback."""
+    from distributed.comm.core import CommClosedError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, CommClosedError)

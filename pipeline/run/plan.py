@@ -1,0 +1,214 @@
+"""The plan of a run: its grid cut into blocks (block = Dask task = Zarr chunk), pure.
+
+:func:`plan` takes a prepared spec and the combos per block (:func:`auto_block_size`
+sizes them to the cluster) and returns a :class:`Plan`: every block's task, the blocks
+the constraints exclude, and the store's shape beyond the parameters (the walk-forward
+``window`` and ``sample`` dims, the PBO segments), each worked out once here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...datasets import periods_per_year, to_ns
+from ...engine.simulate import segment_bounds
+from ..config.grid import Grid
+from ..config.model import Spec, build_grid
+from .blocks import BarsRef, BlockTask
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The blocks of a run: those to compute and those the constraints exclude.
+
+    ``n_combos`` is the number of combos the tasks compute when ``n_combos_exact``,
+    else an upper bound (counting stopped at :data:`barsweep.pipeline.config.count.COUNT_BUDGET`;
+    each task reports its exact count as it finishes). ``task_combos`` holds the same
+    per task, in ``tasks`` order. ``excluded`` lists the blocks proven empty.
+
+    ``lead`` is the store's dims between ``symbol`` and the parameters, each
+    ``(name, values, chunk)``: walk-forward's ``window`` (``windows_per_block`` windows
+    a block) and ``sample`` (train, test); none without walk-forward. ``segments`` is the
+    PBO segments each block sums its returns over (0: none, as with walk-forward).
+    ``store_id`` is the id of the store the tasks write.
+    """
+
+    grid: Grid
+    chunks: tuple[int, ...]
+    n_blocks: int
+    tasks: tuple[BlockTask, ...]
+    excluded: tuple[int, ...]
+    n_combos: int
+    n_combos_exact: bool = True
+    task_combos: tuple[int, ...] = ()
+    lead: tuple[tuple[str, np.ndarray, int], ...] = ()
+    segments: int = 0
+    windows_per_block: int = 0
+    store_id: str = ""
+
+
+#: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there
+#: should be several blocks per worker so that the last ones balance.
+MIN_BLOCK_COMBO_BARS = 50_000_000
+BLOCKS_PER_WORKER = 4
+MAX_BLOCK_COMBOS = 1 << 20
+
+
+def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
+    """Combos per block: ~BLOCKS_PER_WORKER blocks per worker, but no block shorter than
+    MIN_BLOCK_COMBO_BARS combo-bars (about 0.25 s of kernel) nor larger than MAX_BLOCK_COMBOS;
+    where that floor decides, a multiple of ``n_workers`` (worker threads) blocks, so that
+    every worker computes the same number of blocks.
+
+    ``n_combos`` is the grid's valid combos, or an upper bound of them such as
+    :meth:`~barsweep.pipeline.config.grid.Grid.estimate_valid` gives without enumerating.
+
+    Examples
+    --------
+    >>> auto_block_size(1_000_000, 26_280, 2)
+    125000
+    >>> auto_block_size(4_000, 26_280, 2)
+    2000
+    """
+    n_workers = max(1, n_workers)
+    spread = -(-n_combos // (n_workers * BLOCKS_PER_WORKER))
+    floor = -(-MIN_BLOCK_COMBO_BARS // max(1, n_bars))
+    if floor > spread:  # few blocks: a multiple of the workers
+        n_blocks = max(n_workers, -(-n_combos // floor) // n_workers * n_workers)
+        floor = -(-n_combos // n_blocks)
+    return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
+
+
+#: A walk-forward block runs at most this many combos x runs (two per window): its
+#: metrics then take at most MAX_BLOCK_RUNS x len(METRICS) x 8 B, as a plain block's of
+#: MAX_BLOCK_COMBOS combos.
+MAX_BLOCK_RUNS = 1 << 20
+
+
+def windows_per_block(n_windows: int, box_combos: int) -> int:
+    """Walk-forward windows per block: all of them where the block's combos x train and
+    test runs stay within :data:`MAX_BLOCK_RUNS` (one block then hoists the indicators
+    once and writes once for every window), fewer for large boxes.
+
+    >>> windows_per_block(15, 36), windows_per_block(15, 100_000)
+    (15, 5)
+    """
+    return max(1, min(n_windows, MAX_BLOCK_RUNS // max(1, 2 * box_combos)))
+
+
+def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
+    """Coordinates of the store beyond its dims: ``n_bars`` over ``symbol`` (the bars
+    each symbol's runs cover) and, with PBO segments, ``seg_n`` over ``(symbol,
+    segment)`` (the bars of each segment, as the kernels cut them)."""
+    coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
+    n_segs = spec.analysis.pbo_segments
+    if n_segs and spec.walk_forward is None:
+        seg_n = [np.diff(segment_bounds(0, n, n_segs), axis=1)[:, 0] for n in symbol_bars]
+        coords["seg_n"] = (("symbol", "segment"), np.asarray(seg_n, dtype=np.int64))
+    return coords
+
+
+def plan(spec: Spec, out: str, block_size: int,
+         grid: Grid | None = None, backend: str = "cpu", fingerprint: dict | None = None,
+         run_id: str = "", store_id: str = "", windows: np.ndarray | None = None) -> Plan:
+    """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
+
+    ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
+    :func:`auto_block_size`'s, which the orchestrator applies); ``grid`` is
+    ``build_grid(spec)`` by default; ``backend`` is the resolved one (``cpu`` or
+    ``cuda``). ``fingerprint`` is the bars' (:func:`~barsweep.datasets.fingerprint`):
+    workers check the files they see against it (and GPU workers key their device copy
+    of the bars on it); ``run_id`` names the Dask datasets of bars shipped to workers
+    that cannot read them, and ``store_id`` is the results store's id (workers write
+    only that store).
+    ``windows`` (walk-forward: ``(W, 4)`` train and test bounds) makes a block of each
+    box and group of :func:`windows_per_block` windows: their train and test runs (the
+    indicators hoisted once for all), the store's ``window``/``sample`` dims.
+
+    The grid is never enumerated: each block is decided by interval bounds and counted
+    by :meth:`~barsweep.pipeline.config.grid.Grid.block_counts` within a fixed budget, so
+    planning a 10^9-combo grid takes about a second and memory in proportion to the
+    number of blocks (``benchmarks/plan_size.py``).
+    """
+    grid = grid if grid is not None else build_grid(spec)
+    chunks = grid.chunks(block_size)
+    per_symbol = grid.n_blocks(chunks)
+    if spec.data.year_days is None:
+        raise ValueError("plan() takes a prepared spec: data.year_days is measured from the "
+                         "bars by prepare_run")
+    ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
+    counts, exact = grid.block_counts(chunks)
+    boxes = grid_boxes(grid, chunks, counts)
+    empty = (counts == 0).nonzero()[0].tolist()
+    step = 0 if windows is None else windows_per_block(len(windows), math.prod(chunks))
+    groups = window_groups(windows, step)
+    segments = spec.analysis.pbo_segments if windows is None else 0
+    modules = tuple(spec.modules)
+    tasks, task_combos, excluded = [], [], []
+    for s, bars in enumerate(bars_refs(spec, fingerprint, run_id)):
+        for g, (group, span) in enumerate(groups):
+            first = (s * len(groups) + g) * per_symbol  # block ids: symbol, windows, box
+            lead = (slice(s, s + 1),) if span is None else (
+                slice(s, s + 1), group, slice(0, 2))
+            for b, axes, slices, n_valid in boxes:
+                tasks.append(BlockTask(first + b, out, bars, spec.strategy, axes,
+                                       (*lead, *slices), grid.constraints, spec.execution,
+                                       ppy, modules, backend=backend,
+                                       store_id=store_id, spans=span, segments=segments))
+                task_combos.append(n_valid)
+            excluded.extend(first + b for b in empty)
+    n_blocks = per_symbol * len(spec.data.symbols) * len(groups)
+    return Plan(grid, chunks, n_blocks, tuple(tasks), tuple(excluded), sum(task_combos),
+                bool(exact.all()), tuple(task_combos), store_lead(windows, step), segments,
+                step, store_id)
+
+
+def grid_boxes(grid: Grid, chunks: tuple[int, ...], counts: np.ndarray) -> list[tuple]:
+    """The boxes of the grid that hold a valid combo, each ``(block id within a symbol,
+    the axes' slices of values, the region's slices, the combos it keeps)``."""
+    per_axis = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]
+    pieces = [[((name, values[i * c:(i + 1) * c]), slice(i * c, min((i + 1) * c, len(values))))
+               for i in range(k)]  # each axis's chunks once, shared by every block
+              for (name, values), c, k in zip(grid.axes, chunks, per_axis, strict=True)]
+    boxes = []
+    block_combos = counts.tolist()
+    for b in counts.nonzero()[0].tolist():
+        position, rest = [], b
+        for k in reversed(per_axis):
+            rest, i = divmod(rest, k)
+            position.append(i)
+        chosen = [axis[i] for axis, i in zip(pieces, reversed(position), strict=True)]
+        boxes.append((b, tuple(a for a, _ in chosen), tuple(sl for _, sl in chosen),
+                      block_combos[b]))
+    return boxes
+
+
+def window_groups(windows: np.ndarray | None, step: int) -> list[tuple]:
+    """The walk-forward windows a block runs, ``step`` at a time: each group's
+    ``(window slice, its train and test spans)``; one group of no window without."""
+    if windows is None:
+        return [(slice(0, 0), None)]
+    return [(slice(w, min(w + step, len(windows))), tuple(
+        span for a, b, c, d in windows[w:w + step].tolist() for span in ((a, b), (c, d))))
+        for w in range(0, len(windows), step)]
+
+
+def bars_refs(spec: Spec, fingerprint: dict | None, run_id: str) -> list[BarsRef]:
+    """Where each symbol's tasks find their bars (see :class:`BarsRef`)."""
+    files = (fingerprint or {}).get("files", [{}] * len(spec.data.symbols))
+    return [BarsRef(spec.data.store, symbol, spec.data.timeframe,
+                    to_ns(spec.data.start, "data.start"), to_ns(spec.data.end, "data.end"),
+                    (fingerprint or {}).get("blake2b", ""), files[s].get("blake2b", ""),
+                    f"barsweep-bars-{run_id}-{s}" if run_id else "")
+            for s, symbol in enumerate(spec.data.symbols)]
+
+
+def store_lead(windows: np.ndarray | None, step: int) -> tuple[tuple[str, np.ndarray, int], ...]:
+    """The store's dims between ``symbol`` and the parameters (:attr:`Plan.lead`)."""
+    if windows is None:
+        return ()
+    return (("window", np.arange(len(windows)), step),
+            ("sample", np.array(["train", "test"], dtype=object), 2))
