@@ -184,7 +184,8 @@ def backtest(
     if not 0 <= start < end <= n_bars:
         raise SpecError(f"backtest(): span must be (start, end) with 0 <= start < end <= "
                         f"{n_bars}, got {span}")
-    metrics, rec_equity, rec_trades = _run_one(strat, block, start, end)
+    run_span = None if span is None else (start, end)
+    metrics, rec_equity, rec_trades = _run_one(strat, block, run_span)
 
     import pandas as pd  # lazily: the sweep path never needs pandas
 
@@ -199,18 +200,19 @@ def backtest(
                           _bars=(columns, time_ns, start, end))
 
 
-def _run_one(strategy: Strategy, block: Block, start: int,
-             end: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
-    """Run the block's one combo over bars ``[start, end)``, recording: its metrics by
-    name, its equity at each close (shape (n_bars,), written over the span) and its
-    trades (shape (n_trades, N_TRADE_FIELDS))."""
+def _run_one(strategy: Strategy, block: Block,
+             span: tuple[int, int] | None) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+    """Run the block's one combo over bars ``span`` (None: every bar), recording: its
+    metrics by name, its equity at each close (shape (n_bars,), written over the span)
+    and its trades (shape (n_trades, N_TRADE_FIELDS))."""
     n_bars = len(block.bars.close)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, 1)
     # the kernel writes every field of trades 0 .. n_trades - 1 and nothing else is read:
     # np.empty leaves the room for n_bars + 1 trades untouched (never paged in)
     out = Outputs(np.empty((1, N_METRICS)), no_segments(1), np.empty(n_bars),
                   np.empty((n_bars + 1, N_TRADE_FIELDS)))
-    strategy.kernel(block.bars, ind, block.combos(rows), block.runs([(start, end)])[0], out)
+    run = block.runs(None if span is None else [span])[0]
+    strategy.kernel(block.bars, ind, block.combos(rows), run, out)
     metrics = dict(zip(METRICS, out.metrics[0].tolist()))
     return metrics, out.equity, out.trades[: int(metrics["n_trades"])]
 
