@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import SpecError
-from .block import BAR_COLUMNS, prepare_block
-from .execution import Execution, execution_of, span_xp
+from .block import BAR_COLUMNS, Block, prepare_block
+from .execution import Execution, execution_of
 from .fills import EXIT_REASONS
 from .hoist import hoist
 from .metrics import METRICS, N_METRICS
-from .simulate import N_TRADE_FIELDS, no_segments
+from .simulate import N_TRADE_FIELDS, Outputs, no_segments
 from .strategies import get_strategy
 from .strategies.base import Strategy
 from .year import bars_per_year
@@ -179,34 +179,42 @@ def backtest(
         ppy = _infer_ppy(time_ns, year_days)
     one = {name: np.array([value]) for name, value in params.items()}
     block = prepare_block(strat, columns, one, exe, ppy)
-    n_bars = len(block.columns[3])
+    n_bars = len(block.bars.close)
     start, end = (0, n_bars) if span is None else (int(span[0]), int(span[1]))
     if not 0 <= start < end <= n_bars:
         raise SpecError(f"backtest(): span must be (start, end) with 0 <= start < end <= "
                         f"{n_bars}, got {span}")
-    ind, rows = hoist(strat, block.ohlc, block.strategy_params, 1)
-    out = np.empty((1, N_METRICS))
-    rec_equity = np.empty(n_bars)
-    # the kernel writes every field of trades 0 .. n_trades - 1 and nothing else is read:
-    # np.empty leaves the room for n_bars + 1 trades untouched (never paged in)
-    rec_trades = np.empty((n_bars + 1, N_TRADE_FIELDS))
-    # block.xp already spans every bar: a window needs its own bounds and benchmark sums
-    xp = block.xp if span is None else span_xp(block.xp, block.columns[5], start, end)
-    strat.kernel(block.columns, ind, rows, block.fparams, block.stops, xp, out,
-                 no_segments(1), rec_equity, rec_trades)
+    run_span = None if span is None else (start, end)
+    metrics, rec_equity, rec_trades = _run_one(strat, block, run_span)
 
     import pandas as pd  # lazily: the sweep path never needs pandas
 
-    metrics = dict(zip(METRICS, out[0].tolist()))
     index = _time_index(time_ns, start, end)
     # rec_equity is this call's own buffer: the Series keeps it; close is the caller's, copied
     equity = pd.Series(rec_equity[start:end], index=index, name="equity", copy=False)
-    trades = _trades_frame(rec_trades[: int(metrics["n_trades"])], index, start)
+    trades = _trades_frame(rec_trades, index, start)
     return BacktestResult(metrics=metrics, equity=equity, trades=trades,
-                          close=pd.Series(block.columns[3][start:end], index=index,
+                          close=pd.Series(block.bars.close[start:end], index=index,
                                           name="close"),
                           execution=exe, ppy=float(ppy),
                           _bars=(columns, time_ns, start, end))
+
+
+def _run_one(strategy: Strategy, block: Block,
+             span: tuple[int, int] | None) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+    """Run the block's one combo over bars ``span`` (None: every bar), recording: its
+    metrics by name, its equity at each close (shape (n_bars,), written over the span)
+    and its trades (shape (n_trades, N_TRADE_FIELDS))."""
+    n_bars = len(block.bars.close)
+    ind, rows = hoist(strategy, block.ohlc, block.strategy_params, 1)
+    # the kernel writes every field of trades 0 .. n_trades - 1 and nothing else is read:
+    # np.empty leaves the room for n_bars + 1 trades untouched (never paged in)
+    out = Outputs(np.empty((1, N_METRICS)), no_segments(1), np.empty(n_bars),
+                  np.empty((n_bars + 1, N_TRADE_FIELDS)))
+    run = block.runs(None if span is None else [span])[0]
+    strategy.kernel(block.bars, ind, block.combos(rows), run, out)
+    metrics = dict(zip(METRICS, out.metrics[0].tolist()))
+    return metrics, out.equity, out.trades[: int(metrics["n_trades"])]
 
 
 def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:

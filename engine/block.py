@@ -1,25 +1,73 @@
 """One block of combos made ready for a kernel, whichever runs it (``sweep`` on the CPU,
 ``sweep_cuda`` on a GPU, ``backtest`` for one combo): the bars as the kernels' read-only
-column tuple, the parameters and execution settings packed into float64 arrays, and the
-order of the combos that keeps indicator rows in cache."""
+:class:`Bars` record, the combos' parameters and stops as a :class:`Combos` record, the
+execution settings as a :class:`~barsweep.engine.execution.RunSettings`, and the order
+of the combos that keeps indicator rows in cache."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import SpecError
-from .execution import STOP_PARAMS, Execution, benchmark_returns, pack_xp, stop_matrix
+from .execution import (
+    Execution,
+    RunSettings,
+    benchmark_returns,
+    over_span,
+    run_settings,
+    split_combo,
+    stop_columns,
+)
 from .hoist import param_matrix
 from .strategies.base import Strategy
 
 BAR_COLUMNS = ("open", "high", "low", "close")
 
 
-def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> tuple[np.ndarray, ...]:
-    """``(open, high, low, close, funding rate, benchmark returns)`` for the kernels.
+class Bars(NamedTuple):
+    """The bars as the kernels and signals read them: ndarrays, shape (n_bars,),
+    float64, read-only (a numba named tuple: ``bars.close`` or ``bars[3]``)."""
+
+    open: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    close: np.ndarray
+    funding: np.ndarray  # the funding rate of each bar (zeros without funding)
+    bench: np.ndarray  # the benchmark (buy-and-hold) returns: 0, then close / prev close - 1
+
+
+class Combos(NamedTuple):
+    """What each combo of a block runs with, one row (or value) per combo: a numba named
+    tuple of ndarrays, in the kernel's combo order.
+
+    Attributes
+    ----------
+    rows : ndarray, shape (n_combos, n_slots), int64
+        The combo's row of the indicator table for each of the strategy's slots.
+    fparams : ndarray, shape (n_combos, n_params), float64
+        The strategy's parameters, in the strategy's order.
+    stop_loss, take_profit, trailing_stop : ndarray, shape (n_combos,), float64
+        Fractions of the entry price (trailing: of the best price since); 0 = none.
+    """
+
+    rows: np.ndarray
+    fparams: np.ndarray
+    stop_loss: np.ndarray
+    take_profit: np.ndarray
+    trailing_stop: np.ndarray
+
+    def take(self, index) -> Combos:
+        """The combos ``index`` (an order, a slice) of this block, as a Combos."""
+        return Combos(*(field[index] for field in self))
+
+
+def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> Bars:
+    """:class:`Bars` for the kernels: open, high, low, close, funding rate, benchmark
+    returns.
 
     Columns are C-contiguous float64 (no copy when they already are) and read-only
     (a memory map's columns are; others are handed over as read-only views), so that
@@ -34,43 +82,58 @@ def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> tuple[np
         rate = np.ascontiguousarray(bars["funding_rate"], dtype=np.float64)
     else:
         rate = np.zeros(len(cols[3]))
-    return tuple(read_only(c) for c in (*cols, rate, benchmark_returns(cols[3])))
+    return Bars(*(read_only(c) for c in (*cols, rate, benchmark_returns(cols[3]))))
 
 
 @dataclass(frozen=True)
 class Block:
     """What every backend's kernel takes besides the indicators, for one block of combos.
 
-    ``columns`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
-    arrays (stops removed); ``fparams`` (n_combos, n_params), ``stops`` (n_combos,
-    N_STOPS) and ``xp`` (N_XP,) are the packed float64 inputs of ``simulate``.
+    ``bars`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
+    arrays (stops removed); ``fparams`` (n_combos, n_params) and ``stops`` (each of
+    STOP_PARAMS, shape (n_combos,)) are float64, in the block's combo order, and
+    ``settings`` what ``simulate`` reads of a run over every bar.
     """
 
-    columns: tuple[np.ndarray, ...]
+    bars: Bars
     n_combos: int
     strategy_params: dict[str, np.ndarray]
     fparams: np.ndarray
-    stops: np.ndarray
-    xp: np.ndarray
+    stops: dict[str, np.ndarray]
+    settings: RunSettings
 
     @property
     def ohlc(self) -> dict[str, np.ndarray]:
         """The price columns by name, as indicators read them."""
-        return dict(zip(BAR_COLUMNS, self.columns[:4]))
+        return dict(zip(BAR_COLUMNS, self.bars[:4]))
+
+    def combos(self, rows: np.ndarray, order: np.ndarray | None = None) -> Combos:
+        """The kernel's :class:`Combos`, with their indicator ``rows`` (shape (n_combos,
+        n_slots)): in the block's combo order, or in ``order``."""
+        combos = Combos(rows, self.fparams, **self.stops)
+        return combos if order is None else combos.take(order)
+
+    def runs(self, spans: Sequence[tuple[int, int]] | None) -> list[RunSettings]:
+        """The settings of each run: one per span ``(start, end)`` of the bars (a
+        walk-forward window), or one over every bar when ``spans`` is None."""
+        if spans is None:
+            return [self.settings]
+        return [over_span(self.settings, self.bars.bench, start, end) for start, end in spans]
 
 
 def prepare_block(strategy: Strategy, bars: Mapping[str, np.ndarray],
                   params: Mapping[str, np.ndarray], execution: Execution,
                   ppy: float) -> Block:
     """Validate and pack a block's bars, parameters and execution settings (see ``sweep``)."""
-    columns = bar_tuple(bars, execution.funding)
-    if len(columns[3]) == 0:
+    kernel_bars = bar_tuple(bars, execution.funding)
+    if len(kernel_bars.close) == 0:
         raise SpecError("the bars are empty; metrics need at least one bar")
     n_combos = combo_count(params)
-    strategy_params = {k: v for k, v in params.items() if k not in STOP_PARAMS}
-    return Block(columns, n_combos, strategy_params,
+    strategy_params, stops = split_combo(params)
+    return Block(kernel_bars, n_combos, strategy_params,
                  param_matrix(strategy, strategy_params, n_combos),
-                 stop_matrix(execution, params, n_combos), pack_xp(execution, ppy, columns[5]))
+                 stop_columns(execution, stops, n_combos),
+                 run_settings(execution, ppy, kernel_bars.bench))
 
 
 def locality_order(rows: np.ndarray) -> np.ndarray:

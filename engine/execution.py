@@ -1,15 +1,15 @@
 """Execution settings: one validated value (the spec's ``execution`` section and
-``backtest()``'s keywords alike), and its packing into the kernels' float64 arrays.
+``backtest()``'s keywords alike), and the typed record the kernels read it from.
 
-Adding a setting touches three places: a field of :class:`Execution`, a slot of ``xp``
-(the ``XP_*`` layout below, filled by :func:`pack_xp`), and the arithmetic in
-``simulate`` that reads it.
+Adding a setting touches this module (a field of :class:`Execution`, a field of
+:class:`RunSettings` and its line in :func:`run_settings`), the arithmetic in
+``simulate`` that reads ``run.<name>``, and the reference (``tests/reference.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -18,28 +18,6 @@ from ..errors import SpecError, refusals
 
 #: Execution settings that may also be grid axes (swept like strategy parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
-
-# Layout of ``xp``, the float64 vector of execution settings the kernels read.
-XP_NEXT_OPEN = 0
-XP_FEE_RATE = 1
-XP_SLIPPAGE = 2
-XP_INIT_CASH = 3
-XP_PPY = 4
-XP_SUM_B = 5
-XP_SUM_B2 = 6
-XP_ALLOW_LONG = 7
-XP_ALLOW_SHORT = 8
-XP_FIXED_FEE = 9
-XP_FUNDING = 10
-XP_START = 11  # the first bar simulated (a window's; 0 for a whole run)
-XP_END = 12  # one past the last bar simulated
-N_XP = 13
-
-# Columns of ``stops``: per-combo fractions of STOP_PARAMS, 0 = no such stop.
-STOP_LOSS = 0
-TAKE_PROFIT = 1
-TRAILING_STOP = 2
-N_STOPS = 3
 
 
 def check_stop(name: str, value: float, direction: str = "both") -> str | None:
@@ -138,59 +116,95 @@ def benchmark_returns(close: np.ndarray) -> np.ndarray:
     return out
 
 
-def pack_xp(execution: Execution, ppy: float, bench: np.ndarray) -> np.ndarray:
-    """The ``xp`` vector (shape (N_XP,), float64) the kernels read their settings from,
-    for a run over every bar (:func:`span_xp` narrows it to a window)."""
-    xp = np.empty(N_XP)
-    xp[XP_NEXT_OPEN] = 1.0 if execution.fill == "next_open" else 0.0
-    xp[XP_FEE_RATE] = execution.fees
-    xp[XP_FIXED_FEE] = execution.fixed_fee
-    xp[XP_SLIPPAGE] = execution.slippage
-    xp[XP_INIT_CASH] = execution.init_cash
-    xp[XP_PPY] = ppy
-    xp[XP_SUM_B] = bench.sum()
-    xp[XP_SUM_B2] = (bench * bench).sum()
-    xp[XP_ALLOW_LONG] = 1.0 if execution.direction in ("long", "both") else 0.0
-    xp[XP_ALLOW_SHORT] = 1.0 if execution.direction in ("short", "both") else 0.0
-    xp[XP_FUNDING] = 1.0 if execution.funding else 0.0
-    return span_xp(xp, bench, 0, len(bench))
+class RunSettings(NamedTuple):
+    """What ``simulate`` reads of one run besides its bars and combos: the execution
+    settings, the bars run, bars per year and the benchmark's sums over those bars.
+
+    A numba named tuple of scalars (ints, floats and bools as themselves), made by
+    :func:`run_settings` and narrowed to a window by :func:`over_span`.
+    """
+
+    start: int  # the first bar simulated (a window's; 0 for a whole run)
+    end: int  # one past the last bar simulated
+    next_open: bool  # fill: next_open (False: close)
+    fee_rate: float
+    fixed_fee: float
+    slippage: float
+    init_cash: float
+    allow_long: bool
+    allow_short: bool
+    funding: bool
+    ppy: float  # bars per year
+    sum_b: float  # sum of the benchmark returns of bars (start, end)
+    sum_b2: float  # and of their squares
 
 
-def span_xp(xp: np.ndarray, bench: np.ndarray, start: int, end: int) -> np.ndarray:
-    """``xp`` for a run over bars ``[start, end)`` only: a copy with the bounds and the
+def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSettings:
+    """The settings the kernels read, for a run over every bar of ``bench`` (the
+    benchmark returns, :func:`benchmark_returns`); :func:`over_span` narrows it."""
+    return over_span(RunSettings(
+        start=0,
+        end=len(bench),
+        next_open=execution.fill == "next_open",
+        fee_rate=float(execution.fees),
+        fixed_fee=float(execution.fixed_fee),
+        slippage=float(execution.slippage),
+        init_cash=float(execution.init_cash),
+        allow_long=execution.direction in ("long", "both"),
+        allow_short=execution.direction in ("short", "both"),
+        funding=bool(execution.funding),
+        ppy=float(ppy),
+        sum_b=0.0,
+        sum_b2=0.0,
+    ), bench, 0, len(bench))
+
+
+def over_span(settings: RunSettings, bench: np.ndarray, start: int, end: int) -> RunSettings:
+    """``settings`` for a run over bars ``[start, end)`` only: the bounds and the
     benchmark sums of those bars, whose first return counts as 0 (as the first bar of a
     run: there is no close before it in the run)."""
     if not 0 <= start < end <= len(bench):
         raise ValueError(f"need 0 <= start < end <= {len(bench)}, got [{start}, {end})")
-    xp = xp.copy()
     held = bench[start + 1:end]
-    xp[XP_START] = start
-    xp[XP_END] = end
-    xp[XP_SUM_B] = held.sum()
-    xp[XP_SUM_B2] = (held * held).sum()
-    return xp
+    return settings._replace(start=int(start), end=int(end), sum_b=float(held.sum()),
+                             sum_b2=float((held * held).sum()))
 
 
-def stop_matrix(execution: Execution, params: Mapping[str, np.ndarray],
-                n_combos: int) -> np.ndarray:
-    """Per-combo stops, shape (n_combos, N_STOPS), float64; 0 where there is none.
+def split_combo(combo: Mapping) -> tuple[dict, dict]:
+    """``(strategy parameters, stops)`` of a combo's (or a block's) values by name: the
+    stops are those of :data:`STOP_PARAMS` swept as grid axes, the rest the strategy's.
 
-    A stop given in ``params`` (a grid axis) takes one value per combo; otherwise
+    >>> split_combo({"fast": 5, "slow": 20, "stop_loss": 0.05})
+    ({'fast': 5, 'slow': 20}, {'stop_loss': 0.05})
+    """
+    params = {k: v for k, v in combo.items() if k not in STOP_PARAMS}
+    stops = {k: v for k, v in combo.items() if k in STOP_PARAMS}
+    return params, stops
+
+
+def stop_columns(execution: Execution, stops: Mapping[str, np.ndarray],
+                 n_combos: int) -> dict[str, np.ndarray]:
+    """Per-combo stops by name (each of :data:`STOP_PARAMS`), shape (n_combos,),
+    float64; 0 where there is none.
+
+    A stop given in ``stops`` (a grid axis) takes one value per combo; otherwise
     the execution's scalar applies to every combo. Both at once is refused.
     """
-    out = np.zeros((n_combos, N_STOPS))
-    for column, name in enumerate(STOP_PARAMS):
+    out = {}
+    for name in STOP_PARAMS:
         scalar = getattr(execution, name)
-        if name in params:
+        column = np.zeros(n_combos)
+        if name in stops:
             if scalar is not None:
                 raise SpecError(f"{name} is both an execution setting and a grid axis; "
                                 f"keep one")
-            values = np.asarray(params[name], dtype=np.float64)
+            values = np.asarray(stops[name], dtype=np.float64)
             for value in np.unique(values):
                 problem = check_stop(name, value, execution.direction)
                 if problem:
                     raise SpecError(f"grid.{problem}")
-            out[:, column] = values
+            column[:] = values
         elif scalar is not None:
-            out[:, column] = scalar
+            column[:] = scalar
+        out[name] = column
     return out

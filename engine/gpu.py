@@ -37,11 +37,11 @@ import numpy as np
 from numba import config, cuda
 
 from ..errors import BackendError, SpecError
-from .block import locality_order, prepare_block
-from .execution import Execution, span_xp
+from .block import Bars, Combos, locality_order, prepare_block
+from .execution import Execution
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS
-from .simulate import N_TRADE_FIELDS, simulate
+from .simulate import N_TRADE_FIELDS, Outputs, simulate
 from .strategies.base import Strategy
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
@@ -101,18 +101,16 @@ def sweep_kernel(strategy: Strategy):
 
 def _build_kernel(signal, scan):
     @cuda.jit
-    def kernel(open_, high, low, close, funding, bench, ind, rows, fparams, stops, xp, out,
-               segs, rec_equity, rec_trades):
-        bars = (open_, high, low, close, funding, bench)
-        for c in range(cuda.grid(1), rows.shape[0], cuda.gridsize(1)):
-            simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                     segs[c], rec_equity, rec_trades)
+    def kernel(bars, ind, combos, run, out):
+        for c in range(cuda.grid(1), combos.rows.shape[0], cuda.gridsize(1)):
+            simulate(signal, scan, bars, ind, combos, c, run, out)
 
     return kernel
 
 
-def device_bars(columns: tuple[np.ndarray, ...], key: Hashable | None) -> tuple:
-    """The bar columns on the device: cached under ``key`` (None: copied, not cached).
+def device_bars(columns: Bars, key: Hashable | None) -> Bars:
+    """The bar columns on the device, as :class:`~barsweep.engine.block.Bars`: cached
+    under ``key`` (None: copied, not cached).
 
     The cache keeps the MAX_CACHED_BARS most recently used sets; it is shared by the
     threads of a worker (a lock guards it).
@@ -122,7 +120,7 @@ def device_bars(columns: tuple[np.ndarray, ...], key: Hashable | None) -> tuple:
             if key in _BARS:
                 _BARS.move_to_end(key)
                 return _BARS[key]
-    moved = tuple(cuda.to_device(np.ascontiguousarray(c)) for c in columns)
+    moved = Bars(*(cuda.to_device(np.ascontiguousarray(c)) for c in columns))
     if key is not None:
         with _BARS_LOCK:
             _BARS[key] = moved
@@ -169,26 +167,24 @@ def sweep_cuda(
     require_cuda()
     clock = _Clock(timings)
     block = prepare_block(strategy, bars, params, execution, ppy)
-    d_bars = device_bars(block.columns,
+    d_bars = device_bars(block.bars,
                          None if bars_key is None else (bars_key, execution.funding))
     clock.lap("bars")
     ind, rows = device_indicators(strategy, block.ohlc, block.strategy_params, block.n_combos,
                                   d_bars)
     clock.lap("hoist")
     order = locality_order(rows)
-    runs = [block.xp] if spans is None else [
-        span_xp(block.xp, block.columns[5], start, end) for start, end in spans]
+    runs = block.runs(spans)
     n_segs = 0 if seg_sums is None else seg_sums.shape[1]
     d_out = cuda.device_array((len(runs), block.n_combos, N_METRICS))
     d_segs = cuda.device_array((block.n_combos, max(n_segs, 1), 2))[:, :n_segs]
     kernel = sweep_kernel(strategy)
     blocks, threads = launch_shape(block.n_combos)
-    args = (*d_bars, ind, cuda.to_device(rows[order]), cuda.to_device(block.fparams[order]),
-            cuda.to_device(block.stops[order]))
+    combos = Combos(*(cuda.to_device(field) for field in block.combos(rows, order)))
     clock.lap("pack")
-    for k, xp in enumerate(runs):
-        kernel[blocks, threads](*args, cuda.to_device(xp), d_out[k], d_segs,
-                                *no_record_device())
+    for k, run in enumerate(runs):
+        kernel[blocks, threads](d_bars, ind, combos, run,
+                                Outputs(d_out[k], d_segs, *no_record_device()))
     clock.lap("kernel")
     out = np.empty((len(runs), block.n_combos, N_METRICS))
     out[:, order] = d_out.copy_to_host()

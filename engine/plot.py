@@ -59,46 +59,15 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     x = _x_values(result.close.index)
     close = result.close.to_numpy()
     equity = result.equity.to_numpy()
-    drawdown_pct = (equity / np.maximum.accumulate(equity) - 1.0) * 100.0
-    trades = result.trades
 
     fig = Figure(figsize=(12, 8), layout="constrained")
     FigureCanvasAgg(fig)
     ax_price, ax_equity, ax_dd = fig.subplots(
         3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.2]}
     )
-
-    ax_price.plot(x, close, color="tab:blue", linewidth=0.8, label="close")
-    for side, marker, color, label in ((1, "^", "tab:green", "long entry"),
-                                       (-1, "v", "tab:red", "short entry")):
-        entries = trades[trades["side"] == side]
-        if len(entries):
-            ax_price.scatter(x[entries["entry_bar"].to_numpy()], entries["entry_price"],
-                             marker=marker, color=color, s=40, zorder=3, label=label)
-    for reason, color in EXIT_COLORS.items():
-        exits = trades[trades["exit_reason"] == reason]
-        if len(exits):
-            ax_price.scatter(x[exits["exit_bar"].to_numpy()], exits["exit_price"], marker="x",
-                             color=color, s=30, zorder=3, label=f"exit: {reason}")
-    ax_price.set_ylabel("price")
-    if close.min() > 0 and close.max() > 10 * close.min():
-        ax_price.set_yscale("log")  # a price spanning more than 10x reads on a log axis
-        ax_price.set_ylabel("price (log)")
-    ax_price.legend(loc="best", fontsize="small", ncols=2, framealpha=0.8)
-
-    ax_equity.plot(x, equity, color="tab:purple", linewidth=0.9, label="strategy")
-    start = equity[-1] / (1.0 + result.metrics["total_return"])  # the initial cash
-    if np.isfinite(start) and close[0] > 0:
-        ax_equity.plot(x, start * close / close[0], color="0.55", linewidth=0.8,
-                       label="buy and hold")
-        ax_equity.legend(loc="best", fontsize="small", framealpha=0.8)
-    ax_equity.set_ylabel("equity")
-
-    ax_dd.fill_between(x, drawdown_pct, 0.0, color="tab:red", alpha=0.35, linewidth=0)
-    ax_dd.plot(x, drawdown_pct, color="tab:red", linewidth=0.6)
-    ax_dd.set_ylabel("drawdown (%)")
-    ax_dd.set_xlabel("time (UTC)" if np.issubdtype(x.dtype, np.datetime64) else "bar")
-
+    _price_panel(ax_price, x, close, result.trades)
+    _equity_panel(ax_equity, x, equity, close, result.metrics["total_return"])
+    _drawdown_panel(ax_dd, x, equity)
     for ax in (ax_price, ax_equity, ax_dd):
         ax.grid(True, alpha=0.3)
     if np.issubdtype(x.dtype, np.datetime64):
@@ -112,6 +81,48 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     if path is not None:
         fig.savefig(path, dpi=100, format="png")
     return fig
+
+
+def _price_panel(ax, x: np.ndarray, close: np.ndarray, trades: pd.DataFrame) -> None:
+    """The close, with entries (by side) and exits (by reason) marked."""
+    ax.plot(x, close, color="tab:blue", linewidth=0.8, label="close")
+    for side, marker, color, label in ((1, "^", "tab:green", "long entry"),
+                                       (-1, "v", "tab:red", "short entry")):
+        entries = trades[trades["side"] == side]
+        if len(entries):
+            ax.scatter(x[entries["entry_bar"].to_numpy()], entries["entry_price"],
+                       marker=marker, color=color, s=40, zorder=3, label=label)
+    for reason, color in EXIT_COLORS.items():
+        exits = trades[trades["exit_reason"] == reason]
+        if len(exits):
+            ax.scatter(x[exits["exit_bar"].to_numpy()], exits["exit_price"], marker="x",
+                       color=color, s=30, zorder=3, label=f"exit: {reason}")
+    ax.set_ylabel("price")
+    if close.min() > 0 and close.max() > 10 * close.min():
+        ax.set_yscale("log")  # a price spanning more than 10x reads on a log axis
+        ax.set_ylabel("price (log)")
+    ax.legend(loc="best", fontsize="small", ncols=2, framealpha=0.8)
+
+
+def _equity_panel(ax, x: np.ndarray, equity: np.ndarray, close: np.ndarray,
+                  total_return: float) -> None:
+    """The equity, and buy-and-hold of the close from the same initial cash."""
+    ax.plot(x, equity, color="tab:purple", linewidth=0.9, label="strategy")
+    start = equity[-1] / (1.0 + total_return)  # the initial cash
+    if np.isfinite(start) and close[0] > 0:
+        ax.plot(x, start * close / close[0], color="0.55", linewidth=0.8,
+                label="buy and hold")
+        ax.legend(loc="best", fontsize="small", framealpha=0.8)
+    ax.set_ylabel("equity")
+
+
+def _drawdown_panel(ax, x: np.ndarray, equity: np.ndarray) -> None:
+    """The drawdown from the running peak, in percent."""
+    drawdown_pct = (equity / np.maximum.accumulate(equity) - 1.0) * 100.0
+    ax.fill_between(x, drawdown_pct, 0.0, color="tab:red", alpha=0.35, linewidth=0)
+    ax.plot(x, drawdown_pct, color="tab:red", linewidth=0.6)
+    ax.set_ylabel("drawdown (%)")
+    ax.set_xlabel("time (UTC)" if np.issubdtype(x.dtype, np.datetime64) else "bar")
 
 
 def _x_values(index: pd.Index) -> np.ndarray:

@@ -38,27 +38,11 @@ exit fee and counts as a trade (exit reason ``end``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from .execution import (  # the layouts of ``xp`` and ``stops``, beside their packing
-    STOP_LOSS,
-    TAKE_PROFIT,
-    TRAILING_STOP,
-    XP_ALLOW_LONG,
-    XP_ALLOW_SHORT,
-    XP_END,
-    XP_FEE_RATE,
-    XP_FIXED_FEE,
-    XP_FUNDING,
-    XP_INIT_CASH,
-    XP_NEXT_OPEN,
-    XP_PPY,
-    XP_SLIPPAGE,
-    XP_START,
-    XP_SUM_B,
-    XP_SUM_B2,
-)
 from .fills import (
     EXIT_END,
     EXIT_RUIN,
@@ -89,6 +73,33 @@ from .metrics import (
 TRADE_FIELDS = ("entry_bar", "exit_bar", "side", "entry_price", "exit_price", "size", "pnl",
                 "return", "exit_reason")
 N_TRADE_FIELDS = len(TRADE_FIELDS)
+
+
+class Outputs(NamedTuple):
+    """What a kernel writes (a numba named tuple of ndarrays, float64).
+
+    Attributes
+    ----------
+    metrics : ndarray, shape (n_combos, N_METRICS)
+        Each combo's metrics, in ``METRICS`` order.
+    segs : ndarray, shape (n_combos, S, 2) or (n_combos, 0, 2)
+        When S > 0: the sums of each combo's bar returns and of their squares over S
+        equal segments of the bars run (:func:`segment_bounds`).
+    equity : ndarray, shape (n_bars,) or (0,)
+        When non-empty (one combo, ``backtest()``): the equity at each close.
+    trades : ndarray, shape (n_max, N_TRADE_FIELDS) or (0, N_TRADE_FIELDS)
+        When ``equity`` is non-empty: one row per trade, ``TRADE_FIELDS``.
+    """
+
+    metrics: np.ndarray
+    segs: np.ndarray
+    equity: np.ndarray
+    trades: np.ndarray
+
+    def take(self, index) -> Outputs:
+        """The outputs of the combos ``index`` (a slice): their metrics and segment
+        rows, and the same records."""
+        return self._replace(metrics=self.metrics[index], segs=self.segs[index])
 
 
 @njit(cache=True)
@@ -176,10 +187,9 @@ def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill,
 
 
 @njit(inline="always", cache=True)
-def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_equity,
-             rec_trades):
-    """Run one combo over the bars ``[xp[XP_START], xp[XP_END])`` and write its metrics
-    into ``out`` (and its returns' sums per segment into ``segs``).
+def simulate(signal, scan, bars, ind, combos, c, run, out):
+    """Run combo ``c`` over the bars ``[run.start, run.end)`` and write its metrics into
+    ``out.metrics[c]`` (and its returns' sums per segment into ``out.segs[c]``).
 
     The run starts flat with ``init_cash`` at its first bar and reads the indicators as
     they are there (computed from the first bar of the series: warmed up); its metrics
@@ -194,45 +204,43 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
         short_entry, short_exit)``, the strategy's rule at the close of bar ``t``.
     scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t``,
         the strategy's :func:`scan_flat` (the first bar from ``t`` that opens from flat).
-    bars : tuple of 6 ndarrays, shape (n_bars,), float64
-        ``(open, high, low, close, funding rate, benchmark returns)``.
+    bars : Bars
+        :class:`barsweep.engine.block.Bars`: open, high, low, close, funding rate and
+        benchmark returns, shape (n_bars,), float64.
     ind : ndarray, shape (n_rows, n_bars), float64
         Hoisted indicator rows.
-    rows : ndarray, shape (n_slots,), int64
-        This combo's row of ``ind`` for each of the strategy's indicator slots.
-    fparams : ndarray, shape (n_params,), float64
-        This combo's strategy parameters, in the strategy's order.
-    stops : ndarray, shape (N_STOPS,), float64
-        This combo's stop loss, take profit and trailing stop (0 = none).
-    xp : ndarray, shape (N_XP,), float64
-        Execution settings, the bars simulated and their benchmark sums (``XP_*``
-        indices; :func:`barsweep.engine.execution.span_xp`).
-    out : ndarray, shape (N_METRICS,), float64
-        Written: the metrics, in ``METRICS`` order.
-    segs : ndarray, shape (S, 2) or (0, 2), float64
-        Written when non-empty: the sum of the bar returns and of their squares over
-        each of S equal segments of the bars run, segment ``k`` holding bars
-        ``[start + k * L // S, start + (k + 1) * L // S)`` with ``L = end - start``
-        (:func:`segment_bounds`).
-    rec_equity : ndarray, shape (n_bars,) or (0,), float64
-        Written when non-empty: the equity at each close.
-    rec_trades : ndarray, shape (n_max, N_TRADE_FIELDS) or (0, N_TRADE_FIELDS)
-        Written when ``rec_equity`` is non-empty: one row per trade.
+    combos : Combos
+        :class:`barsweep.engine.block.Combos`: each combo's indicator rows, strategy
+        parameters and stops; combo ``c`` is run.
+    c : int
+    run : RunSettings
+        :class:`barsweep.engine.execution.RunSettings`: the execution settings, the
+        bars simulated and their benchmark sums.
+    out : Outputs
+        Written: ``metrics[c]``, ``segs[c]`` when S > 0, with segment ``k`` holding
+        bars ``[start + k * L // S, start + (k + 1) * L // S)``, ``L = end - start``
+        (:func:`segment_bounds`); ``equity`` and ``trades`` when ``equity`` is
+        non-empty.
     """
     open_, high, low, close, funding, bench = bars
-    t0 = int(xp[XP_START])
-    n = int(xp[XP_END])  # one past the last bar of the run
-    next_open = xp[XP_NEXT_OPEN] != 0.0
-    fee_rate = xp[XP_FEE_RATE]
-    fixed_fee = xp[XP_FIXED_FEE]
-    slippage = xp[XP_SLIPPAGE]
-    init_cash = xp[XP_INIT_CASH]
-    allow_long = xp[XP_ALLOW_LONG] != 0.0
-    allow_short = xp[XP_ALLOW_SHORT] != 0.0
-    use_funding = xp[XP_FUNDING] != 0.0
-    stop_loss = stops[STOP_LOSS]
-    take_profit = stops[TAKE_PROFIT]
-    trailing_stop = stops[TRAILING_STOP]
+    rows = combos.rows[c]
+    fparams = combos.fparams[c]
+    segs = out.segs[c]
+    rec_equity = out.equity
+    rec_trades = out.trades
+    t0 = run.start
+    n = run.end  # one past the last bar of the run
+    next_open = run.next_open
+    fee_rate = run.fee_rate
+    fixed_fee = run.fixed_fee
+    slippage = run.slippage
+    init_cash = run.init_cash
+    allow_long = run.allow_long
+    allow_short = run.allow_short
+    use_funding = run.funding
+    stop_loss = combos.stop_loss[c]
+    take_profit = combos.take_profit[c]
+    trailing_stop = combos.trailing_stop[c]
     use_stops = stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
     record = rec_equity.shape[0] > 0
 
@@ -429,8 +437,8 @@ def simulate(signal, scan, bars, ind, rows, fparams, stops, xp, out, segs, rec_e
         trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
                                entry_equity, close[n - 1], equity, int(EXIT_END))
 
-    finalize(out, n - t0, xp[XP_PPY], init_cash, equity, ret_acc, dd_acc, trade_acc, n_exposed,
-             (xp[XP_SUM_B], xp[XP_SUM_B2]), ruined)
+    finalize(out.metrics[c], n - t0, run.ppy, init_cash, equity, ret_acc, dd_acc, trade_acc,
+             n_exposed, (run.sum_b, run.sum_b2), ruined)
 
 
 @njit(inline="always", cache=True)

@@ -12,10 +12,10 @@ import numpy as np
 
 from ..errors import SpecError
 from .block import locality_order, prepare_block
-from .execution import Execution, span_xp
+from .execution import Execution
 from .hoist import hoist
 from .metrics import N_METRICS
-from .simulate import no_record, no_segments
+from .simulate import Outputs, no_record, no_segments
 from .strategies.base import Strategy
 
 
@@ -85,19 +85,24 @@ def sweep(
                           spans=spans, seg_sums=seg_sums)
     if backend != "cpu":
         raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+    return _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings)
+
+
+def _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings) -> np.ndarray:
+    """:func:`sweep` on this process's CPU threads (:func:`run_kernel`)."""
     t0 = time.perf_counter()
     block = prepare_block(strategy, bars, params, execution, ppy)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
     order = locality_order(rows)
+    combos = block.combos(rows, order)
     t1 = time.perf_counter()
-    runs = [block.xp] if spans is None else [
-        span_xp(block.xp, block.columns[5], start, end) for start, end in spans]
+    runs = block.runs(spans)
     swept = np.empty((len(runs), block.n_combos, N_METRICS))
     segs = (no_segments(block.n_combos) if seg_sums is None
             else np.empty((block.n_combos, *seg_sums.shape[1:])))
-    for k, xp in enumerate(runs):
-        run_kernel(strategy.kernel, block.columns, ind, rows[order], block.fparams[order],
-                   block.stops[order], xp, swept[k], segs)
+    for k, run in enumerate(runs):
+        run_kernel(strategy.kernel, block.bars, ind, combos, run,
+                   Outputs(swept[k], segs, *no_record()))
     if seg_sums is not None:
         seg_sums[order] = segs
     if timings is not None:
@@ -113,26 +118,25 @@ def sweep(
 PIECE_COMBOS = 64
 
 
-def run_kernel(kernel, columns, ind, rows, fparams, stops, xp, out, segs) -> None:
-    """Run a strategy's sweep ``kernel`` over the combos of ``rows`` (writing ``out``
-    and ``segs``), on ``numba.get_num_threads()`` threads of this process.
+def run_kernel(kernel, bars, ind, combos, run, out) -> None:
+    """Run a strategy's sweep ``kernel`` over ``combos`` (writing ``out``'s metrics and
+    segment rows), on ``numba.get_num_threads()`` threads of this process.
 
     The kernel is serial and releases the GIL (``nogil``): threads run it on contiguous
-    pieces of the combos, which write disjoint rows of ``out`` and ``segs``. A Dask task
-    limits this to one thread (``engine.backend.limit_threads``); a serial kernel
-    compiles in half the time of a ``prange`` one (benchmarks/NOTES.md, "Issue 14").
+    pieces of the combos, which write disjoint rows of ``out``. A Dask task limits this
+    to one thread (``engine.backend.limit_threads``); a serial kernel compiles in half
+    the time of a ``prange`` one (benchmarks/NOTES.md, "Issue 14").
     """
-    n = rows.shape[0]
+    n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
     if n_threads <= 1:
-        kernel(columns, ind, rows, fparams, stops, xp, out, segs, *no_record())
+        kernel(bars, ind, combos, run, out)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
-        a, b = edges[k], edges[k + 1]
-        kernel(columns, ind, rows[a:b], fparams[a:b], stops[a:b], xp, out[a:b], segs[a:b],
-               *no_record())
+        part = slice(edges[k], edges[k + 1])
+        kernel(bars, ind, combos.take(part), run, out.take(part))
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-kernel") as pool:
         list(pool.map(piece, range(edges.size - 1)))

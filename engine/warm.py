@@ -149,7 +149,7 @@ def signal_problem(strategy: Strategy) -> str | None:
         return None
     block = prepare_block(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
-    args = (ind, rows[0], block.fparams[0], block.columns, np.int64(1))
+    args = (ind, rows[0], block.fparams[0], block.bars, np.int64(1))
     arg_types = tuple(typeof(a) for a in args)
     try:
         signal.compile(arg_types)

@@ -73,8 +73,8 @@ class Strategy:
     ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
     short_exit)`` is the rule, a module-level ``@njit`` function (see ``bollinger.py``;
     the crossover strategies share ``crossover.py``'s). From it the Strategy takes
-    ``scan`` and ``kernel(bars, ind, rows, fparams, stops, xp, out, rec_equity,
-    rec_trades)``, the sweep kernel that ``sweep()`` and ``backtest()`` run
+    ``scan`` and ``kernel(bars, ind, combos, run, out)``, the sweep kernel that
+    ``sweep()`` and ``backtest()`` run
     (:func:`barsweep.engine.strategies.kernels.compiled`, built when first read: see
     :class:`FromSignal`); the GPU backend builds its
     CUDA kernel from ``signal`` and ``scan``. A strategy may pass both ``kernel`` and

@@ -12,8 +12,8 @@ from .base import Indicator, Param, Strategy
 
 @njit(cache=True)
 def signal(ind, rows, fparams, bars, t):
-    """Close (``bars[3]``) against the bands: rows upper, middle, lower."""
-    close = bars[3][t]
+    """Close (``bars.close``) against the bands: rows upper, middle, lower."""
+    close = bars.close[t]
     upper, middle, lower = ind[rows[0], t], ind[rows[1], t], ind[rows[2], t]
     return close < lower, close >= middle, close > upper, close <= middle
 

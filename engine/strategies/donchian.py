@@ -8,10 +8,10 @@ from .base import Indicator, Param, Strategy
 
 @njit(cache=True)
 def signal(ind, rows, fparams, bars, t):
-    """Close (``bars[3]``) against the channel of bar t-1: rows upper, lower."""
+    """Close (``bars.close``) against the channel of bar t-1: rows upper, lower."""
     if t == 0:
         return False, False, False, False
-    close = bars[3][t]
+    close = bars.close[t]
     up = close > ind[rows[0], t - 1]
     down = close < ind[rows[1], t - 1]
     return up, down, down, up

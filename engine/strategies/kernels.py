@@ -54,10 +54,9 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(nogil=True, cache={cache})
-def kernel(bars, ind, rows, fparams, stops, xp, out, segs, rec_equity, rec_trades):
-    for c in range(rows.shape[0]):
-        simulate(signal, scan, bars, ind, rows[c], fparams[c], stops[c], xp, out[c],
-                 segs[c], rec_equity, rec_trades)
+def kernel(bars, ind, combos, run, out):
+    for c in range(combos.rows.shape[0]):
+        simulate(signal, scan, bars, ind, combos, c, run, out)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}  # signal -> the module holding its scan and kernel
@@ -75,9 +74,10 @@ def compiled(signal) -> ModuleType:
     Returns
     -------
     module with ``scan(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t`` and
-    ``kernel(bars, ind, rows, fparams, stops, xp, out, segs, rec_equity, rec_trades)``
-    (writes ``out``, shape (n_combos, N_METRICS), ``segs``, shape (n_combos, S, 2), and
-    the records).
+    ``kernel(bars, ind, combos, run, out)``, which runs every combo of ``combos`` and
+    writes ``out`` (the records :class:`~barsweep.engine.block.Bars`,
+    :class:`~barsweep.engine.block.Combos`, :class:`~barsweep.engine.execution.RunSettings`
+    and :class:`~barsweep.engine.simulate.Outputs`; ``ind`` the indicator table).
 
     Examples
     --------

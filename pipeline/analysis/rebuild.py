@@ -8,7 +8,7 @@ import math
 import os
 
 from ...engine import METRICS, backtest
-from ...engine.execution import STOP_PARAMS
+from ...engine.execution import split_combo
 from ...errors import MismatchError, ResultsError, SpecError
 
 
@@ -77,11 +77,9 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     stored_metrics = ds[list(METRICS)].sel(symbol=symbol, **at, **params).load()
     spec, ppy = stored_spec(ds, what)
     bars = stored_bars(spec, symbol)
-    settings = {**spec.execution.model_dump(),
-                **{k: v for k, v in params.items() if k in STOP_PARAMS}}
-    result = backtest(bars, spec.strategy, {k: v for k, v in params.items()
-                                            if k not in STOP_PARAMS}, ppy=ppy, span=span,
-                      **settings)
+    strategy_params, stops = split_combo(params)
+    result = backtest(bars, spec.strategy, strategy_params, ppy=ppy, span=span,
+                      **{**spec.execution.model_dump(), **stops})
     for name in METRICS:
         stored, rebuilt = float(stored_metrics[name]), result.metrics[name]
         if not (stored == rebuilt or (math.isnan(stored) and math.isnan(rebuilt))):

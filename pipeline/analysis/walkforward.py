@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
+from ...engine.execution import split_combo
 from ...errors import DataError, SpecError
 from ..config.windows import BOUND_NAMES
 from ..run.results import open_results
@@ -200,8 +201,6 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
             ppy: float) -> tuple[pd.Series, dict]:
     """The chained test curve of the chosen combos (``combos[w]``, None where window w
     has no choice) and its summary (see :func:`walkforward`)."""
-    from ...engine.execution import STOP_PARAMS
-
     execution = spec.execution.model_dump()
     init_cash = float(execution["init_cash"])
     chosen = [w for w, combo in enumerate(combos) if combo is not None]
@@ -211,11 +210,9 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
     for k, w in enumerate(chosen):
         end = int(ends[w]) if k + 1 == len(chosen) else min(int(ends[w]),
                                                             int(starts[chosen[k + 1]]))
-        combo = combos[w]
-        settings = {**execution, **{p: v for p, v in combo.items() if p in STOP_PARAMS}}
-        run = backtest(bars, spec.strategy,
-                       {p: v for p, v in combo.items() if p not in STOP_PARAMS},
-                       ppy=ppy, span=(int(starts[w]), end), **settings)
+        strategy_params, stops = split_combo(combos[w])
+        run = backtest(bars, spec.strategy, strategy_params, ppy=ppy,
+                       span=(int(starts[w]), end), **{**execution, **stops})
         _check_bars(run.equity.index, windows["test_start"].iloc[w], w, int(starts[w]))
         growth = level * (run.equity.to_numpy() / init_cash)  # this run, compounded on
         level = float(growth[-1])

@@ -5,7 +5,6 @@ from bars import random_bars
 
 from barsweep.engine import Execution, backtest, get_strategy, sweep
 from barsweep.engine.block import bar_tuple, locality_order, prepare_block
-from barsweep.engine.execution import N_XP
 
 
 def test_bar_tuple_hands_the_kernels_read_only_columns():
@@ -41,7 +40,8 @@ def test_prepare_block_packs_what_every_backend_takes():
                   stop_loss=np.array([0.05, 0.1, 0.2]))
     block = prepare_block(get_strategy("ema_cross"), bars, params, Execution(fees=0.001), 8760.0)
     assert block.n_combos == 3 and set(block.strategy_params) == {"fast", "slow"}
-    assert block.fparams.shape == (3, 2) and block.stops[:, 0].tolist() == [0.05, 0.1, 0.2]
-    assert block.xp.shape == (N_XP,) and sorted(block.ohlc) == ["close", "high", "low", "open"]
+    assert block.fparams.shape == (3, 2) and block.stops["stop_loss"].tolist() == [0.05, 0.1, 0.2]
+    assert (block.settings.start, block.settings.end, block.settings.fee_rate) == (0, 100, 0.001)
+    assert sorted(block.ohlc) == ["close", "high", "low", "open"]
     rows = np.array([[0, 2], [1, 2], [0, 3]])
     assert sorted(locality_order(rows).tolist()) == [0, 1, 2]

@@ -23,10 +23,11 @@ import numpy as np  # noqa: E402
 from gpu_cases import MODULES  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
-from barsweep.engine import N_METRICS, get_strategy, gpu, strategy_names  # noqa: E402
-from barsweep.engine.execution import N_STOPS, N_XP  # noqa: E402
+from barsweep.engine import N_METRICS, Execution, get_strategy, gpu, strategy_names  # noqa: E402
+from barsweep.engine.block import Bars, Combos  # noqa: E402
+from barsweep.engine.execution import run_settings  # noqa: E402
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
-from barsweep.engine.simulate import N_TRADE_FIELDS  # noqa: E402
+from barsweep.engine.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 
 CC = (9, 0)
@@ -46,13 +47,15 @@ def main() -> None:
     bar = typeof(np.zeros(n))
     ind = typeof(np.asfortranarray(np.zeros((2, n))))
     report = {}
+    bars = typeof(Bars(*[np.zeros(n)] * 6))
+    run = typeof(run_settings(Execution(), 8760.0, np.zeros(n)))
+    out = typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2)), np.zeros(n),
+                         np.zeros((0, N_TRADE_FIELDS))))
     for name in strategy_names():
         strategy = get_strategy(name)
-        args = (*[bar] * 6, ind, typeof(np.zeros((n, 2), dtype=np.int64)),
-                typeof(np.zeros((n, len(strategy.params)))), typeof(np.zeros((n, N_STOPS))),
-                typeof(np.zeros(N_XP)), typeof(np.zeros((n, N_METRICS))),
-                typeof(np.zeros((n, 2, 2))), bar,
-                typeof(np.zeros((0, N_TRADE_FIELDS))))
+        combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, len(strategy.params))),
+                        *[np.zeros(n)] * 3)
+        args = (bars, ind, typeof(combos), run, out)
         ptx, _ = cuda.compile_ptx(gpu.sweep_kernel(strategy).py_func, args, cc=CC)
         report[name] = {"ptx_chars": len(ptx), "fma": ptx.count("fma.rn.f64")}
     table = typeof(np.asfortranarray(np.zeros((4, n))))
