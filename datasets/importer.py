@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..errors import DataError
+from ..errors import DataError, one_line
 from .import_header import (
     TIME_NAMES,
     match_columns,
@@ -266,9 +266,9 @@ def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
         else:
             raise _NotTyped("unsupported file type")
     except DataError as exc:
-        raise _NotTyped(_one_line(exc)) from exc
+        raise _NotTyped(one_line(exc)) from exc
     except (pa.ArrowException, OSError, ValueError, EOFError, zlib.error) as exc:
-        raise _NotTyped(f"cannot be read by pyarrow: {_one_line(exc)}") from exc
+        raise _NotTyped(f"cannot be read by pyarrow: {one_line(exc)}") from exc
     if table.num_rows == 0:
         raise _NotTyped("no data rows")
     time = typed_times(table.column(columns["time"]))
@@ -375,7 +375,7 @@ def _parse_time_column(src: Path, column: pd.Series, time_format: str | None,
     except ValueError as exc:
         raise DataError(
             f"{src}: --time-format {time_format!r} is not a valid strptime format: "
-            f"{_one_line(exc)}"
+            f"{one_line(exc)}"
         ) from exc
 
 
@@ -410,7 +410,7 @@ def _read_source(src: Path, messages: list[str], delimiter: str | None = None) -
     except (pa.ArrowException, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
         # ValueError covers UnicodeDecodeError; EOFError and zlib.error a truncated .gz.
         kind = "csv" if name.endswith((".csv", ".csv.gz")) else "parquet"
-        raise DataError(f"{src}: cannot be read as {kind}: {_one_line(exc)}") from exc
+        raise DataError(f"{src}: cannot be read as {kind}: {one_line(exc)}") from exc
     frame.columns = [str(c) for c in frame.columns]
     if name.endswith((".csv", ".csv.gz")):
         refuse_repeated_header_names(src, frame.columns)
@@ -433,7 +433,7 @@ def _csv_shape_error(src: Path, exc: Exception, delimiter: str | None = None) ->
                                  + delimiter_hint(header))
     except (OSError, EOFError, ValueError, zlib.error, csv.Error):
         pass
-    return DataError(f"{src}: cannot be read as csv: {_one_line(exc)}")
+    return DataError(f"{src}: cannot be read as csv: {one_line(exc)}")
 
 
 def _index_as_columns(src: Path, frame: pd.DataFrame, messages: list[str]) -> pd.DataFrame:
@@ -468,10 +468,6 @@ def _index_names(src: Path, index: pd.Index, columns: list[str],
         messages.append(f"the DataFrame index ({level.dtype}) is read as column {name!r}")
     return names
 
-
-def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line (a CLI error is one line)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _table(values: dict[str, np.ndarray]) -> pa.Table:

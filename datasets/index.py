@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from ..errors import DataError
+from ..errors import DataError, one_line
 
 try:  # POSIX; elsewhere writers are not serialized
     import fcntl
@@ -190,7 +190,7 @@ def _parse_index(store: str | os.PathLike, path: Path) -> dict[str, FileRecord]:
     try:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise _broken(store, path, f"not readable JSON ({_one_line(exc)})") from exc
+        raise _broken(store, path, f"not readable JSON ({one_line(exc)})") from exc
     if not isinstance(document, dict) or document.get("format") != INDEX_FORMAT:
         raise _broken(store, path, "not a barsweep bar store index")
     if document.get("version") != INDEX_VERSION:
@@ -203,7 +203,7 @@ def _parse_index(store: str | os.PathLike, path: Path) -> dict[str, FileRecord]:
             for name, e in files.items()
         }
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise _broken(store, path, f"an entry is malformed ({_one_line(exc)})") from exc
+        raise _broken(store, path, f"an entry is malformed ({one_line(exc)})") from exc
 
 
 def _broken(store: str | os.PathLike, path: Path, why: str) -> DataError:
@@ -343,6 +343,3 @@ def clear_caches() -> None:
     _HASH_CACHE.clear()
     _WARNED.clear()
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
