@@ -28,6 +28,7 @@ import xarray as xr
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
+from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from ..config.expr import check_names, parse_expr
 from ..run.results import open_results
 from . import robust
@@ -37,9 +38,6 @@ COMPUTED = ("psr", "dsr")
 
 #: How ``across`` aggregates a metric over symbols.
 AGGREGATES = ("median", "mean", "min")
-
-#: The samples of a walk-forward store.
-SAMPLES = ("train", "test")
 
 
 def param_dims(ds: xr.Dataset) -> tuple[str, ...]:
@@ -273,7 +271,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
         keep &= ~np.isnan(columns[m])
     if across:
         return _pareto_across(ds, metrics, columns, keep, dims, shape, agg)
-    groups = [i for i, d in enumerate(dims) if d in ("symbol", "window", "sample")]
+    groups = [i for i, d in enumerate(dims) if d in NON_PARAM_DIMS]
     group_of = np.ravel_multi_index(
         [ix for i, ix in enumerate(np.unravel_index(np.arange(keep.size), shape))
          if i in groups], [shape[i] for i in groups])
@@ -331,8 +329,8 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
                         f"barsweep")
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
-    params = [d for d in dims if d not in robust.NON_PARAM_DIMS]
-    groups = [d for d in dims if d in robust.NON_PARAM_DIMS]
+    params = [d for d in dims if d not in NON_PARAM_DIMS]
+    groups = [d for d in dims if d in NON_PARAM_DIMS]
     keep = np.isfinite(np.asarray(ds["sharpe"].transpose(*dims).values,
                                   dtype=np.float64)).ravel()
     if where:

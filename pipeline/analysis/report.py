@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BarsweepError
+from ..config.dims import NON_PARAM_DIMS
 from .formatting import count, metric, metrics_text, param, ranking_cells, significant
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -84,7 +85,7 @@ def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     importance is the spread (max - min) of the metric's best value per parameter value;
     the two pairs are (1st, 2nd) and (1st, 3rd). One parameter: ``[(it, None)]``."""
     metric = ds[by]
-    params = [d for d in metric.dims if d not in ("symbol", "window", "sample")]
+    params = [d for d in metric.dims if d not in NON_PARAM_DIMS]
     finite = metric.where(np.isfinite(metric))  # infinities would hide the spread
 
     def spread(name: str) -> float:
@@ -188,7 +189,7 @@ def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str
 
     kw = {"window": int(ds["window"].values[-1]), "sample": "test"} if walk else {}
     grid = metric_grid(ds, by, x, y, symbol=symbol, **kw)
-    others = [d for d in ds[by].dims if d not in ("symbol", "window", "sample", x, y)]
+    others = [d for d in ds[by].dims if d not in (*NON_PARAM_DIMS, x, y)]
     where = f", window {kw['window']}'s test" if walk else ""
     reduced = f" (max over {', '.join(others)})" if others else ""
     return _png(lambda f: plot_heatmap(grid, f, title=f"{by} of {symbol}{where}{reduced}"))

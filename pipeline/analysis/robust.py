@@ -21,12 +21,10 @@ from numba import njit, prange
 
 from ...engine import LOWER_IS_BETTER
 from ...errors import DataError, SpecError
+from ..config.dims import NON_PARAM_DIMS
 
 #: The Euler-Mascheroni constant (the gamma of Bailey & Lopez de Prado 2014, eq. 2).
 EULER_GAMMA = 0.5772156649015329
-
-#: Dims of a results Dataset that are not parameters (never smoothed over).
-NON_PARAM_DIMS = frozenset({"symbol", "window", "sample", "segment"})
 
 _NORMAL = NormalDist()
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ...errors import DataError, SpecError
+from ..config.dims import NON_PARAM_DIMS
 from ..config.windows import BOUND_NAMES
 from ..run.results import open_results
 from .formatting import metric, param
@@ -123,7 +124,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
     dims = ds[METRICS[0]].dims
-    if dims[:3] != ("symbol", "window", "sample"):
+    if dims[:3] != NON_PARAM_DIMS[:3]:  # symbol, window, sample
         raise SpecError(f"walkforward: the results store is not a walk-forward run (its "
                         f"metrics are over {', '.join(dims)}; a run with walk_forward has "
                         f"symbol, window, sample, then the parameters)")
