@@ -30,18 +30,14 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from ..errors import DataError, one_line
-
-try:  # POSIX; elsewhere writers are not serialized
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None
+from .lock import lock_dir
 
 __all__ = [
     "INDEX_NAME",
@@ -252,19 +248,11 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-@contextmanager
-def store_lock(store: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on the store directory (flock), so that writers that update
-    the index one after another never lose each other's entries."""
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    fd = os.open(store, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+def store_lock(store: str | os.PathLike) -> AbstractContextManager[None]:
+    """An exclusive lock on the store directory (:func:`~barsweep.datasets.lock.lock_dir`,
+    waiting for another writer), so that writers that update the index one after another
+    never lose each other's entries."""
+    return lock_dir(store)
 
 
 def check_file(store: str | os.PathLike, path: Path) -> None:
