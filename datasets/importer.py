@@ -1,15 +1,31 @@
 """Import bars from CSV or Parquet into the store, refusing invalid input row by row.
 
+Columns are matched in any case: time from ``time``, ``timestamp``, ``date`` or
+``datetime``; ``open``, ``high``, ``low``, ``close`` required; ``volume`` optional (NaN
+when absent); ``funding_rate`` optional (empty cells mean no funding at that bar and are
+stored as 0). Other columns are ignored. Times are ISO strings (naive = UTC), datetimes,
+or epoch integers whose unit (s, ms, us, ns) is inferred from magnitude.
+
 Every refusal is a `DataError` whose message names the file, the 1-based data row (row 1
-is the first row after the header) and the rule broken. Nothing is written unless the
-whole file passes.
+is the first row after the header) and the rule broken: empty input, missing columns,
+unparseable timestamps, non-numeric values, missing values (unless ``drop_nan``),
+non-positive prices, negative volume, ``high < max(open, close)``, ``low > min(open,
+close)``, unsorted (unless ``sort``) or duplicate timestamps, bars already stored
+(unless ``replace``), a median spacing other than the timeframe (unless ``force``).
+Nothing is written unless the whole file passes. Where an option would read the file,
+the message names it (``--ohlc-from-close``, ``--time-format``, ``--sort``,
+``--delimiter``).
+
+Bars stored as asked can still be wrong: a file with an adjusted close column (``Adj
+Close``, ``adj_close``...) stores the raw close unless ``price_column`` names it, and a
+one-bar close move beyond ±45 % is most often a split the prices are not adjusted for.
+Both are reported in `ImportReport.warnings`; nothing is refused for them.
 
 A file is first read with typed columns (pyarrow parses CSV prices as float64 and ISO or
 epoch times; Parquet columns come as stored), which is fast. If that read fails or any
 cell or rule is broken, the file is read again with every cell as text and checked cell
 by cell; that slower reading words every refusal (`_import_text`).
 """
-
 from __future__ import annotations
 
 import csv
@@ -104,28 +120,13 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def import_file(
-    path: str | os.PathLike,
-    store: str | os.PathLike,
-    symbol: str,
-    timeframe: str,
-    drop_nan: bool = False,
-    *,
-    time_format: str | None = None,
-    price_column: str | None = None,
-    ohlc_from_close: bool = False,
-    replace: bool = False,
-    force: bool = False,
-    sort: bool = False,
-    delimiter: str | None = None,
-) -> ImportReport:
-    """Validate a CSV (``.csv``, ``.csv.gz``) or Parquet file of bars and store it.
-
-    Columns are matched in any case: time from ``time``, ``timestamp``, ``date`` or
-    ``datetime``; ``open``, ``high``, ``low``, ``close`` required; ``volume`` optional
-    (NaN when absent); ``funding_rate`` optional (empty cells mean no funding at that bar
-    and are stored as 0). Other columns are ignored. Times are ISO strings (naive = UTC),
-    datetimes, or epoch integers whose unit (s, ms, us, ns) is inferred from magnitude.
+def import_file(path: str | os.PathLike, store: str | os.PathLike, symbol: str,
+                timeframe: str, drop_nan: bool = False, *, time_format: str | None = None,
+                price_column: str | None = None, ohlc_from_close: bool = False,
+                replace: bool = False, force: bool = False, sort: bool = False,
+                delimiter: str | None = None) -> ImportReport:
+    """Validate a CSV (``.csv``, ``.csv.gz``) or Parquet file of bars and store it, by
+    the rules of this module's docstring (the columns read, what is refused).
 
     Parameters
     ----------
@@ -166,20 +167,7 @@ def import_file(
     Raises
     ------
     DataError
-        Naming the file, row and rule, for: empty input, missing columns, unparseable
-        timestamps, non-numeric values, missing values (unless `drop_nan`), non-positive
-        prices, negative volume, ``high < max(open, close)``, ``low > min(open, close)``,
-        unsorted (unless `sort`) or duplicate timestamps, bars already stored (unless
-        `replace`), a median spacing other than `timeframe` (unless `force`). The store is
-        left untouched. Where an option would read the file, the message names it
-        (``--ohlc-from-close``, ``--time-format``, ``--sort``, ``--delimiter``).
-
-    Notes
-    -----
-    Bars stored as asked can still be wrong: a file with an adjusted close column (``Adj
-    Close``, ``adj_close``...) stores the raw close unless `price_column` names it, and a
-    one-bar close move beyond ±45 % is most often a split the prices are not adjusted
-    for. Both are reported in `ImportReport.warnings`; nothing is refused for them.
+        Naming the file, row and rule; the store is left untouched.
 
     Examples
     --------
@@ -191,8 +179,28 @@ def import_file(
     check_store_writable(store)
     _refuse_existing(store, symbol, timeframe, replace)
     src = Path(path)
-    choices = ImportChoices(timeframe, drop_nan, time_format, price_column, ohlc_from_close,
-                            force, sort, _delimiter(delimiter))
+    checked = _checked(src, ImportChoices(timeframe, drop_nan, time_format, price_column,
+                                          ohlc_from_close, force, sort, _delimiter(delimiter)))
+    moved = split_warning(checked.values["time"], checked.values["close"],
+                          price_column=checked.price_from, adjusted=checked.adjusted)
+    warned = [*checked.warnings, *([moved] if moved else [])]
+    table = _table(checked.values)
+    written = write_bars(store, symbol, timeframe, table)
+    shown = {*checked.notes, *warned}  # the caller's to show, once
+    for message in (m for m in checked.messages if m not in shown):
+        logger.info("%s: %s", src, message)
+    return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
+                        [*checked.messages, *warned[len(checked.warnings):]],
+                        checked.notes, checked.read_as, warned)
+
+
+class _NotTyped(Exception):
+    """The typed read does not apply to this file; the message says why."""
+
+
+def _checked(src: Path, choices: ImportChoices) -> CheckedBars:
+    """The file's bars, read typed (:func:`_import_typed`) or, where that does not
+    apply, as text (:func:`_import_text`, which words the refusal)."""
     try:
         checked = _import_typed(src, choices)
     except _NotTyped as reason:
@@ -201,22 +209,7 @@ def import_file(
         checked = None
     if checked is None:  # out of the except block: the typed columns are freed first
         checked = _import_text(src, choices)
-    moved = split_warning(checked.values["time"], checked.values["close"],
-                          price_column=checked.price_from, adjusted=checked.adjusted)
-    warned = [*checked.warnings, *([moved] if moved else [])]
-    table = _table(checked.values)
-    written = write_bars(store, symbol, timeframe, table)
-    shown = {*checked.notes, *warned}  # the caller's to show, once
-    for message in checked.messages:
-        if message not in shown:
-            logger.info("%s: %s", src, message)
-    return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
-                        [*checked.messages, *warned[len(checked.warnings):]],
-                        checked.notes, checked.read_as, warned)
-
-
-class _NotTyped(Exception):
-    """The typed read does not apply to this file; the message says why."""
+    return checked
 
 
 def _import_text(src: Path, choices: ImportChoices) -> CheckedBars:

@@ -134,6 +134,23 @@ def rank(
         infinite values after finite ones; then by ``by``; ties by position.
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
+    _check_rank(by, top, smooth)
+    _check_across(across, agg, symbol)
+    ds, names = _with_computed(ds, need=by in COMPUTED)
+    ds = select(ds, symbol, sample)
+    dims = ("symbol", *param_dims(ds))
+    value = _kept(ds, by, where, dims, names)
+    smoothed = robust.smooth(value, smooth) if smooth else None
+    if ascending is None:
+        ascending = by in LOWER_IS_BETTER
+    idle_wins = ascending or by in BEST_WHEN_IDLE
+    if across:
+        return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
+    return _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names)
+
+
+def _check_rank(by: str, top: int, smooth: int | None) -> None:
+    """Refuse an unknown metric, a count below one or a radius that is not a positive int."""
     if by not in METRICS and by not in COMPUTED:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: "
                         f"{', '.join((*METRICS, *COMPUTED))}")
@@ -142,22 +159,22 @@ def rank(
     if smooth is not None and (isinstance(smooth, bool) or not isinstance(smooth, int)
                                or smooth < 1):
         raise SpecError(f"--smooth: expected a positive radius in grid steps, got {smooth!r}")
-    _check_across(across, agg, symbol)
-    ds, names = _with_computed(ds, need=by in COMPUTED)
-    ds = select(ds, symbol, sample)
-    dims = ("symbol", *param_dims(ds))
+
+
+def _kept(ds: xr.Dataset, by: str, where: str | None, dims: tuple[str, ...],
+          names: Sequence[str]) -> xr.DataArray:
+    """``by`` over ``dims`` as float64, NaN where ``where`` does not hold."""
     shape = tuple(ds.sizes[d] for d in dims)
     value = ds[by].astype(np.float64).transpose(*dims)
     keep = value.notnull().values
     if where:
         keep &= _where_mask(ds, where, dims, shape, names).reshape(shape)
-    value = value.where(xr.DataArray(keep, dims=dims))
-    smoothed = robust.smooth(value, smooth) if smooth else None
-    if ascending is None:
-        ascending = by in LOWER_IS_BETTER
-    idle_wins = ascending or by in BEST_WHEN_IDLE
-    if across:
-        return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
+    return value.where(xr.DataArray(keep, dims=dims))
+
+
+def _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names):
+    """Rank every symbol's combos by ``by`` (see :func:`rank`)."""
+    shape = tuple(ds.sizes[d] for d in dims)
     score = np.asarray((value if smoothed is None else smoothed).values).ravel()
     candidates = np.flatnonzero(~np.isnan(score))
     order = rank_order(score[candidates], ascending, idle_wins=idle_wins,
