@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
+from barsweep.pipeline.config.axes import axis_values
 from barsweep.pipeline.config.expr import parse_expr
-from barsweep.pipeline.config.grid import Grid, axis_values
+from barsweep.pipeline.config.grid import Grid
 
 
 def make_grid(shape, constraints=()):
