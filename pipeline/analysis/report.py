@@ -103,7 +103,7 @@ def _facts(ds) -> str:
     attrs = ds.attrs
     timings = json.loads(attrs.get("timings_s", "{}") or "{}")
     phases = json.loads(attrs.get("block_phases_s", "{}") or "{}")
-    prints = json.loads(attrs.get("bars_fingerprint", "{}") or "{}")
+    fingerprint = json.loads(attrs.get("bars_fingerprint", "{}") or "{}")
     rows = [("combos", count(attrs.get("n_combos", 0))),
             ("blocks", count(ds.sizes.get("block", 0))),
             ("backend", f"{attrs.get('backend', '?')} ({attrs.get('backend_reason', '')})"),
@@ -114,7 +114,7 @@ def _facts(ds) -> str:
     if "periods_per_year" in attrs:
         rows.append(("bars a year", f"{significant(attrs['periods_per_year'])} (annualised "
                                     f"metrics use it)"))
-    for f, (first, last) in zip(prints.get("files", []), _bar_ranges(ds), strict=False):
+    for f, (first, last) in zip(fingerprint.get("files", []), _bar_ranges(ds), strict=False):
         rows.append((f"bars of {f.get('symbol')}", f"{f.get('timeframe', '')} bars from "
                      f"{first} to {last}; {count(f.get('bytes', 0))} bytes, blake2b "
                      f"{str(f.get('blake2b', ''))[:16]}..."))

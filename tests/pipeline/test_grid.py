@@ -278,8 +278,8 @@ def _peak_mib(fn):
 
 
 def test_counting_a_huge_constrained_grid_does_not_enumerate():
-    # 10^12 combos whose constraint reads 10^10 of them: this used to count valid combos
-    # by enumerating the 10^10 (minutes, GBs); interval bounds settle most of the box
+    # 10^12 combos whose constraint reads 10^10 of them: enumerating the 10^10 would take
+    # minutes and GBs; interval bounds settle most of the box
     n = 100_000
     axes = (("fast", np.arange(1, n + 1)), ("slow", np.arange(1, n + 1)),
             ("stop", np.arange(100) / 1000))

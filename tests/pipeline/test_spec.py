@@ -379,11 +379,10 @@ def test_stops_as_grid_axes_and_strategy_requirements():
     assert (combos["lower"][keep] < combos["upper"][keep]).all() and keep.sum() == 3
 
 
-# --------------------------------------------------------------------------- issue 9 faults
+# ----------------------------------------------------- refusals: one line, naming the key
 
 
 def test_spec_without_grid_names_each_parameter():
-    # was a KeyError: 'fast' traceback from the model validator
     message = refused(spec_with(grid=None), source="s.yaml")
     assert "grid.fast: missing" in message and "grid.slow: missing" in message
     assert parse_spec(spec_with(grid=None, strategy="buy_and_hold", constraints=[])).grid == {}
