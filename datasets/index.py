@@ -61,12 +61,21 @@ INDEX_FORMAT = "barsweep-bar-store-index"
 INDEX_VERSION = 1
 _HASH_CHUNK_BYTES = 1 << 20
 
-# Per-process caches (a Dask worker verifies each file once, not once per task):
-# index path -> ((size, mtime_ns, inode), records);
-# (file path, size, mtime_ns, inode) -> BLAKE2b of those bytes;
-# files already warned about as missing from the index.
+#: Per-process cache of parsed indexes: index path -> ((size, mtime_ns, inode), records).
+#: Every read of bars checks its file against the index, and a block task reads twice
+#: (its bars, and whether this worker can read them); a 2,000-file index (450 kB) takes
+#: 6 ms to parse, 0.006 ms from here. A writer replaces the index, so a new one has a new
+#: stamp. :func:`clear_caches` empties it.
 _INDEX_CACHE: dict[str, tuple[tuple[int, int, int], Mapping[str, FileRecord]]] = {}
+
+#: Per-process cache of file hashes: (file path, size, mtime_ns, inode) -> BLAKE2b of its
+#: bytes, for files whose size or mtime differ from the index (copied without their
+#: mtime): without it every block task would hash the whole file again (a 1M-bar, 48 MB
+#: file: 50-75 ms per task, against 0.015 ms from here).
 _HASH_CACHE: dict[tuple[str, int, int, int], str] = {}
+
+#: Files already warned about as missing from the index: the warning is said once per
+#: process, not once per task (state, not a cache).
 _WARNED: set[str] = set()
 
 
