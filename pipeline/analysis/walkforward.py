@@ -47,6 +47,7 @@ __all__ = ["STITCHED_METRICS", "WalkForward", "format_walkforward", "walkforward
 #: What the stitched out-of-sample curve reports, beyond its extent.
 STITCHED_METRICS = ("total_return", "cagr", "sharpe", "max_drawdown", "n_trades")
 
+
 @dataclass(frozen=True)
 class WalkForward:
     """The outcome of :func:`walkforward` for one symbol.
