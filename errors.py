@@ -83,6 +83,16 @@ class Problems(ValueError):
         self.problems = problems
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line, white space folded (a refusal is one line);
+    its type's name when it has no message.
+
+    >>> one_line(OSError("no\\n  such   file")), one_line(KeyError())
+    ('no such file', 'KeyError')
+    """
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 #: Messages of a value refused by every member of a union, by the members' error types.
 _UNION_MESSAGES = {frozenset({"int_type", "float_type"}): "Input should be a number"}
 

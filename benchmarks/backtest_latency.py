@@ -1,4 +1,4 @@
-"""What a user waits for in one ``backtest()`` (issue 14).
+"""What a user waits for in one ``backtest()``.
 
 (a) A fresh interpreter: ``import barsweep.engine`` and the first ``backtest()`` on
     26,280 hourly bars, with numba's on-disk cache warm (one throw-away child fills it
@@ -143,7 +143,7 @@ def main() -> None:
     rows += [[f"(b) warm backtest(), {n:,} bars",
               *stats_cells(repeat_stats(samples), load, digits=4)]
              for n, (samples, load) in warm.items()]
-    print(header("backtest() latency (issue 14)"))
+    print(header("backtest() latency"))
     print(table(["what", *STATS_COLUMNS], rows))
     print()
     print(STATS_NOTE)

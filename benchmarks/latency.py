@@ -1,4 +1,4 @@
-"""Answers in seconds (issue 14): what a user waits for, BEFORE and AFTER.
+"""Answers in seconds: what a user waits for, BEFORE and AFTER.
 
 BEFORE is commit 131dae6, a package tree put first on ``PYTHONPATH`` (``--before-pkg``,
 default /tmp/basepkg); AFTER is the tree this script sits in, as it is when it runs.
@@ -6,7 +6,7 @@ Every CLI call is a fresh ``python -m barsweep.pipeline.cli ...`` started from a
 temporary directory outside the repository, so the editable install cannot shadow the
 BEFORE tree (checked once per side: ``barsweep.__file__`` is printed in the header).
 
-Rows (the goal of issue 14 in brackets):
+Rows (the goal in brackets):
 
 1. ``barsweep demo``, numba's cache warm: wall from process start to exit [<= 3 s];
    its phases from the stores it leaves (``timings_s``, ``block_phases_s``, ``cluster``)
@@ -443,7 +443,7 @@ def detail_rows(row: dict) -> list[list[str]]:
 
 
 def render(bench: Bench, started: str, sides_info: dict, failures: list[str]) -> str:
-    head = header("Answers in seconds (issue 14): BEFORE and AFTER")
+    head = header("Answers in seconds: BEFORE and AFTER")
     lines = [
         head,
         f"- started {started}; the machine has 2 cores shared with other users, so every "

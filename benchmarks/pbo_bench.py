@@ -1,5 +1,5 @@
 """Time ``barsweep.pipeline.analysis.robust.pbo`` on 1,000,000 random combos x S = 10 segments
-(all 252 splits): the median of several runs, as issue 12 asks (at most 10 s).
+(all 252 splits): the median of several runs (the goal: at most 10 s).
 
     .venv/bin/python benchmarks/pbo_bench.py [--combos N] [--segments S] [--repeat K]
 """

@@ -57,7 +57,7 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 
 
 def main() -> int:
-    from barsweep.pipeline.config.model import build_grid, parse_spec
+    from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.plan import auto_block_size, plan
 
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -70,7 +70,7 @@ def main() -> int:
                "strategy": strategy, "grid": grid_spec, "constraints": constraints,
                "execution": {"direction": "long"}, "run": {"max_combos": max_combos}}
         parse_s, spec = timed(lambda raw=raw: parse_spec(raw), repeats)
-        grid = build_grid(spec)
+        grid = spec.param_grid
         est_s, (estimate, _) = timed(grid.estimate_valid, repeats)
         block = auto_block_size(estimate, N_BARS, N_WORKERS)
         plan_s, p = timed(lambda spec=spec, block=block, grid=grid:

@@ -1,15 +1,31 @@
 """Import bars from CSV or Parquet into the store, refusing invalid input row by row.
 
+Columns are matched in any case: time from ``time``, ``timestamp``, ``date`` or
+``datetime``; ``open``, ``high``, ``low``, ``close`` required; ``volume`` optional (NaN
+when absent); ``funding_rate`` optional (empty cells mean no funding at that bar and are
+stored as 0). Other columns are ignored. Times are ISO strings (naive = UTC), datetimes,
+or epoch integers whose unit (s, ms, us, ns) is inferred from magnitude.
+
 Every refusal is a `DataError` whose message names the file, the 1-based data row (row 1
-is the first row after the header) and the rule broken. Nothing is written unless the
-whole file passes.
+is the first row after the header) and the rule broken: empty input, missing columns,
+unparseable timestamps, non-numeric values, missing values (unless ``drop_nan``),
+non-positive prices, negative volume, ``high < max(open, close)``, ``low > min(open,
+close)``, unsorted (unless ``sort``) or duplicate timestamps, bars already stored
+(unless ``replace``), a median spacing other than the timeframe (unless ``force``).
+Nothing is written unless the whole file passes. Where an option would read the file,
+the message names it (``--ohlc-from-close``, ``--time-format``, ``--sort``,
+``--delimiter``).
+
+Bars stored as asked can still be wrong: a file with an adjusted close column (``Adj
+Close``, ``adj_close``...) stores the raw close unless ``price_column`` names it, and a
+one-bar close move beyond ±45 % is most often a split the prices are not adjusted for.
+Both are reported in `ImportReport.warnings`; nothing is refused for them.
 
 A file is first read with typed columns (pyarrow parses CSV prices as float64 and ISO or
 epoch times; Parquet columns come as stored), which is fast. If that read fails or any
 cell or rule is broken, the file is read again with every cell as text and checked cell
 by cell; that slower reading words every refusal (`_import_text`).
 """
-
 from __future__ import annotations
 
 import csv
@@ -27,7 +43,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..errors import DataError
+from ..errors import DataError, one_line
 from .import_header import (
     TIME_NAMES,
     match_columns,
@@ -104,28 +120,13 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def import_file(
-    path: str | os.PathLike,
-    store: str | os.PathLike,
-    symbol: str,
-    timeframe: str,
-    drop_nan: bool = False,
-    *,
-    time_format: str | None = None,
-    price_column: str | None = None,
-    ohlc_from_close: bool = False,
-    replace: bool = False,
-    force: bool = False,
-    sort: bool = False,
-    delimiter: str | None = None,
-) -> ImportReport:
-    """Validate a CSV (``.csv``, ``.csv.gz``) or Parquet file of bars and store it.
-
-    Columns are matched in any case: time from ``time``, ``timestamp``, ``date`` or
-    ``datetime``; ``open``, ``high``, ``low``, ``close`` required; ``volume`` optional
-    (NaN when absent); ``funding_rate`` optional (empty cells mean no funding at that bar
-    and are stored as 0). Other columns are ignored. Times are ISO strings (naive = UTC),
-    datetimes, or epoch integers whose unit (s, ms, us, ns) is inferred from magnitude.
+def import_file(path: str | os.PathLike, store: str | os.PathLike, symbol: str,
+                timeframe: str, drop_nan: bool = False, *, time_format: str | None = None,
+                price_column: str | None = None, ohlc_from_close: bool = False,
+                replace: bool = False, force: bool = False, sort: bool = False,
+                delimiter: str | None = None) -> ImportReport:
+    """Validate a CSV (``.csv``, ``.csv.gz``) or Parquet file of bars and store it, by
+    the rules of this module's docstring (the columns read, what is refused).
 
     Parameters
     ----------
@@ -166,20 +167,7 @@ def import_file(
     Raises
     ------
     DataError
-        Naming the file, row and rule, for: empty input, missing columns, unparseable
-        timestamps, non-numeric values, missing values (unless `drop_nan`), non-positive
-        prices, negative volume, ``high < max(open, close)``, ``low > min(open, close)``,
-        unsorted (unless `sort`) or duplicate timestamps, bars already stored (unless
-        `replace`), a median spacing other than `timeframe` (unless `force`). The store is
-        left untouched. Where an option would read the file, the message names it
-        (``--ohlc-from-close``, ``--time-format``, ``--sort``, ``--delimiter``).
-
-    Notes
-    -----
-    Bars stored as asked can still be wrong: a file with an adjusted close column (``Adj
-    Close``, ``adj_close``...) stores the raw close unless `price_column` names it, and a
-    one-bar close move beyond ±45 % is most often a split the prices are not adjusted
-    for. Both are reported in `ImportReport.warnings`; nothing is refused for them.
+        Naming the file, row and rule; the store is left untouched.
 
     Examples
     --------
@@ -191,8 +179,28 @@ def import_file(
     check_store_writable(store)
     _refuse_existing(store, symbol, timeframe, replace)
     src = Path(path)
-    choices = ImportChoices(timeframe, drop_nan, time_format, price_column, ohlc_from_close,
-                            force, sort, _delimiter(delimiter))
+    checked = _checked(src, ImportChoices(timeframe, drop_nan, time_format, price_column,
+                                          ohlc_from_close, force, sort, _delimiter(delimiter)))
+    moved = split_warning(checked.values["time"], checked.values["close"],
+                          price_column=checked.price_from, adjusted=checked.adjusted)
+    warned = [*checked.warnings, *([moved] if moved else [])]
+    table = _table(checked.values)
+    written = write_bars(store, symbol, timeframe, table)
+    shown = {*checked.notes, *warned}  # the caller's to show, once
+    for message in (m for m in checked.messages if m not in shown):
+        logger.info("%s: %s", src, message)
+    return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
+                        [*checked.messages, *warned[len(checked.warnings):]],
+                        checked.notes, checked.read_as, warned)
+
+
+class _NotTyped(Exception):
+    """The typed read does not apply to this file; the message says why."""
+
+
+def _checked(src: Path, choices: ImportChoices) -> CheckedBars:
+    """The file's bars, read typed (:func:`_import_typed`) or, where that does not
+    apply, as text (:func:`_import_text`, which words the refusal)."""
     try:
         checked = _import_typed(src, choices)
     except _NotTyped as reason:
@@ -201,22 +209,7 @@ def import_file(
         checked = None
     if checked is None:  # out of the except block: the typed columns are freed first
         checked = _import_text(src, choices)
-    moved = split_warning(checked.values["time"], checked.values["close"],
-                          price_column=checked.price_from, adjusted=checked.adjusted)
-    warned = [*checked.warnings, *([moved] if moved else [])]
-    table = _table(checked.values)
-    written = write_bars(store, symbol, timeframe, table)
-    shown = {*checked.notes, *warned}  # the caller's to show, once
-    for message in checked.messages:
-        if message not in shown:
-            logger.info("%s: %s", src, message)
-    return ImportReport(written, table.num_rows, checked.n_dropped, checked.time_unit,
-                        [*checked.messages, *warned[len(checked.warnings):]],
-                        checked.notes, checked.read_as, warned)
-
-
-class _NotTyped(Exception):
-    """The typed read does not apply to this file; the message says why."""
+    return checked
 
 
 def _import_text(src: Path, choices: ImportChoices) -> CheckedBars:
@@ -266,9 +259,9 @@ def _import_typed(src: Path, choices: ImportChoices) -> CheckedBars:
         else:
             raise _NotTyped("unsupported file type")
     except DataError as exc:
-        raise _NotTyped(_one_line(exc)) from exc
+        raise _NotTyped(one_line(exc)) from exc
     except (pa.ArrowException, OSError, ValueError, EOFError, zlib.error) as exc:
-        raise _NotTyped(f"cannot be read by pyarrow: {_one_line(exc)}") from exc
+        raise _NotTyped(f"cannot be read by pyarrow: {one_line(exc)}") from exc
     if table.num_rows == 0:
         raise _NotTyped("no data rows")
     time = typed_times(table.column(columns["time"]))
@@ -375,7 +368,7 @@ def _parse_time_column(src: Path, column: pd.Series, time_format: str | None,
     except ValueError as exc:
         raise DataError(
             f"{src}: --time-format {time_format!r} is not a valid strptime format: "
-            f"{_one_line(exc)}"
+            f"{one_line(exc)}"
         ) from exc
 
 
@@ -410,7 +403,7 @@ def _read_source(src: Path, messages: list[str], delimiter: str | None = None) -
     except (pa.ArrowException, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
         # ValueError covers UnicodeDecodeError; EOFError and zlib.error a truncated .gz.
         kind = "csv" if name.endswith((".csv", ".csv.gz")) else "parquet"
-        raise DataError(f"{src}: cannot be read as {kind}: {_one_line(exc)}") from exc
+        raise DataError(f"{src}: cannot be read as {kind}: {one_line(exc)}") from exc
     frame.columns = [str(c) for c in frame.columns]
     if name.endswith((".csv", ".csv.gz")):
         refuse_repeated_header_names(src, frame.columns)
@@ -433,7 +426,7 @@ def _csv_shape_error(src: Path, exc: Exception, delimiter: str | None = None) ->
                                  + delimiter_hint(header))
     except (OSError, EOFError, ValueError, zlib.error, csv.Error):
         pass
-    return DataError(f"{src}: cannot be read as csv: {_one_line(exc)}")
+    return DataError(f"{src}: cannot be read as csv: {one_line(exc)}")
 
 
 def _index_as_columns(src: Path, frame: pd.DataFrame, messages: list[str]) -> pd.DataFrame:
@@ -468,10 +461,6 @@ def _index_names(src: Path, index: pd.Index, columns: list[str],
         messages.append(f"the DataFrame index ({level.dtype}) is read as column {name!r}")
     return names
 
-
-def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line (a CLI error is one line)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _table(values: dict[str, np.ndarray]) -> pa.Table:

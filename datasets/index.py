@@ -30,18 +30,14 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from ..errors import DataError
-
-try:  # POSIX; elsewhere writers are not serialized
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None
+from ..errors import DataError, one_line
+from .lock import lock_dir
 
 __all__ = [
     "INDEX_NAME",
@@ -65,12 +61,21 @@ INDEX_FORMAT = "barsweep-bar-store-index"
 INDEX_VERSION = 1
 _HASH_CHUNK_BYTES = 1 << 20
 
-# Per-process caches (a Dask worker verifies each file once, not once per task):
-# index path -> ((size, mtime_ns, inode), records);
-# (file path, size, mtime_ns, inode) -> BLAKE2b of those bytes;
-# files already warned about as missing from the index.
+#: Per-process cache of parsed indexes: index path -> ((size, mtime_ns, inode), records).
+#: Every read of bars checks its file against the index, and a block task reads twice
+#: (its bars, and whether this worker can read them); a 2,000-file index (450 kB) takes
+#: 6 ms to parse, 0.006 ms from here. A writer replaces the index, so a new one has a new
+#: stamp. :func:`clear_caches` empties it.
 _INDEX_CACHE: dict[str, tuple[tuple[int, int, int], Mapping[str, FileRecord]]] = {}
+
+#: Per-process cache of file hashes: (file path, size, mtime_ns, inode) -> BLAKE2b of its
+#: bytes, for files whose size or mtime differ from the index (copied without their
+#: mtime): without it every block task would hash the whole file again (a 1M-bar, 48 MB
+#: file: 50-75 ms per task, against 0.015 ms from here).
 _HASH_CACHE: dict[tuple[str, int, int, int], str] = {}
+
+#: Files already warned about as missing from the index: the warning is said once per
+#: process, not once per task (state, not a cache).
 _WARNED: set[str] = set()
 
 
@@ -190,7 +195,7 @@ def _parse_index(store: str | os.PathLike, path: Path) -> dict[str, FileRecord]:
     try:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise _broken(store, path, f"not readable JSON ({_one_line(exc)})") from exc
+        raise _broken(store, path, f"not readable JSON ({one_line(exc)})") from exc
     if not isinstance(document, dict) or document.get("format") != INDEX_FORMAT:
         raise _broken(store, path, "not a barsweep bar store index")
     if document.get("version") != INDEX_VERSION:
@@ -203,7 +208,7 @@ def _parse_index(store: str | os.PathLike, path: Path) -> dict[str, FileRecord]:
             for name, e in files.items()
         }
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise _broken(store, path, f"an entry is malformed ({_one_line(exc)})") from exc
+        raise _broken(store, path, f"an entry is malformed ({one_line(exc)})") from exc
 
 
 def _broken(store: str | os.PathLike, path: Path, why: str) -> DataError:
@@ -252,19 +257,11 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-@contextmanager
-def store_lock(store: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on the store directory (flock), so that writers that update
-    the index one after another never lose each other's entries."""
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    fd = os.open(store, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+def store_lock(store: str | os.PathLike) -> AbstractContextManager[None]:
+    """An exclusive lock on the store directory (:func:`~barsweep.datasets.lock.lock_dir`,
+    waiting for another writer), so that writers that update the index one after another
+    never lose each other's entries."""
+    return lock_dir(store)
 
 
 def check_file(store: str | os.PathLike, path: Path) -> None:
@@ -343,6 +340,3 @@ def clear_caches() -> None:
     _HASH_CACHE.clear()
     _WARNED.clear()
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

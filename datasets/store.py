@@ -35,7 +35,7 @@ from .timeframes import timeframe_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
-from ..errors import DataError
+from ..errors import DataError, one_line
 
 __all__ = [
     "BAR_SCHEMA",
@@ -141,7 +141,7 @@ def bar_path(store: str | os.PathLike, symbol: str, timeframe: str) -> Path:
 
 def os_reason(exc: OSError) -> str:
     """An OSError in words, without the file name (the caller names it)."""
-    return exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return exc.strerror or one_line(exc)
 
 
 def check_time_increasing(time: pa.Array, where: str) -> None:
@@ -230,7 +230,7 @@ def open_mapped(path: Path, store: str | os.PathLike) -> pa.Table:
         # A damaged header or footer surfaces as any of these (ValueError covers
         # UnicodeDecodeError from mangled column names).
         raise DataError(
-            f"{path} is not a readable Arrow IPC bar file ({_one_line(exc)}): it is damaged "
+            f"{path} is not a readable Arrow IPC bar file ({one_line(exc)}): it is damaged "
             f"or not a bar file; re-import it, or run `barsweep data verify --store {store}`"
         ) from exc
     _check_stored_schema(table.schema, path)
@@ -265,9 +265,6 @@ def column_array(table: pa.Table, name: str) -> np.ndarray:
         column = column.cast(pa.int64())
     return column.to_numpy()
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _check_stored_schema(schema: pa.Schema, path: Path) -> None:
@@ -375,7 +372,7 @@ def list_bars(store: str | os.PathLike) -> list[BarsInfo]:
         except DataError as exc:
             size = path.stat().st_size if path.exists() else 0
             infos.append(BarsInfo(symbol, timeframe, path, 0, None, None, size, (),
-                                  problem=_one_line(exc)))
+                                  problem=one_line(exc)))
             continue
         ts_ns = time_ns(table.column("time").combine_chunks())
         infos.append(
@@ -456,7 +453,7 @@ def bars_problem(store: str | os.PathLike, symbol: str, timeframe: str,
         record = read_index(store).get(entry_name(store, path))
         digest = record.blake2b if record is not None else file_blake2b(path)
     except (OSError, DataError) as exc:
-        return " ".join(str(exc).split())
+        return one_line(exc)
     if digest != blake2b:
         return (f"{path} holds other bars (BLAKE2b {digest[:12]}..., the driver's "
                 f"{blake2b[:12]}...)")

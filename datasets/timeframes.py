@@ -63,7 +63,9 @@ def periods_per_year(tf: str, year_days: float = 365.0) -> float:
     Returns
     -------
     float
-        ``year_days * 86400 / timeframe_seconds(tf)``.
+        ``year_days * 86400 / timeframe_seconds(tf)``: the rule of
+        ``barsweep.engine.year.bars_in_year`` (bars given by their spacing), for a
+        timeframe, in seconds (the pipeline's runs and the synthetic bars use this one).
 
     Raises
     ------

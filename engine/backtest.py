@@ -17,12 +17,10 @@ from .metrics import METRICS, N_METRICS
 from .simulate import N_TRADE_FIELDS, Outputs, no_segments
 from .strategies import get_strategy
 from .strategies.base import Strategy
-from .year import bars_per_year
+from .year import bars_in_year, bars_per_year
 
 if TYPE_CHECKING:
     import pandas as pd
-
-NS_PER_DAY = 86_400 * 10**9
 
 
 @dataclass(frozen=True)
@@ -257,7 +255,7 @@ def _infer_ppy(time_ns: np.ndarray | None, year_days: float | None) -> float:
     step_ns = float(lowest) if lowest == highest else float(np.median(steps))
     if year_days is None:
         return bars_per_year(time_ns, step_ns)[0]
-    return year_days * NS_PER_DAY / step_ns
+    return bars_in_year(step_ns, year_days)
 
 
 def _time_index(time, start: int, end: int):

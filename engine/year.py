@@ -18,6 +18,16 @@ NS_PER_DAY = 86_400 * 10**9
 CONTINUOUS_COVERAGE = 0.9
 
 
+def bars_in_year(step_ns: float, year_days: float = 365.0) -> float:
+    """Bars in a year of ``year_days`` days at one bar every ``step_ns`` nanoseconds:
+    ``year_days * 1 day / step_ns``, the calendar's year of bars.
+
+    >>> bars_in_year(3_600 * 10**9), bars_in_year(86_400 * 10**9, 252)
+    (8760.0, 252.0)
+    """
+    return year_days * NS_PER_DAY / float(step_ns)
+
+
 def bars_per_year(time_ns: np.ndarray, step_ns: float) -> tuple[float, str]:
     """Bars a year for annualising metrics, and how it was found.
 
@@ -53,7 +63,7 @@ def bars_per_year(time_ns: np.ndarray, step_ns: float) -> tuple[float, str]:
     >>> bars_per_year(weekdays, 86_400 * 10**9)
     (261.0, 'the median of 1 whole calendar year, 2002')
     """
-    calendar = 365.0 * NS_PER_DAY / float(step_ns)
+    calendar = bars_in_year(step_ns, 365.0)
     time_ns = np.asarray(time_ns).view(np.int64)
     n = len(time_ns)
     span = float(time_ns[-1] - time_ns[0]) if n > 1 else 0.0

@@ -81,7 +81,7 @@ MUTATIONS = (
         ("tests/datasets/test_real_faults.py",)),
     Mutation(
         "PBO computed as if every segment had the same number of bars",
-        "pipeline/analysis/robust.py",
+        "pipeline/analysis/robust/cscv.py",
         "    counts = np.asarray(seg_n, dtype=np.float64)\n",
         "    counts = np.asarray(seg_n, dtype=np.float64)\n    counts = np.full_like(counts, "
         "counts.mean())\n",

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ...engine import METRICS, backtest
 from ...errors import BarsweepError, DataError
+from ..config.dims import NON_PARAM_DIMS
 from .rebuild import stored_bars, stored_spec
 
 #: What a buy-and-hold row shows in the parameter columns of a table.
@@ -128,7 +129,7 @@ def _at(ds, name: str, symbol: str, w: int):
 def groups_of(frame: pd.DataFrame) -> list[dict]:
     """The distinct ``symbol`` (``window``, ``sample``) labels of a ranking's rows, in
     the order they first appear: the buy-and-hold rows that go beside them."""
-    keys = [k for k in ("symbol", "window", "sample") if k in frame.columns]
+    keys = [k for k in NON_PARAM_DIMS if k in frame.columns]
     seen = dict.fromkeys(tuple(row) for row in frame[keys].itertuples(index=False))
     return [dict(zip(keys, (v.item() if isinstance(v, np.generic) else v for v in labels)))
             for labels in seen]

@@ -150,9 +150,6 @@ def metrics_text(metrics: dict) -> str:
     return ", ".join(parts)
 
 
-#: Columns that name a row rather than measure it, besides the parameters.
-LABELS = ("symbol", "window", "sample")
-
 _SUFFIXES = ("_smooth", "_median", "_mean", "_min")
 
 

@@ -28,6 +28,7 @@ import xarray as xr
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
+from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from ..config.expr import check_names, parse_expr
 from ..run.results import open_results
 from . import robust
@@ -37,9 +38,6 @@ COMPUTED = ("psr", "dsr")
 
 #: How ``across`` aggregates a metric over symbols.
 AGGREGATES = ("median", "mean", "min")
-
-#: The samples of a walk-forward store.
-SAMPLES = ("train", "test")
 
 
 def param_dims(ds: xr.Dataset) -> tuple[str, ...]:
@@ -136,6 +134,23 @@ def rank(
         infinite values after finite ones; then by ``by``; ties by position.
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
+    _check_rank(by, top, smooth)
+    _check_across(across, agg, symbol)
+    ds, names = _with_computed(ds, need=by in COMPUTED)
+    ds = select(ds, symbol, sample)
+    dims = ("symbol", *param_dims(ds))
+    value = _kept(ds, by, where, dims, names)
+    smoothed = robust.smooth(value, smooth) if smooth else None
+    if ascending is None:
+        ascending = by in LOWER_IS_BETTER
+    idle_wins = ascending or by in BEST_WHEN_IDLE
+    if across:
+        return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
+    return _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names)
+
+
+def _check_rank(by: str, top: int, smooth: int | None) -> None:
+    """Refuse an unknown metric, a count below one or a radius that is not a positive int."""
     if by not in METRICS and by not in COMPUTED:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: "
                         f"{', '.join((*METRICS, *COMPUTED))}")
@@ -144,22 +159,22 @@ def rank(
     if smooth is not None and (isinstance(smooth, bool) or not isinstance(smooth, int)
                                or smooth < 1):
         raise SpecError(f"--smooth: expected a positive radius in grid steps, got {smooth!r}")
-    _check_across(across, agg, symbol)
-    ds, names = _with_computed(ds, need=by in COMPUTED)
-    ds = select(ds, symbol, sample)
-    dims = ("symbol", *param_dims(ds))
+
+
+def _kept(ds: xr.Dataset, by: str, where: str | None, dims: tuple[str, ...],
+          names: Sequence[str]) -> xr.DataArray:
+    """``by`` over ``dims`` as float64, NaN where ``where`` does not hold."""
     shape = tuple(ds.sizes[d] for d in dims)
     value = ds[by].astype(np.float64).transpose(*dims)
     keep = value.notnull().values
     if where:
         keep &= _where_mask(ds, where, dims, shape, names).reshape(shape)
-    value = value.where(xr.DataArray(keep, dims=dims))
-    smoothed = robust.smooth(value, smooth) if smooth else None
-    if ascending is None:
-        ascending = by in LOWER_IS_BETTER
-    idle_wins = ascending or by in BEST_WHEN_IDLE
-    if across:
-        return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
+    return value.where(xr.DataArray(keep, dims=dims))
+
+
+def _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names):
+    """Rank every symbol's combos by ``by`` (see :func:`rank`)."""
+    shape = tuple(ds.sizes[d] for d in dims)
     score = np.asarray((value if smoothed is None else smoothed).values).ravel()
     candidates = np.flatnonzero(~np.isnan(score))
     order = rank_order(score[candidates], ascending, idle_wins=idle_wins,
@@ -273,7 +288,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
         keep &= ~np.isnan(columns[m])
     if across:
         return _pareto_across(ds, metrics, columns, keep, dims, shape, agg)
-    groups = [i for i, d in enumerate(dims) if d in ("symbol", "window", "sample")]
+    groups = [i for i, d in enumerate(dims) if d in NON_PARAM_DIMS]
     group_of = np.ravel_multi_index(
         [ix for i, ix in enumerate(np.unravel_index(np.arange(keep.size), shape))
          if i in groups], [shape[i] for i in groups])
@@ -331,8 +346,8 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
                         f"barsweep")
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
-    params = [d for d in dims if d not in robust.NON_PARAM_DIMS]
-    groups = [d for d in dims if d in robust.NON_PARAM_DIMS]
+    params = [d for d in dims if d not in NON_PARAM_DIMS]
+    groups = [d for d in dims if d in NON_PARAM_DIMS]
     keep = np.isfinite(np.asarray(ds["sharpe"].transpose(*dims).values,
                                   dtype=np.float64)).ravel()
     if where:

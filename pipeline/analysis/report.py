@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BarsweepError
+from ..config.dims import NON_PARAM_DIMS
 from .formatting import count, metric, metrics_text, param, ranking_cells, significant
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -84,7 +85,7 @@ def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     importance is the spread (max - min) of the metric's best value per parameter value;
     the two pairs are (1st, 2nd) and (1st, 3rd). One parameter: ``[(it, None)]``."""
     metric = ds[by]
-    params = [d for d in metric.dims if d not in ("symbol", "window", "sample")]
+    params = [d for d in metric.dims if d not in NON_PARAM_DIMS]
     finite = metric.where(np.isfinite(metric))  # infinities would hide the spread
 
     def spread(name: str) -> float:
@@ -102,7 +103,7 @@ def _facts(ds) -> str:
     attrs = ds.attrs
     timings = json.loads(attrs.get("timings_s", "{}") or "{}")
     phases = json.loads(attrs.get("block_phases_s", "{}") or "{}")
-    prints = json.loads(attrs.get("bars_fingerprint", "{}") or "{}")
+    fingerprint = json.loads(attrs.get("bars_fingerprint", "{}") or "{}")
     rows = [("combos", count(attrs.get("n_combos", 0))),
             ("blocks", count(ds.sizes.get("block", 0))),
             ("backend", f"{attrs.get('backend', '?')} ({attrs.get('backend_reason', '')})"),
@@ -113,7 +114,7 @@ def _facts(ds) -> str:
     if "periods_per_year" in attrs:
         rows.append(("bars a year", f"{significant(attrs['periods_per_year'])} (annualised "
                                     f"metrics use it)"))
-    for f, (first, last) in zip(prints.get("files", []), _bar_ranges(ds), strict=False):
+    for f, (first, last) in zip(fingerprint.get("files", []), _bar_ranges(ds), strict=False):
         rows.append((f"bars of {f.get('symbol')}", f"{f.get('timeframe', '')} bars from "
                      f"{first} to {last}; {count(f.get('bytes', 0))} bytes, blake2b "
                      f"{str(f.get('blake2b', ''))[:16]}..."))
@@ -188,7 +189,7 @@ def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str
 
     kw = {"window": int(ds["window"].values[-1]), "sample": "test"} if walk else {}
     grid = metric_grid(ds, by, x, y, symbol=symbol, **kw)
-    others = [d for d in ds[by].dims if d not in ("symbol", "window", "sample", x, y)]
+    others = [d for d in ds[by].dims if d not in (*NON_PARAM_DIMS, x, y)]
     where = f", window {kw['window']}'s test" if walk else ""
     reduced = f" (max over {', '.join(others)})" if others else ""
     return _png(lambda f: plot_heatmap(grid, f, title=f"{by} of {symbol}{where}{reduced}"))

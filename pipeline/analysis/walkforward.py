@@ -21,10 +21,22 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ...engine.execution import split_combo
+from ...engine.metrics import (
+    DD_ACC0,
+    METRIC_INDEX,
+    N_METRICS,
+    RET_ACC0,
+    TRADE_ACC0,
+    acc_drawdown,
+    acc_returns,
+    finalize,
+)
 from ...errors import DataError, SpecError
+from ..config.dims import NON_PARAM_DIMS
 from ..config.windows import BOUND_NAMES
 from ..run.results import open_results
 from .formatting import metric, param
@@ -35,6 +47,7 @@ __all__ = ["STITCHED_METRICS", "WalkForward", "format_walkforward", "walkforward
 
 #: What the stitched out-of-sample curve reports, beyond its extent.
 STITCHED_METRICS = ("total_return", "cagr", "sharpe", "max_drawdown", "n_trades")
+
 
 @dataclass(frozen=True)
 class WalkForward:
@@ -124,7 +137,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
     dims = ds[METRICS[0]].dims
-    if dims[:3] != ("symbol", "window", "sample"):
+    if dims[:3] != NON_PARAM_DIMS[:3]:  # symbol, window, sample
         raise SpecError(f"walkforward: the results store is not a walk-forward run (its "
                         f"metrics are over {', '.join(dims)}; a run with walk_forward has "
                         f"symbol, window, sample, then the parameters)")
@@ -249,24 +262,33 @@ def _check_bars(index, stored, w: int, bar: int) -> None:
 
 def _curve_metrics(growth: np.ndarray, ppy: float) -> dict:
     """total_return, cagr, sharpe, max_drawdown of an equity curve ``growth`` (in units
-    of the starting cash), by the engine's formulas (``metrics.finalize``): bar returns
-    against the previous bar (the first against 1), 0 after a ruin; the drawdown against
-    the running peak of the marked values."""
-    n = len(growth)
-    if not n:
-        return dict.fromkeys(("total_return", "cagr", "sharpe", "max_drawdown"), math.nan)
-    prev = np.concatenate([[1.0], growth[:-1]])
-    r = np.where(prev > 0, growth / np.where(prev > 0, prev, 1.0) - 1.0, 0.0)
-    var = float(np.var(r, ddof=1)) if n > 1 else math.nan
-    peak = np.maximum.accumulate(growth)
-    drawdown = np.where(peak > 0, growth / np.where(peak > 0, peak, 1.0) - 1.0, -1.0)
-    total = float(growth[-1])
-    return {
-        "total_return": total - 1.0,
-        "cagr": total ** (ppy / n) - 1.0,
-        "sharpe": float(np.mean(r)) / math.sqrt(var) * math.sqrt(ppy) if var > 0 else math.nan,
-        "max_drawdown": min(0.0, float(drawdown.min())),
-    }
+    of the starting cash), by the engine's accumulators and ``metrics.finalize``
+    (:func:`_curve_metrics_cpu`); NaN for an empty curve."""
+    if not len(growth):
+        return dict.fromkeys(_CURVE_METRICS, math.nan)
+    out = np.empty(N_METRICS)
+    _curve_metrics_cpu(np.ascontiguousarray(growth, dtype=np.float64), float(ppy), out)
+    return {name: float(out[METRIC_INDEX[name]]) for name in _CURVE_METRICS}
+
+
+_CURVE_METRICS = ("total_return", "cagr", "sharpe", "max_drawdown")
+
+
+@njit(cache=True)
+def _curve_metrics_cpu(growth, ppy, out):
+    """Write the metrics of the equity curve ``growth`` (float64, shape (n,), n >= 1, in
+    units of the starting cash) into ``out`` (shape (N_METRICS,)), as a backtest's are
+    made: bar returns against the previous bar (the first against 1), 0 after a ruin;
+    the drawdown against the running peak. No trades, no benchmark (their metrics NaN)."""
+    ret_acc = RET_ACC0
+    dd_acc = DD_ACC0
+    prev = 1.0
+    for value in growth:
+        ret_acc = acc_returns(ret_acc, value / prev - 1.0 if prev > 0.0 else 0.0, 0.0)
+        dd_acc = acc_drawdown(dd_acc, value)
+        prev = value
+    finalize(out, len(growth), ppy, 1.0, prev, ret_acc, dd_acc, TRADE_ACC0, 0,
+             (0.0, 0.0), prev <= 0.0)
 
 
 def format_walkforward(wf: WalkForward) -> str:

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -18,8 +17,8 @@ from pydantic import (
 
 from ...errors import BackendError, Problems
 from .files import PathStr
+from .sections import SECTION_CONFIG
 
-_CONFIG = ConfigDict(extra="forbid", frozen=True)
 ADDRESS_PATTERN = re.compile(r"^(tcp|tls|ucx|ws|wss)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(:\d{1,5})?$")
 
 
@@ -48,7 +47,7 @@ class SecuritySpec(BaseModel):
     and workers' certificates, and this client's certificate and private key (PEM
     files; the key may be in ``cert``'s file too, then give that file twice)."""
 
-    model_config = _CONFIG
+    model_config = SECTION_CONFIG
 
     ca: TlsFile
     cert: TlsFile
@@ -86,7 +85,7 @@ class ClusterSpec(BaseModel):
     address).
     """
 
-    model_config = _CONFIG
+    model_config = SECTION_CONFIG
 
     kind: Literal["auto", "threads", "local", "cuda", "scheduler", "slurm",
                   "pbs"] = "auto"

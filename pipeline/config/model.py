@@ -5,11 +5,11 @@ unknown keys, wrong types and impossible values with ONE :class:`SpecError` that
 the file and every failing key as a dotted path (``execution.fees``, ``grid.fast``,
 ``constraints[0]``). The grid is checked against the strategy's declared parameters,
 and its size against ``run.max_combos`` (counted from the axes, never enumerated); it is
-built once, while the spec is validated, and :func:`build_grid` hands it out.
+built once, while the spec is validated, and :attr:`Spec.param_grid` holds it.
 
 The models are here; the YAML and paths in :mod:`~barsweep.pipeline.config.files`, the
 ``cluster`` section in :mod:`~barsweep.pipeline.config.cluster`, the execution settings
-in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.config.grid`,
+in :class:`barsweep.engine.Execution`, the grid entries in :mod:`~barsweep.pipeline.config.axes`,
 and how refusals read in :func:`barsweep.errors.refusals`.
 """
 
@@ -18,16 +18,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
-    PositiveInt,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
@@ -35,14 +32,15 @@ from pydantic import (
     model_validator,
 )
 
-from ...datasets.timeframes import timeframe_seconds
 from ...engine.execution import STOP_PARAMS, Execution, check_stop
 from ...engine.strategies import Strategy, get_strategy, import_strategy_module
-from ...errors import DataError, Problems, SpecError, refusals
+from ...errors import Problems, SpecError, refusals
+from .axes import AXIS, AXIS_TAGS, RangeSpec, as_kind, expand
 from .cluster import STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
-from .grid import AXIS, AXIS_TAGS, MAX_COUNTABLE, Grid, RangeSpec, as_kind, expand
+from .grid import Grid
+from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RunSpec
 from .windows import WalkForwardSpec, bars_of
 
 __all__ = [
@@ -57,119 +55,6 @@ __all__ = [
     "load_spec",
     "parse_spec",
 ]
-
-_CONFIG = ConfigDict(extra="forbid", frozen=True)
-
-
-class DataSpec(BaseModel):
-    """Which bars to sweep over.
-
-    ``start`` and ``end`` are ISO dates or datetimes (YAML dates are accepted and kept as
-    ISO strings). ``year_days`` sets the days a year of the timeframe's bars (365 for
-    crypto, 252 for daily equities); unset, the run measures it from the bars
-    (:func:`barsweep.engine.year.bars_per_year`) and stores what it used. ``align``: ``own``
-    (default) runs each symbol over its own bars within start/end, however many; ``inner``
-    over the range every symbol covers (from the latest first bar to the earliest last).
-    """
-
-    model_config = _CONFIG
-
-    store: PathStr
-    symbols: list[str] = Field(min_length=1)
-    timeframe: str
-    start: str | None = None
-    end: str | None = None
-    year_days: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
-    align: Literal["own", "inner"] = "own"
-
-    @field_validator("symbols", mode="before")
-    @classmethod
-    def _one_symbol(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
-
-    @field_validator("symbols")
-    @classmethod
-    def _distinct_symbols(cls, value: list[str]) -> list[str]:
-        if any(not s.strip() for s in value):
-            raise ValueError("symbols must not be empty strings")
-        duplicated = sorted({s for s in value if value.count(s) > 1})
-        if duplicated:
-            raise ValueError(f"symbol {duplicated[0]!r} is listed more than once")
-        return value
-
-    @field_validator("timeframe")
-    @classmethod
-    def _timeframe(cls, value: str) -> str:
-        try:
-            timeframe_seconds(value)
-        except DataError as err:
-            raise ValueError(str(err)) from None
-        return value
-
-    @field_validator("start", "end", mode="before")
-    @classmethod
-    def _iso_time(cls, value: Any) -> Any:
-        if isinstance(value, date):
-            return value.isoformat()
-        if isinstance(value, str):
-            _parse_time(value)
-        return value
-
-    @model_validator(mode="after")
-    def _start_before_end(self) -> DataSpec:
-        if self.start is not None and self.end is not None:
-            if _parse_time(self.start) >= _parse_time(self.end):
-                raise Problems(
-                    [("data.end", f"end {self.end!r} must be after start {self.start!r}")]
-                )
-        return self
-
-
-#: The default of ``run.max_combos``: larger grids are refused unless it is raised.
-MAX_COMBOS = 10**9
-
-
-class RunSpec(BaseModel):
-    """Where and how the sweep runs: backend, combos per block, output store.
-
-    ``block_size: auto`` (default) sizes blocks from the grid, the bars and the workers
-    (see :func:`barsweep.pipeline.run.plan.auto_block_size`). ``max_combos`` bounds the
-    combos of a run (the grid's box, before constraints, times the symbols): a larger
-    spec is refused before anything runs, a guard against a mistyped range.
-    ``progress_every``: seconds between two progress lines when stderr is not a terminal
-    (a log); a terminal's line is redrawn in place.
-    """
-
-    model_config = _CONFIG
-
-    backend: Literal["auto", "cpu", "cuda"] = "auto"
-    block_size: Literal["auto"] | PositiveInt = "auto"
-    out: PathStr = Field("results.zarr", validate_default=True)
-    max_combos: int = Field(MAX_COMBOS, gt=0, le=MAX_COUNTABLE, strict=True)
-    worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
-    progress_every: float = Field(5.0, gt=0, allow_inf_nan=False)
-
-
-class AnalysisSpec(BaseModel):
-    """What a run keeps beyond the metrics for the analyses after it.
-
-    ``pbo_segments``: S equal segments of each symbol's bars over which every combo's
-    return sums are stored (``seg_sum_r``, ``seg_sum_r2``), the input of the probability
-    of backtest overfitting (:func:`barsweep.pipeline.analysis.robust.pbo`); an even number, or 0
-    for none. A walk-forward run keeps none (its windows are its out-of-sample test).
-    """
-
-    model_config = _CONFIG
-
-    pbo_segments: int = Field(10, ge=0, le=32, strict=True)
-
-    @field_validator("pbo_segments")
-    @classmethod
-    def _even(cls, value: int) -> int:
-        if value % 2:
-            raise ValueError(f"pbo_segments must be even (two halves per split) or 0, "
-                             f"got {value}")
-        return value
 
 
 class Spec(BaseModel):
@@ -201,11 +86,11 @@ class Spec(BaseModel):
     ...                    "strategy": "ema_cross",
     ...                    "grid": {"fast": [5, 10], "slow": {"start": 20, "stop": 40, "step": 10}},
     ...                    "constraints": ["fast < slow"]})
-    >>> build_grid(spec).shape
+    >>> spec.param_grid.shape
     (2, 3)
     """
 
-    model_config = _CONFIG
+    model_config = SECTION_CONFIG
 
     data: DataSpec
     module_dir: PathStr | None = None
@@ -349,6 +234,13 @@ class Spec(BaseModel):
         self._grid = grid
         return self
 
+    @property
+    def param_grid(self) -> Grid:
+        """The grid of the sweep, built once when the spec was validated: one axis per
+        strategy parameter in declared order, then the swept stops; the strategy's own
+        requirements (e.g. ``lower < upper``) join the spec's constraints."""
+        return self._grid
+
     def to_yaml(self) -> str:
         """The spec as YAML, every key included; :func:`parse_spec` reads it back equal."""
         return dump_yaml(self.model_dump(mode="json"))
@@ -434,10 +326,8 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
 
 
 def build_grid(spec: Spec) -> Grid:
-    """The grid of `spec` (built when it was validated): one axis per strategy parameter
-    in declared order, then the swept stops; the strategy's own requirements (e.g.
-    ``lower < upper``) join the spec's constraints."""
-    return spec._grid
+    """The grid of ``spec``: :attr:`Spec.param_grid`."""
+    return spec.param_grid
 
 
 # --------------------------------------------------------------------------- helpers
@@ -523,19 +413,3 @@ def _normalized(entry: list | RangeSpec, kind: str) -> list | RangeSpec:
         except OverflowError:  # a step beyond float64 (one value): kept as given
             return entry
     return [cast(v) for v in entry]
-
-
-def _parse_time(text: str) -> datetime:
-    """`text` as a naive UTC datetime; ValueError if it is not an ISO date or datetime."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(
-            f"expected an ISO date or datetime such as '2021-01-31' or "
-            f"'2021-01-31T12:00:00Z', got {text!r}"
-        ) from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment
-
-

@@ -29,7 +29,7 @@ from distributed.gc import disable_gc_diagnosis
 from distributed.security import Security
 
 from ...engine.backend import cuda_problem_here
-from ...errors import BackendError
+from ...errors import BackendError, one_line
 from ..config.cluster import ClusterSpec, check_address
 
 CONNECT_TIMEOUT_S = 10
@@ -205,7 +205,7 @@ def reach(cluster: ClusterSpec) -> Iterator[Client]:
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S, security=security)
     except (OSError, TimeoutError) as err:
-        reason = " ".join(str(err).split()) or type(err).__name__
+        reason = one_line(err)
         if "SSL" in reason or "certificate" in reason.lower():
             raise BackendError(f"cannot reach the Dask scheduler at {address}: the TLS "
                                f"handshake failed ({reason}); are the TLS files the "

@@ -13,9 +13,10 @@ import re
 import shutil
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from ...datasets.lock import Locked, lock_file, lock_holder
 from ...errors import ResultsError
 
 
@@ -28,14 +29,18 @@ def lock_path(out: str | os.PathLike) -> Path:
 def refuse_locked(out: str | os.PathLike) -> None:
     """ResultsError, naming its pid and host, when a live run holds ``out``'s lock;
     reads one small file and writes nothing (a run checks this before anything else)."""
-    lock = lock_path(out)
-    if lock.exists() and (holder := _lock_holder(lock)) is not None:
-        raise ResultsError(_locked_message(out, lock, holder))
+    holder = lock_holder(lock_path(out))
+    if holder is not None:
+        raise ResultsError(_locked_message(out, holder))
 
 
-def _locked_message(out, lock: Path, holder: str) -> str:
-    return (f"--out {out} is being written by another barsweep run ({holder}); wait for "
-            f"it, or remove {lock} if it is gone")
+def _locked_message(out, holder: str) -> str:
+    """Why a run cannot take ``out``: ``holder`` is what the lock file says, ``HOST
+    PID`` (empty while its run is starting)."""
+    host, _, pid = holder.partition(" ")
+    who = f"host {host}, pid {pid}" if host and pid else "unknown process"
+    return (f"--out {out} is being written by another barsweep run ({who}); wait for "
+            f"it, or remove {lock_path(out)} if it is gone")
 
 
 @contextmanager
@@ -43,34 +48,24 @@ def out_lock(out: str) -> Iterator[list[str]]:
     """Hold ``.NAME.lock`` beside the results store ``out`` while a run writes it, so two
     runs never write one store (the second is refused, naming the first's pid and host).
 
-    A lock left by a process that no longer runs on this host is taken over. Once the
-    lock is held, what a killed run left beside ``out`` is cleared
-    (:func:`clear_leftovers`); the context yields the lines that say what was done.
-    Folders made to hold the lock are removed with it when they are still empty.
+    The lock is :func:`~barsweep.datasets.lock.lock_file`'s: a lock file a killed run
+    left is taken, its lock having died with it. Once the lock is held, what a killed
+    run left beside ``out`` is cleared (:func:`clear_leftovers`); the context yields the
+    lines that say what was done. Folders made to hold the lock are removed with it
+    when they are still empty.
     """
     path = Path(out)
-    lock = lock_path(path)
-    me = f"{socket.gethostname()} {os.getpid()}"
     made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _lock_holder(lock)
-            if holder is not None:
-                raise ResultsError(_locked_message(out, lock, holder)) from None
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        break
-    else:  # taken over twice meanwhile: another run is starting on it right now
-        raise ResultsError(_locked_message(out, lock, _lock_holder(lock) or "starting"))
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(me)
-        yield clear_leftovers(path)
+        with ExitStack() as held:
+            try:
+                held.enter_context(lock_file(lock_path(path),
+                                             f"{socket.gethostname()} {os.getpid()}"))
+            except Locked as locked:
+                raise ResultsError(_locked_message(out, locked.holder)) from None
+            yield clear_leftovers(path)
     finally:
-        lock.unlink(missing_ok=True)
         for directory in made:  # a run that made no store leaves no folder for it
             try:
                 directory.rmdir()
@@ -125,20 +120,3 @@ def leftovers(out: str | os.PathLike) -> list[Path]:
                       if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
     except OSError:
         return []
-
-
-def _lock_holder(lock: Path) -> str | None:
-    """``"host H, pid P"`` of a live lock, None for a stale one (its pid gone here)."""
-    try:
-        host, pid = lock.read_text().split()
-    except (OSError, ValueError):
-        return "unknown process"
-    if host != socket.gethostname():
-        return f"host {host}, pid {pid}"
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return None
-    except (PermissionError, ValueError):
-        pass
-    return f"host {host}, pid {pid}"

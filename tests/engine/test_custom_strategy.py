@@ -15,7 +15,7 @@ from ref_strategies import _crosses, _events
 from reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep
-from barsweep.pipeline.config.model import build_grid, parse_spec
+from barsweep.pipeline.config.model import parse_spec
 
 PPY = 8760.0
 STRATEGIES = Path(__file__).resolve().parents[2] / "docs" / "STRATEGIES.md"
@@ -49,7 +49,7 @@ def test_spec_with_custom_strategy_parses():
         "grid": {"period": [10, 20]},
     })
     assert spec.strategy == "sma_trend"
-    assert build_grid(spec).shape == (2,)
+    assert spec.param_grid.shape == (2,)
 
 
 def test_strategies_page_shows_the_module_verbatim():

@@ -1,9 +1,9 @@
-"""Ruin on real daily bars: rsi with ``direction: both`` on AAPL and MSFT (issue 9).
+"""Ruin on real daily bars: rsi with ``direction: both`` on AAPL and MSFT.
 
-Before ruin existed, 126 of 450 such combos ended below -100% (max drawdown -4,253%,
-infinite alpha and sortino) and ranked first by sortino and volatility. Now equity
-stops at zero: no total return below -1, no infinite metric, the ruined combos say so,
-and the reference simulator agrees.
+Equity that could go below zero would leave 126 of these 450 combos below -100% (max
+drawdown -4,253%, infinite alpha and sortino), ranked first by sortino and volatility.
+Equity stops at zero: no total return below -1, no infinite metric, the ruined combos
+say so, and the reference simulator agrees.
 """
 
 import math

@@ -182,7 +182,7 @@ def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, 
     err = capsys.readouterr().err
     assert "the bars' fingerprint was" in err and "data.store was" in err
 
-    update_attrs(str(out), {"barsweep_version": "0.0.1"})  # made by another release
+    update_attrs(str(out), {"barsweep_version": "0.0.1"})  # made by another version
     stored["data"]["store"] = str(bars)
     (tmp_path / "same.yaml").write_text(yaml.safe_dump(stored))
     assert main(["run", str(tmp_path / "same.yaml"), "--resume"]) == 2

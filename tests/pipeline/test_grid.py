@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.errors import SpecError
+from barsweep.pipeline.config.axes import axis_values
 from barsweep.pipeline.config.expr import parse_expr
-from barsweep.pipeline.config.grid import Grid, axis_values
+from barsweep.pipeline.config.grid import Grid
 
 
 def make_grid(shape, constraints=()):
@@ -277,8 +278,8 @@ def _peak_mib(fn):
 
 
 def test_counting_a_huge_constrained_grid_does_not_enumerate():
-    # 10^12 combos whose constraint reads 10^10 of them: this used to count valid combos
-    # by enumerating the 10^10 (minutes, GBs); interval bounds settle most of the box
+    # 10^12 combos whose constraint reads 10^10 of them: enumerating the 10^10 would take
+    # minutes and GBs; interval bounds settle most of the box
     n = 100_000
     axes = (("fast", np.arange(1, n + 1)), ("slow", np.arange(1, n + 1)),
             ("stop", np.arange(100) / 1000))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from barsweep.pipeline.config.grid import Grid
-from barsweep.pipeline.config.model import build_grid, parse_spec
+from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.plan import auto_block_size, plan
 
 DATA = {"store": "bars/", "symbols": ["A", "B"], "timeframe": "1h", "year_days": 365}
@@ -28,7 +28,7 @@ def test_plan_counts_every_block_exactly(block_size):
     spec = spec_of("macd", {"fast": [2, 5, 9, 3], "slow": {"start": 4, "stop": 30, "step": 2},
                             "signal": [9, 1, 4]}, ["signal < fast", "fast * 3 > slow"])
     p = plan(spec, "o.zarr", block_size)
-    grid = build_grid(spec)
+    grid = spec.param_grid
     assert p.n_blocks == 2 * grid.n_blocks(p.chunks) and p.n_combos_exact
     assert len(p.tasks) == len(p.task_combos)
     ids = sorted([t.block_id for t in p.tasks] + list(p.excluded))
@@ -78,7 +78,7 @@ def test_planning_a_billion_combos_is_lazy():
     spec = spec_of("ema_cross", {"fast": {"start": 2, "stop": n + 1, "step": 1},
                                  "slow": {"start": 2, "stop": n + 1, "step": 1}},
                    ["fast < slow"], symbols=["A"])
-    grid = build_grid(spec)
+    grid = spec.param_grid
     estimate, exact = grid.estimate_valid()
     assert (estimate, exact) == (n * (n - 1) // 2, True)
     block = auto_block_size(estimate, 26_280, 2)

@@ -1,4 +1,4 @@
-"""Overfitting-aware ranking (issue 12, part 2): PSR and DSR against scipy and the
+"""Overfitting-aware ranking: PSR and DSR against scipy and the
 paper's example; PBO against a literal CSCV over an explicit returns matrix; smoothing,
 Pareto fronts, the DSR columns, and the rank flags through the CLI on a Zarr store."""
 

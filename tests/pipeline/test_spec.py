@@ -19,7 +19,6 @@ from barsweep.pipeline.config.model import (
     RangeSpec,
     RunSpec,
     Spec,
-    build_grid,
     load_spec,
     parse_spec,
 )
@@ -95,7 +94,7 @@ def test_grid_is_ordered_and_typed_as_the_strategy_declares():
     spec = parse_spec(spec_with(grid={"slow": [10.0, 20], "fast": [2.0, 3]}))
     assert list(spec.grid) == ["fast", "slow"]
     assert spec.grid["slow"] == [10, 20] and all(type(v) is int for v in spec.grid["slow"])
-    grid = build_grid(spec)
+    grid = spec.param_grid
     assert grid.names == ("fast", "slow")
     assert grid.values("fast").dtype == np.int64
 
@@ -109,7 +108,7 @@ def test_float_parameter():
         )
     )
     assert spec.grid["stop"] == RangeSpec(start=0.1, stop=0.5, step=0.1)
-    grid = build_grid(spec)
+    grid = spec.param_grid
     assert grid.values("stop").dtype == np.float64
     np.testing.assert_array_equal(grid.values("stop"), [0.1, 0.2, 0.3, 0.4, 0.5])
     assert grid.count_valid() == 4
@@ -157,11 +156,11 @@ def test_to_yaml_round_trips():
     )
     text = spec.to_yaml()
     assert parse_spec(text) == spec
-    assert build_grid(parse_spec(text)) == build_grid(spec)
+    assert parse_spec(text).param_grid == spec.param_grid
 
 
-def test_build_grid():
-    grid = build_grid(parse_spec(BASE))
+def test_param_grid():
+    grid = parse_spec(BASE).param_grid
     assert grid.shape == (9, 3)
     assert grid.values("fast").tolist() == list(range(2, 11))
     assert [c.text for c in grid.constraints] == ["fast < slow"]
@@ -172,13 +171,13 @@ def test_build_grid():
 def test_examples_load(name):
     spec = load_spec(EXAMPLES / name)
     assert parse_spec(spec.to_yaml()) == spec
-    grid = build_grid(spec)
+    grid = spec.param_grid
     assert grid.count_valid() >= 1
 
 
 def test_ema_cross_example():
     spec = load_spec(EXAMPLES / "ema_cross.yaml")
-    grid = build_grid(spec)
+    grid = spec.param_grid
     assert grid.names == ("fast", "slow")
     assert grid.values("fast")[[0, -1]].tolist() == [2, 50]
     assert grid.values("slow")[[0, -1]].tolist() == [10, 200]
@@ -189,7 +188,7 @@ def test_ema_cross_example():
 
 
 def test_buy_and_hold_example_has_one_combo():
-    grid = build_grid(load_spec(EXAMPLES / "buy_and_hold.yaml"))
+    grid = load_spec(EXAMPLES / "buy_and_hold.yaml").param_grid
     assert grid.shape == () and grid.size == 1
     assert list(grid.blocks(grid.chunks(4096))) == [(0, ())]
 
@@ -370,21 +369,20 @@ def test_execution_and_strategy_refusals_name_the_key(changes, expected):
 def test_stops_as_grid_axes_and_strategy_requirements():
     spec = parse_spec(spec_with(grid__stop_loss=[0.01, 0.02], execution__direction="both",
                                 execution__take_profit=0.1))
-    grid = build_grid(spec)
+    grid = spec.param_grid
     assert grid.names == ("fast", "slow", "stop_loss")
     assert grid.values("stop_loss").dtype == np.float64
     rsi = parse_spec({"data": BASE["data"], "strategy": "rsi",
                       "grid": {"period": [14], "lower": [20.0, 40.0], "upper": [30.0, 70.0]}})
-    combos = build_grid(rsi).combos((slice(None),) * 3)
-    keep = build_grid(rsi).mask(combos)
+    combos = rsi.param_grid.combos((slice(None),) * 3)
+    keep = rsi.param_grid.mask(combos)
     assert (combos["lower"][keep] < combos["upper"][keep]).all() and keep.sum() == 3
 
 
-# --------------------------------------------------------------------------- issue 9 faults
+# ----------------------------------------------------- refusals: one line, naming the key
 
 
 def test_spec_without_grid_names_each_parameter():
-    # was a KeyError: 'fast' traceback from the model validator
     message = refused(spec_with(grid=None), source="s.yaml")
     assert "grid.fast: missing" in message and "grid.slow: missing" in message
     assert parse_spec(spec_with(grid=None, strategy="buy_and_hold", constraints=[])).grid == {}
@@ -423,7 +421,7 @@ def test_huge_grid_is_refused_up_front():
     assert "grid: 2,000,000,000,000 combos (1,000,000,000,000 per symbol x 2 symbols)" in two
     spec = parse_spec(spec_with(**huge, run={"max_combos": 10**12}))
     assert spec.run.max_combos == 10**12
-    assert build_grid(spec).size == 10**12
+    assert spec.param_grid.size == 10**12
 
 
 def test_max_combos_is_validated():
@@ -502,7 +500,7 @@ def test_the_grid_is_built_once_per_spec(monkeypatch):
     monkeypatch.setattr(grid_module.Grid, "__post_init__",
                         lambda self: built.append(self) or post_init(self))
     spec = parse_spec(spec_with(constraints=["fast < slow"], data__year_days=365))
-    assert len(built) == 1 and build_grid(spec) is built[0] is build_grid(spec)
+    assert len(built) == 1 and spec.param_grid is built[0] is spec.param_grid
     the_plan = plan(spec, "out.zarr", 7)
     assert the_plan.grid is built[0] and len(the_plan.tasks) > 1
     params, keep = block_combos(the_plan.tasks[0])
