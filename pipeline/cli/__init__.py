@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         word = "terminated (SIGTERM)" if exc.terminated else "interrupted"
         print(f"\nbarsweep: {word}: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return stop_handled(exc.exit_code)
     except BarsweepError as exc:
         print(f"barsweep: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -55,7 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         stopped = Interrupted(terminated=isinstance(exc, Terminated))
         print(f"\nbarsweep: {'terminated (SIGTERM)' if stopped.terminated else 'interrupted'}",
               file=sys.stderr)
-        return stopped.exit_code
+        return stop_handled(stopped.exit_code)
+
+
+def stop_handled(code: int) -> int:
+    """``code``, once CPython is told the stop was handled.
+
+    A KeyboardInterrupt raised inside code run by ``exec()`` or ``eval()`` of a string
+    (dataclasses, numba and Dask generate code that way, and a Ctrl-C may land there
+    while they import or compile) marks the interpreter's "unhandled KeyboardInterrupt"
+    flag as it leaves that call, although barsweep catches it further up; run as
+    ``python -m``, the interpreter then ends itself by SIGINT at exit (status -2 rather
+    than 130, after the one line was printed). ``exec`` of a string clears the flag
+    when it begins, and running nothing leaves it clear."""
+    exec("")  # the flag's only reset reachable from Python
+    return code
 
 
 #: The exit status of a command whose reader closed its output (``barsweep rank --json |

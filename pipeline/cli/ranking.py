@@ -9,6 +9,7 @@ import math
 import sys
 
 from ...errors import BarsweepError
+from ..config.dims import SAMPLES
 
 
 def add_rank_parsers(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +52,7 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--where", help="filter over metrics, parameters and symbol, e.g. "
                                         "\"n_trades >= 10 and symbol == 'MSFT'\"")
     parser.add_argument("--symbol", help="rank this symbol's combos only")
-    parser.add_argument("--sample", choices=["train", "test"],
+    parser.add_argument("--sample", choices=SAMPLES,
                         help="a walk-forward store: the sample ranked (default train)")
     order = parser.add_mutually_exclusive_group()
     order.add_argument("--ascending", dest="ascending", action="store_true", default=None,

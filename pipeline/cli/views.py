@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ...errors import BarsweepError
+from ..config.dims import NON_PARAM_DIMS, SAMPLES
 
 
 def add_plot_parser(sub: argparse._SubParsersAction) -> None:
@@ -66,7 +67,7 @@ def add_trades_parser(sub: argparse._SubParsersAction) -> None:
     trades.add_argument("--window", type=int, metavar="W",
                         help="a walk-forward store's window (0, 1, ...): the combo is "
                              "chosen among, and run over, its --sample")
-    trades.add_argument("--sample", choices=["train", "test"], metavar="SAMPLE",
+    trades.add_argument("--sample", choices=SAMPLES, metavar="SAMPLE",
                         help="with --window: train (the default) or test, the window's "
                              "bars the combo is chosen among and run over")
     trades.add_argument("--csv", metavar="FILE",
@@ -100,7 +101,7 @@ def cmd_plot_heatmap(args) -> int:
     where = "".join(f", {k} {v}" for k, v in (("window", args.window),
                                                ("sample", args.sample)) if v is not None)
     others = [d for d in ds[args.metric].dims
-              if d not in ("symbol", "window", "sample", args.x, args.y)]
+              if d not in (*NON_PARAM_DIMS, args.x, args.y)]
     reduced = f" ({args.reduce} over {', '.join(others)})" if others else ""
     plot_heatmap(grid, args.out, title=f"{args.metric} of {symbol}{where}{reduced}")
     print(f"wrote {args.out}")

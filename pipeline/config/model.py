@@ -51,7 +51,6 @@ __all__ = [
     "RangeSpec",
     "RunSpec",
     "Spec",
-    "build_grid",
     "load_spec",
     "parse_spec",
 ]
@@ -323,11 +322,6 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
             raise SpecError(f"invalid sweep spec {source}: {lines[0]}") from None
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)
         raise SpecError(f"invalid sweep spec {source}:\n{body}") from None
-
-
-def build_grid(spec: Spec) -> Grid:
-    """The grid of ``spec``: :attr:`Spec.param_grid`."""
-    return spec.param_grid
 
 
 # --------------------------------------------------------------------------- helpers

@@ -311,7 +311,7 @@ def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Pl
     run_id = uuid.uuid4().hex[:12]
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
                 is not None else uuid.uuid4().hex)
-    return plan(spec, out, block_size, prepared.grid, backend[0], prepared.prints, run_id,
+    return plan(spec, out, block_size, prepared.grid, backend[0], prepared.bars_fingerprint, run_id,
                 store_id, prepared.windows)
 
 
@@ -345,7 +345,7 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
         "spec": spec.to_yaml(),
         "spec_path": prepared.spec_path or "",
         "barsweep_version": __version__,
-        "bars_fingerprint": json.dumps(prepared.prints),
+        "bars_fingerprint": json.dumps(prepared.bars_fingerprint),
         "backend": backend[0],
         "backend_requested": spec.run.backend,
         "backend_reason": backend[1],

@@ -15,8 +15,9 @@ import numpy as np
 
 from ...datasets import periods_per_year, to_ns
 from ...engine.simulate import segment_bounds
+from ..config.dims import SAMPLES
 from ..config.grid import Grid
-from ..config.model import Spec, build_grid
+from ..config.model import Spec
 from .blocks import BarsRef, BlockTask
 
 
@@ -118,7 +119,7 @@ def plan(spec: Spec, out: str, block_size: int,
 
     ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
     :func:`auto_block_size`'s, which the orchestrator applies); ``grid`` is
-    ``build_grid(spec)`` by default; ``backend`` is the resolved one (``cpu`` or
+    ``spec.param_grid`` by default; ``backend`` is the resolved one (``cpu`` or
     ``cuda``). ``fingerprint`` is the bars' (:func:`~barsweep.datasets.fingerprint`):
     workers check the files they see against it (and GPU workers key their device copy
     of the bars on it); ``run_id`` names the Dask datasets of bars shipped to workers
@@ -133,7 +134,7 @@ def plan(spec: Spec, out: str, block_size: int,
     planning a 10^9-combo grid takes about a second and memory in proportion to the
     number of blocks (``benchmarks/plan_size.py``).
     """
-    grid = grid if grid is not None else build_grid(spec)
+    grid = grid if grid is not None else spec.param_grid
     chunks = grid.chunks(block_size)
     per_symbol = grid.n_blocks(chunks)
     if spec.data.year_days is None:
@@ -211,4 +212,4 @@ def store_lead(windows: np.ndarray | None, step: int) -> tuple[tuple[str, np.nda
     if windows is None:
         return ()
     return (("window", np.arange(len(windows)), step),
-            ("sample", np.array(["train", "test"], dtype=object), 2))
+            ("sample", np.array(SAMPLES, dtype=object), len(SAMPLES)))

@@ -27,8 +27,9 @@ from ...engine.warm import check, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
 from ...version import __version__
+from ..config.dims import NON_PARAM_DIMS
 from ..config.grid import Grid
-from ..config.model import DataSpec, Spec, build_grid
+from ..config.model import DataSpec, Spec
 from .results import check_out, store_attrs
 
 
@@ -43,7 +44,7 @@ class Prepared:
     out: str
     grid: Grid
     n_bars: int
-    prints: dict
+    bars_fingerprint: dict
     symbol_bars: tuple[int, ...] = ()
     windows: np.ndarray | None = None
     window_times: dict | None = None
@@ -97,11 +98,11 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         say(annualised)
     windows, window_times = (None, None) if spec.walk_forward is None else (
         walk_forward_windows(spec, times))
-    prints = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
-    grid = build_grid(spec)
-    chunks = resumable_chunks(out, spec, prints) if resume else None
+    bars_fingerprint = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
+    grid = spec.param_grid
+    chunks = resumable_chunks(out, spec, bars_fingerprint) if resume else None
     seconds = check_strategy(spec, say)
-    return Prepared(spec, out, grid, max(symbol_bars), prints, tuple(symbol_bars),
+    return Prepared(spec, out, grid, max(symbol_bars), bars_fingerprint, tuple(symbol_bars),
                     windows, window_times,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite, annualised=annualised,
@@ -216,7 +217,7 @@ RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execut
                    "analysis", "walk_forward")
 
 
-def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
+def resumable_chunks(out: str, spec: Spec, bars_fingerprint: dict) -> tuple[int, ...]:
     """The block shape of the store at ``out`` if ``spec`` may continue it, else
     ResultsError naming every difference (spec keys, package version, bars)."""
     attrs = store_attrs(out) or {}
@@ -237,9 +238,9 @@ def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
         was_hash = json.loads(attrs.get("bars_fingerprint", "{}")).get("blake2b")
     except ValueError:
         was_hash = None
-    if was_hash != prints["blake2b"]:
+    if was_hash != bars_fingerprint["blake2b"]:
         problems.append(f"the bars' fingerprint was {str(was_hash)[:12]}..., now "
-                        f"{prints['blake2b'][:12]}... (the bar files changed)")
+                        f"{bars_fingerprint['blake2b'][:12]}... (the bar files changed)")
     if problems:
         raise ResultsError(f"--resume: {out} was made by another run: "
                            f"{'; '.join(problems)}; use --overwrite to start again")
@@ -248,7 +249,7 @@ def resumable_chunks(out: str, spec: Spec, prints: dict) -> tuple[int, ...]:
     metric = zarr.open_group(out, mode="r")[METRICS[0]]
     names = metric.metadata.dimension_names or ()
     return tuple(c for c, d in zip(metric.chunks, names, strict=True)
-                 if d not in ("symbol", "window", "sample"))
+                 if d not in NON_PARAM_DIMS)
 
 
 def _differences(was, now, key: str) -> dict[str, tuple]:

@@ -166,7 +166,8 @@ def test_a_worker_that_joins_after_the_bars_were_checked_gets_them(project, tmp_
     prepared = prepare_run(spec)
     out = prepared.out
     spec = prepared.spec  # data.year_days measured from the bars
-    the_plan = plan(spec, out, 78, prepared.grid, "cpu", prepared.prints, "late", "id-late")
+    the_plan = plan(spec, out, 78, prepared.grid, "cpu", prepared.bars_fingerprint, "late",
+                    "id-late")
     create_store(out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, {"store_id": "id-late", "spec": spec.to_yaml(),
                                      "barsweep_version": "test"},
