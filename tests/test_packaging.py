@@ -40,6 +40,20 @@ def test_console_script_and_examples_are_installed():
 
 
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")
+def test_every_package_folder_of_the_tree_is_in_the_distribution():
+    """Each folder with an ``__init__.py`` is listed in pyproject's ``packages`` (an editable
+    install finds an unlisted one; a wheel, as CI installs it, lacks it)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    folders = {".".join(("barsweep", *init.parent.relative_to(ROOT).parts))
+               for top in ("datasets", "engine", "pipeline")
+               for init in (ROOT / top).rglob("__init__.py")}
+    assert folders | {"barsweep"} == listed
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")
 def test_ruff_passes():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     assert ruff is not None, "ruff is part of the [test] extra: pip install '.[test]'"
