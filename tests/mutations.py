@@ -134,6 +134,12 @@ MUTATIONS = (
         "                entry_equity = cash",
         ("tests/engine/test_vectorbt_directions.py::test_matches_vectorbt",)),
     Mutation(
+        "the run imports an analysis (an import that runs back up the rooms)",
+        "pipeline/run/prepare.py",
+        "from .results import check_out, store_attrs\n",
+        "from .results import check_out, store_attrs\nfrom ..analysis import rank  # noqa: F401\n",
+        ("tests/test_layers.py",)),
+    Mutation(
         "a resumed run's blocks write no PBO segment sums",
         "pipeline/run/orchestrate.py",
         "    todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)",
