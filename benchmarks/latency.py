@@ -1,7 +1,7 @@
 """Answers in seconds: what a user waits for, BEFORE and AFTER.
 
-BEFORE is commit 131dae6, a package tree put first on ``PYTHONPATH`` (``--before-pkg``,
-default /tmp/basepkg); AFTER is the tree this script sits in, as it is when it runs.
+BEFORE is a commit (``--before-commit``, 131dae6 by default) as a package tree put first
+on ``PYTHONPATH`` (``--before-pkg``, default /tmp/basepkg); AFTER is the tree this script sits in, as it is when it runs.
 Every CLI call is a fresh ``python -m barsweep.pipeline.cli ...`` started from a
 temporary directory outside the repository, so the editable install cannot shadow the
 BEFORE tree (checked once per side: ``barsweep.__file__`` is printed in the header).
@@ -449,7 +449,7 @@ def render(bench: Bench, started: str, sides_info: dict, failures: list[str]) ->
         f"- started {started}; the machine has 2 cores shared with other users, so every "
         "figure is a median of several runs, BEFORE and AFTER alternating, with the "
         "1-minute load average beside it (detail table)",
-        f"- BEFORE: commit 131dae6 from `PYTHONPATH={bench.before_pkg}` "
+        f"- BEFORE: commit {bench.before_commit} from `PYTHONPATH={bench.before_pkg}` "
         f"(`barsweep.__file__` = `{sides_info['before']}`)",
         f"- AFTER: this tree as it was during the run, HEAD {sides_info['head']}"
         + (f", with uncommitted changes in {sides_info['dirty']}" if sides_info["dirty"]
@@ -511,6 +511,8 @@ def main() -> None:
     parser.add_argument("--cold-repeat", type=int, default=2,
                         help="cold demo runs per side, row 4 (default 2)")
     parser.add_argument("--before-pkg", default="/tmp/basepkg")
+    parser.add_argument("--before-commit", default="131dae6",
+                        help="the commit the --before-pkg tree was made from, for the header")
     parser.add_argument("--out", default=str(BENCH / "LATENCY.md"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
@@ -525,6 +527,7 @@ def main() -> None:
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="barsweep-latency-") as work:
         bench = Bench(Path(work), args.before_pkg, args.repeat)
+        bench.before_commit = args.before_commit
         facts = side_facts(bench)
         for key in args.rows:
             row = ROWS[key]
