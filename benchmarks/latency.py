@@ -1,7 +1,8 @@
 """Answers in seconds: what a user waits for, BEFORE and AFTER.
 
 BEFORE is a commit (``--before-commit``, 131dae6 by default) as a package tree put first
-on ``PYTHONPATH`` (``--before-pkg``, default /tmp/basepkg); AFTER is the tree this script sits in, as it is when it runs.
+on ``PYTHONPATH`` (``--before-pkg``, default /tmp/basepkg); AFTER is the tree this script
+sits in, as it is when it runs.
 Every CLI call is a fresh ``python -m barsweep.pipeline.cli ...`` started from a
 temporary directory outside the repository, so the editable install cannot shadow the
 BEFORE tree (checked once per side: ``barsweep.__file__`` is printed in the header).
