@@ -91,11 +91,11 @@ def warm_worker(store: str, strategy: str, params: dict) -> float:
 
     import barsweep.pipeline.run.blocks  # noqa: F401 - what a task imports (zarr, xarray)
     from barsweep.datasets import bars_arrays, open_bars
-    from barsweep.engine import Execution, get_strategy, sweep
+    from barsweep.engine import Execution, get_strategy, sweep_block
 
     bars = bars_arrays(open_bars(store, SYMBOL, TIMEFRAME), SYMBOL)
-    sweep(get_strategy(strategy), bars, {k: np.asarray(v) for k, v in params.items()},
-          Execution(fill="close", fees=FEES), PPY)
+    sweep_block(get_strategy(strategy), bars, {k: np.asarray(v) for k, v in params.items()},
+                Execution(fill="close", fees=FEES), PPY)
     return _time.perf_counter() - t0
 
 

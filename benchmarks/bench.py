@@ -4,7 +4,7 @@
 
 Cases: (a) ema_cross, 8,696 combos on 26,280 synthetic 1h bars; (b) rsi, 2,401 combos on
 the same bars; (c) ema_cross, 1,000 combos on 1,000,000 bars. For each: barsweep's bare
-kernel (``sweep()``, one thread), ``run_spec`` on a LocalCluster of 2 single-threaded
+kernel (``sweep_block()``, one thread), ``run_spec`` on a LocalCluster of 2 single-threaded
 workers into a Zarr store then ``rank``, and vectorbt ``Portfolio.from_signals`` on a
 strided subset of the same combos, extrapolated. Plus the cold and warm first call of
 the kernel and of ``barsweep demo``, and a correctness check against vectorbt (exit 1
@@ -155,12 +155,13 @@ def child_first_call(job: dict) -> None:
     import numpy as np
 
     from barsweep.datasets import mapped_arrays  # the light path a Dask task uses
-    from barsweep.engine import Execution, get_strategy, sweep
+    from barsweep.engine import Execution, get_strategy, sweep_block
 
     t_imported = time.perf_counter()
     bars = mapped_arrays(job["store"], SYMBOL, TIMEFRAME)
     params = dict(np.load(job["params"]))
-    sweep(get_strategy(job["strategy"]), bars, params, Execution(fill="close", fees=FEES), PPY)
+    sweep_block(get_strategy(job["strategy"]), bars, params, Execution(fill="close", fees=FEES),
+                PPY)
     t_done = time.perf_counter()
     emit({"end_epoch": time.time(), "from_script_start": t_done - T0_PERF,
           "import_s": t_imported - t_import, "first_sweep_s": t_done - t_imported,
@@ -168,21 +169,22 @@ def child_first_call(job: dict) -> None:
 
 
 def child_kernel(job: dict) -> None:
-    """``sweep()`` on every combo in one call, warm (a small block runs first)."""
+    """``sweep_block()`` on every combo in one call, warm (a small block runs first)."""
     import numpy as np
 
-    from barsweep.engine import Execution, get_strategy, sweep
+    from barsweep.engine import Execution, get_strategy, sweep_block
 
     bars = load_bars(job["store"])
     params = dict(np.load(job["params"]))
     strategy, execution = get_strategy(job["strategy"]), Execution(fill="close", fees=FEES)
     t0 = time.perf_counter()
-    sweep(strategy, bars, {k: v[:FIRST_CALL_COMBOS] for k, v in params.items()}, execution, PPY)
+    sweep_block(strategy, bars, {k: v[:FIRST_CALL_COMBOS] for k, v in params.items()},
+                execution, PPY)
     warm_s = time.perf_counter() - t0
     seconds, cpu = [], []
     for _ in range(job["repeat"]):
         t0, c0 = time.perf_counter(), time.process_time()
-        out = sweep(strategy, bars, params, execution, PPY)
+        out = sweep_block(strategy, bars, params, execution, PPY)
         seconds.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     np.save(job["out"], out)
@@ -446,7 +448,7 @@ def first_calls(tmp: Path, store: str, params_file: Path, repeat: int,
                     fmt(max(r["rss_mib"] for r in runs), 0),
                     ("(scipy not importable, as in `pip install barsweep`) "
                      if state.endswith("no scipy") else "") +
-                    f"process start to first `sweep()` result (medians): import barsweep "
+                    f"process start to first `sweep_block()` result (medians): import barsweep "
                     f"{median(r['import_s'] for r in runs):.2f} s, bars + "
                     f"{'compile + ' if state == 'cold' else 'cache load + '}"
                     f"sweep {median(r['first_sweep_s'] for r in runs):.2f} s{caveat}"])
@@ -552,7 +554,7 @@ def check_pipeline(case: Case, kernel_out, zarr_path: str, keep) -> list[str]:
         if not np.isnan(stored[~keep]).all():
             problems.append(f"{case.key} pipeline {name}: excluded combos are not NaN")
         if not np.allclose(stored[keep], kernel_out[:, i], rtol=1e-12, atol=0, equal_nan=True):
-            problems.append(f"{case.key} pipeline {name}: store differs from sweep()")
+            problems.append(f"{case.key} pipeline {name}: store differs from sweep_block()")
     return problems
 
 
@@ -653,12 +655,12 @@ def main() -> int:
             if pipe["rank_rows"] != min(20, n) or not np.isclose(pipe["top_sharpe"], best,
                                                                   rtol=1e-12):
                 problems.append(f"{case.key}: rank's best sharpe {pipe['top_sharpe']} is not "
-                                f"sweep()'s {best}")
+                                f"sweep_block()'s {best}")
 
             bars_txt = f"{case.n_bars:,}"
             timings = pipe["timings"]  # medians over the runs
             rows += [
-                [case.label, "barsweep kernel: `sweep()`, 1 thread", f"{n:,}", bars_txt,
+                [case.label, "barsweep kernel: `sweep_block()`, 1 thread", f"{n:,}", bars_txt,
                  *stats_cells(kern_s, load_span([kern])), fmt(n / kern_s["median"], 0),
                  per_core(kernel_rate), fmt(kern["rss_mib"], 0),
                  f"all combos in one call, warm (a 16-combo call compiles first); CPU "
@@ -718,7 +720,7 @@ def main() -> int:
         "kernel and vectorbt repeat in their process after a warm-up call, run_spec repeats "
         "on one warm cluster and rank on the first store, and each first-call run is a new "
         "process (a new cache for each cold one). " + STATS_NOTE)
-    lines += ["", "## Correctness: barsweep `sweep()` vs vectorbt on the combos both ran", ""]
+    lines += ["", "## Correctness: barsweep `sweep_block()` vs vectorbt on the combos both ran", ""]
     check_rows = []
     for key, (m, errs) in errors_by_case.items():
         check_rows.append([key, m] + [f"{errs[name]:.1e}" for name in CHECKED]
@@ -736,7 +738,7 @@ def main() -> int:
               "sizes under its 1e-12 tolerance as zero and stops trading while barsweep trades "
               "on, so sharpe and n_trades are not compared there (total_return and "
               "max_drawdown are). The "
-              "pipeline's Zarr store is also checked against `sweep()` (rtol 1e-12) and "
+              "pipeline's Zarr store is also checked against `sweep_block()` (rtol 1e-12) and "
               "rank's best sharpe against the kernel's maximum.", ""]
     lines.append("**FAIL**:\n\n" + "\n".join(f"- {p}" for p in problems) if problems
                  else "Result: **PASS**.")

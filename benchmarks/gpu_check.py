@@ -15,7 +15,7 @@ anything disagrees.
 
 Speed: the GPU's figure is the kernel alone (device synchronized around it) and the
 whole ``sweep_cuda`` call (hoisting, packing, copies, metrics back to the host); the CPU
-figure is ``sweep()`` on every core at the smallest size (the CPU at 1M and 10M combos
+figure is ``sweep_block()`` on every core at the smallest size (the CPU at 1M and 10M combos
 is that same rate, extrapolated, and labelled so).
 """
 
@@ -97,7 +97,7 @@ def compare(gpu: np.ndarray, cpu: np.ndarray) -> tuple[float, int, int]:
 
 
 def check_correctness(bars, n_combos: int, rows: list, log) -> bool:
-    from barsweep.engine import Execution, get_strategy, sweep
+    from barsweep.engine import Execution, get_strategy, sweep_block
     from barsweep.engine.gpu import sweep_cuda
 
     names = list(EXECUTIONS)
@@ -106,7 +106,7 @@ def check_correctness(bars, n_combos: int, rows: list, log) -> bool:
         for execution in (names[i % 4], names[(i + 1) % 4]):
             kwargs = EXECUTIONS[execution]
             strategy = get_strategy(name)
-            cpu = sweep(strategy, bars, params, Execution(**kwargs), PPY)
+            cpu = sweep_block(strategy, bars, params, Execution(**kwargs), PPY)
             gpu = sweep_cuda(strategy, bars, params, Execution(**kwargs), PPY,
                              bars_key="check")
             max_rel, n_bad, n_trades = compare(gpu, cpu)
@@ -130,14 +130,14 @@ def ema_params(n: int) -> dict[str, np.ndarray]:
 
 
 def time_sweeps(bars, sizes: list[int], rows: list, log) -> bool:
-    from barsweep.engine import Execution, get_strategy, sweep
+    from barsweep.engine import Execution, get_strategy, sweep_block
     from barsweep.engine.gpu import sweep_cuda
 
     strategy, execution = get_strategy("ema_cross"), Execution(fill="close", fees=0.001)
     n_bars = len(bars["close"])
     small = ema_params(min(sizes))
     t0 = time.perf_counter()
-    cpu_small = sweep(strategy, bars, small, execution, PPY)
+    cpu_small = sweep_block(strategy, bars, small, execution, PPY)
     cpu_rate = min(sizes) * n_bars / (time.perf_counter() - t0)
     import numba
 
@@ -157,8 +157,8 @@ def time_sweeps(bars, sizes: list[int], rows: list, log) -> bool:
             max_rel, n_bad, n_trades = compare(gpu, cpu_small)
         else:  # a strided sample of the combos, on the CPU
             pick = np.arange(0, n, max(1, n // 2000))
-            cpu = sweep(strategy, bars, {k: v[pick] for k, v in params.items()}, execution,
-                        PPY)
+            cpu = sweep_block(strategy, bars, {k: v[pick] for k, v in params.items()}, execution,
+                              PPY)
             max_rel, n_bad, n_trades = compare(gpu[pick], cpu)
         passed = n_bad == 0 and n_trades == 0
         ok &= passed
@@ -180,7 +180,7 @@ def pipeline_run(n: int, rows: list, log, cluster: str) -> bool:
     import xarray as xr
 
     from barsweep.datasets import bars_arrays, open_bars, write_synth
-    from barsweep.engine import METRICS, Execution, get_strategy, sweep
+    from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
     from barsweep.pipeline.run.orchestrate import run_spec
@@ -206,8 +206,8 @@ def pipeline_run(n: int, rows: list, log, cluster: str) -> bool:
     params = {k: stacked[k].values[pick] for k in ("fast", "slow")}
     stored = np.column_stack([stacked[m].values[pick] for m in METRICS])
     bars = bars_arrays(open_bars(store, "BTCUSDT", "1h"), "BTCUSDT")
-    cpu = sweep(get_strategy("ema_cross"), bars, params, Execution(fill="close", fees=0.001),
-                8760.0)
+    cpu = sweep_block(get_strategy("ema_cross"), bars, params, Execution(fill="close", fees=0.001),
+                      8760.0)
     max_rel, n_bad, n_trades = compare(stored, cpu)
     passed = n_bad == 0 and n_trades == 0 and ds.attrs["backend"] == "cuda"
     rows.append(["barsweep run", "ema_cross", f"cluster {cluster}: {ds.attrs['backend']} "

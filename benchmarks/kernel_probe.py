@@ -15,7 +15,7 @@ import time
 import numpy as np
 from numba import njit
 
-from barsweep.engine import Execution, get_strategy, sweep
+from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.engine.hoist import hoist
 
 
@@ -71,14 +71,14 @@ def main() -> None:
     ind, rows = hoist(strategy, bars, params, n_combos)
     out = np.zeros((n_combos, 4))
     tight(close, ind, rows[:2], 0.001, out)
-    sweep(strategy, bars, {k: v[:2] for k, v in params.items()}, execution, 8760.0)
+    sweep_block(strategy, bars, {k: v[:2] for k, v in params.items()}, execution, 8760.0)
     best_tight = best_ours = float("inf")
     for _ in range(args.reps):
         t0 = time.perf_counter()
         tight(close, ind, rows, 0.001, out)
         best_tight = min(best_tight, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        sweep(strategy, bars, params, execution, 8760.0)
+        sweep_block(strategy, bars, params, execution, 8760.0)
         best_ours = min(best_ours, time.perf_counter() - t0)
     work = n_combos * args.bars / 1e6
     print(f"{n_combos} combos x {args.bars} bars, best of {args.reps}: "

@@ -1,5 +1,5 @@
 """A 1M-combo ema_cross sweep on 26,280 bars, side by side in one run: the bare kernel
-(``sweep()``, 2 numba threads) and ``barsweep run`` end to end (``run_spec`` on a
+(``sweep_block()``, 2 numba threads) and ``barsweep run`` end to end (``run_spec`` on a
 LocalCluster of 2 single-threaded workers: plan, Zarr store, warm-up, compute, writes),
 then ranking the top 20 from the store.
 
@@ -23,7 +23,7 @@ def main() -> None:
     import numba
 
     from barsweep.datasets import mapped_arrays, write_synth
-    from barsweep.engine import Execution, get_strategy, sweep
+    from barsweep.engine import Execution, get_strategy, sweep_block
     from barsweep.pipeline.analysis.rank import rank
     from barsweep.pipeline.config.model import parse_spec
     from barsweep.pipeline.run.cluster import connect
@@ -45,10 +45,10 @@ def main() -> None:
     params = dict(fast=fast.ravel(), slow=slow.ravel())
     n = len(params["fast"])
     strategy, execution = get_strategy("ema_cross"), Execution(fill="close", fees=0.001)
-    sweep(strategy, bars, {k: v[:2] for k, v in params.items()}, execution, 8760.0)
+    sweep_block(strategy, bars, {k: v[:2] for k, v in params.items()}, execution, 8760.0)
     numba.set_num_threads(2)
     t0 = time.perf_counter()
-    sweep(strategy, bars, params, execution, 8760.0)
+    sweep_block(strategy, bars, params, execution, 8760.0)
     kernel_s = time.perf_counter() - t0
     print(f"kernel, 2 threads: {n:,} combos in {kernel_s:.1f} s, "
           f"{n * N_BARS / kernel_s / 1e6:.0f} M combo-bars/s", flush=True)

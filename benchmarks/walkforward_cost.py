@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from barsweep.engine import Execution, get_strategy, sweep
+from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.pipeline.config.windows import window_bounds
 
 
@@ -37,11 +37,11 @@ def main() -> None:
     strategy, execution = get_strategy("ema_cross"), Execution(fill="next_open", fees=0.001)
 
     def best(**kw) -> float:
-        sweep(strategy, bars, params, execution, 8760.0, **kw)  # compiled or loaded
+        sweep_block(strategy, bars, params, execution, 8760.0, **kw)  # compiled or loaded
         times = []
         for _ in range(args.reps):
             t0 = time.perf_counter()
-            sweep(strategy, bars, params, execution, 8760.0, **kw)
+            sweep_block(strategy, bars, params, execution, 8760.0, **kw)
             times.append(time.perf_counter() - t0)
         return min(times)
 

@@ -7,7 +7,7 @@ from .execution import Execution, benchmark_returns
 from .indicators import INDICATORS, ema, sma
 from .metrics import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, N_METRICS
 from .strategies import Indicator, Param, Strategy, get_strategy, register, strategy_names
-from .sweep import sweep
+from .sweep import sweep_block
 
 __all__ = [
     "BEST_WHEN_IDLE",
@@ -27,5 +27,5 @@ __all__ = [
     "register",
     "sma",
     "strategy_names",
-    "sweep",
+    "sweep_block",
 ]

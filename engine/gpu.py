@@ -152,7 +152,7 @@ def sweep_cuda(
     spans: Sequence[tuple[int, int]] | None = None,
     seg_sums: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`barsweep.engine.sweep` on the GPU: the same arguments, the same result.
+    """:func:`barsweep.engine.sweep_block` on the GPU: the same arguments, the same result.
 
     ``bars_key`` identifies the bars (e.g. store fingerprint and time range) so the
     device copy is reused by later calls in this process; None copies them every call.

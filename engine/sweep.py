@@ -19,7 +19,7 @@ from .simulate import Outputs, no_record, no_segments
 from .strategies.base import Strategy
 
 
-def sweep(
+def sweep_block(
     strategy: Strategy,
     bars: Mapping[str, np.ndarray],
     params: Mapping[str, np.ndarray],
@@ -68,10 +68,10 @@ def sweep(
     Examples
     --------
     >>> import numpy as np
-    >>> from barsweep.engine import Execution, get_strategy, sweep
+    >>> from barsweep.engine import Execution, get_strategy, sweep_block
     >>> close = 100 + np.cumsum(np.random.default_rng(0).normal(size=500))
     >>> bars = dict(open=close, high=close, low=close, close=close)
-    >>> out = sweep(get_strategy("ema_cross"), bars,
+    >>> out = sweep_block(get_strategy("ema_cross"), bars,
     ...             dict(fast=np.array([5, 10]), slow=np.array([20, 40])), Execution(), 8760)
     >>> out.shape
     (2, 18)
@@ -89,7 +89,7 @@ def sweep(
 
 
 def _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings) -> np.ndarray:
-    """:func:`sweep` on this process's CPU threads (:func:`run_kernel`)."""
+    """:func:`sweep_block` on this process's CPU threads (:func:`run_kernel`)."""
     t0 = time.perf_counter()
     block = prepare_block(strategy, bars, params, execution, ppy)
     ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)

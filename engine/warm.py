@@ -77,12 +77,12 @@ def warm(strategy: Strategy) -> tuple[float, bool]:
     """Run ``strategy``'s kernels once on 300 synthetic bars (compiling them into numba's
     cache if it does not hold them) and mark the kernel compiled; returns the seconds it
     took and whether it was marked before."""
-    from .sweep import sweep
+    from .sweep import sweep_block
 
     compiled = is_compiled(strategy)
     t0 = time.perf_counter()
-    sweep(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0,
-          seg_sums=np.empty((1, 2, 2)))
+    sweep_block(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0,
+                seg_sums=np.empty((1, 2, 2)))
     seconds = time.perf_counter() - t0
     if not compiled:
         mark_compiled(strategy.kernel)

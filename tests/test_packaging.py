@@ -62,7 +62,7 @@ def test_ruff_passes():
 
 
 def test_the_package_imports_itself_relatively():
-    """Tools that read the tree map ``from ..engine import sweep`` to the folders; an
+    """Tools that read the tree map ``from ..engine import sweep_block`` to the folders; an
     absolute ``barsweep.`` import inside the package they cannot."""
     absolute = []
     for path in package_files():

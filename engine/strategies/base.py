@@ -74,7 +74,7 @@ class Strategy:
     short_exit)`` is the rule, a module-level ``@njit`` function (see ``bollinger.py``;
     the crossover strategies share ``crossover.py``'s). From it the Strategy takes
     ``scan`` and ``kernel(bars, ind, combos, run, out)``, the sweep kernel that
-    ``sweep()`` and ``backtest()`` run
+    ``sweep_block()`` and ``backtest()`` run
     (:func:`barsweep.engine.strategies.kernels.compiled`, built when first read: see
     :class:`FromSignal`); the GPU backend builds its
     CUDA kernel from ``signal`` and ``scan``. A strategy may pass both ``kernel`` and

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...engine import METRICS, N_METRICS, Execution, get_strategy, sweep
+from ...engine import METRICS, N_METRICS, Execution, get_strategy, sweep_block
 from ...engine.backend import limit_threads
 from ...engine.strategies import import_strategy_module
 from ..config.expr import Expr
@@ -173,9 +173,9 @@ def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, 
     On ``cuda`` the bars stay on the worker's device under ``bars_key`` for its later
     blocks (None: not cached, e.g. the warm-up's truncated bars).
     """
-    return sweep(get_strategy(task.strategy), bars, params, task.execution, task.ppy,
-                 backend=task.backend, bars_key=bars_key, spans=task.spans,
-                 seg_sums=seg_sums, timings=timings)
+    return sweep_block(get_strategy(task.strategy), bars, params, task.execution, task.ppy,
+                       backend=task.backend, bars_key=bars_key, spans=task.spans,
+                       seg_sums=seg_sums, timings=timings)
 
 
 def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:

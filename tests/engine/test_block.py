@@ -3,7 +3,7 @@
 import numpy as np
 from bars import random_bars
 
-from barsweep.engine import Execution, backtest, get_strategy, sweep
+from barsweep.engine import Execution, backtest, get_strategy, sweep_block
 from barsweep.engine.block import bar_tuple, locality_order, prepare_block
 
 
@@ -25,8 +25,8 @@ def test_one_compiled_specialisation_serves_every_caller():
     for v in frozen.values():
         v.flags.writeable = False
     params = dict(fast=np.array([5, 8]), slow=np.array([20, 30]))
-    a = sweep(strategy, bars, params, Execution(), 8760.0)
-    b = sweep(strategy, frozen, params, Execution(), 8760.0)
+    a = sweep_block(strategy, bars, params, Execution(), 8760.0)
+    b = sweep_block(strategy, frozen, params, Execution(), 8760.0)
     one = backtest(bars, strategy, dict(fast=5, slow=20), ppy=8760.0)
     np.testing.assert_array_equal(a, b)
     assert one.metrics["sharpe"] == a[0, list(one.metrics).index("sharpe")]

@@ -14,7 +14,7 @@ from compare import assert_metrics_match
 from ref_strategies import _crosses, _events
 from reference import ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep_block
 from barsweep.pipeline.config.model import parse_spec
 
 PPY = 8760.0
@@ -29,8 +29,8 @@ def test_registered_on_import():
 def test_backtest_equals_sweep_and_reference():
     bars = random_bars(1500, seed=11, gap=0.003)
     res = backtest(bars, "sma_trend", {"period": 20}, ppy=PPY)
-    swept = sweep(custom_strategy_example.STRATEGY, bars, {"period": np.array([20])},
-                  Execution(), PPY)
+    swept = sweep_block(custom_strategy_example.STRATEGY, bars, {"period": np.array([20])},
+                        Execution(), PPY)
     assert res.metrics == pytest.approx(dict(zip(METRICS, swept[0])), rel=0, abs=0, nan_ok=True)
     assert res.metrics["n_trades"] > 0
     assert len(res.trades) == res.metrics["n_trades"]

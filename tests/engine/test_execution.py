@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_ema_cross_signals, ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 
 PPY = 8760.0
 
@@ -50,7 +50,7 @@ def test_sweep_and_backtest_equal_reference(seed, n_bars, gap, fill, direction, 
                      slippage=slippage, stop_loss=stop_loss, take_profit=take_profit,
                      trailing_stop=trailing_stop, funding=funding)
     params = dict(fast=np.array([p[0] for p in pairs]), slow=np.array([p[1] for p in pairs]))
-    swept = sweep(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
+    swept = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
     for (fast, slow), row in zip(pairs, swept):
         ours = dict(zip(METRICS, row))
         ref, ref_equity, ref_trades = reference(bars, fast, slow, **execution)
@@ -72,10 +72,10 @@ def test_stops_swept_as_grid_axes_equal_scalar_runs():
     bars = random_bars(800, seed=5, gap=0.01)
     stops = np.array([0.01, 0.02, 0.05])
     params = dict(fast=np.full(3, 5), slow=np.full(3, 30), stop_loss=stops)
-    swept = sweep(get_strategy("ema_cross"), bars, params, Execution(direction="both"), PPY)
+    swept = sweep_block(get_strategy("ema_cross"), bars, params, Execution(direction="both"), PPY)
     for row, sl in zip(swept, stops):
-        one = sweep(get_strategy("ema_cross"), bars, dict(fast=np.array([5]),
-                    slow=np.array([30])), Execution(direction="both", stop_loss=sl), PPY)
+        one = sweep_block(get_strategy("ema_cross"), bars, dict(fast=np.array([5]),
+                          slow=np.array([30])), Execution(direction="both", stop_loss=sl), PPY)
         np.testing.assert_array_equal(row, one[0])
     assert len({tuple(r) for r in swept}) == 3
 
@@ -156,6 +156,6 @@ def test_bad_execution_is_refused_naming_the_setting(kwargs, key):
 def test_grid_stop_out_of_range_is_refused():
     bars = random_bars(100, seed=1)
     with pytest.raises(ValueError, match="grid.stop_loss"):
-        sweep(get_strategy("ema_cross"), bars,
-              dict(fast=np.array([5]), slow=np.array([20]), stop_loss=np.array([1.2])),
-              Execution(), PPY)
+        sweep_block(get_strategy("ema_cross"), bars,
+                    dict(fast=np.array([5]), slow=np.array([20]), stop_loss=np.array([1.2])),
+                    Execution(), PPY)

@@ -37,8 +37,8 @@ RUN = textwrap.dedent("""
 
     close = 100.0 * np.exp(np.cumsum(np.random.default_rng(3).normal(0.0, 0.01, 400)))
     bars = dict(open=close, high=close, low=close, close=close)
-    out = engine.sweep(user.STRATEGY, bars, {"period": np.array([5, 10, 20])},
-                       engine.Execution(fill="close", fees=0.01), 8760.0)
+    out = engine.sweep_block(user.STRATEGY, bars, {"period": np.array([5, 10, 20])},
+                             engine.Execution(fill="close", fees=0.01), 8760.0)
     stats = {name: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]
              for name, f in (("kernel", user.STRATEGY.kernel), ("signal", user.signal))}
     print(json.dumps(dict(engine=engine.__file__, total_return=out[:, 0].tolist(),

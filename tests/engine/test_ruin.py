@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_buy_and_hold_signals, ref_ema_cross_signals, ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 
 PPY = 8760.0
 
@@ -59,7 +59,7 @@ def check_against_reference(bars, strategy, params, signals, **execution):
     """sweep == backtest() == reference (metrics, equity, trades); returns backtest()'s."""
     strat = get_strategy(strategy)
     arrays = {p: np.array([params[p]]) for p in strat.param_names}
-    swept = dict(zip(METRICS, sweep(strat, bars, arrays, Execution(**execution), PPY)[0]))
+    swept = dict(zip(METRICS, sweep_block(strat, bars, arrays, Execution(**execution), PPY)[0]))
     single = backtest(bars, strategy, params, ppy=PPY, **execution)
     assert single.metrics == pytest.approx(swept, rel=0, abs=0, nan_ok=True)
     ref, ref_equity, ref_trades = reference(bars, signals, **execution)
@@ -224,7 +224,7 @@ def test_wild_paths_equal_reference(seed, n_bars, vol, fill, direction, fees, fi
                      slippage=slippage, stop_loss=stop_loss, take_profit=take_profit,
                      trailing_stop=trailing_stop, funding=funding)
     params = dict(fast=np.array([p[0] for p in pairs]), slow=np.array([p[1] for p in pairs]))
-    swept = sweep(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
+    swept = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
     assert (swept[:, METRICS.index("total_return")] >= -1.0).all()
     assert not np.isinf(swept).any()
     for (fast, slow), row in zip(pairs, swept):
@@ -249,7 +249,7 @@ def test_wild_paths_do_ruin_some_combos():
     """The property test above is not vacuous: its kind of paths ruin shorts often."""
     bars = wild_bars(300, 3, 0.15)
     fast, slow = np.meshgrid(np.arange(2, 10), np.arange(3, 30, 3))
-    out = sweep(get_strategy("ema_cross"), bars, dict(fast=fast.ravel(), slow=slow.ravel()),
-                Execution(direction="short", fill="close"), PPY)
+    out = sweep_block(get_strategy("ema_cross"), bars, dict(fast=fast.ravel(), slow=slow.ravel()),
+                      Execution(direction="short", fill="close"), PPY)
     ruined = out[:, METRICS.index("ruined")]
     assert 0 < ruined.sum() < len(ruined)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_buy_and_hold_signals, ref_ema_cross_signals, ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 
 PPY = 8760.0
 
@@ -19,7 +19,7 @@ assert_metrics_close = assert_metrics_match
 
 
 def run_sweep(bars, strategy, params, **execution):
-    out = sweep(get_strategy(strategy), bars, params, Execution(**execution), PPY)
+    out = sweep_block(get_strategy(strategy), bars, params, Execution(**execution), PPY)
     return [dict(zip(METRICS, row)) for row in out]
 
 

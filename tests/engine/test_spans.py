@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_ema_cross_signals, ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 from barsweep.engine.simulate import segment_bounds
 
 PPY = 8760.0
@@ -38,9 +38,9 @@ def test_a_span_is_a_run_over_its_bars_with_indicators_warmed_up(seed, n_bars, c
     end = min(n_bars, start + max(1, int(cut[1] * n_bars)))
     execution = dict(fill=fill, fees=fees, direction=direction)
     params = dict(fast=np.array([p[0] for p in PAIRS]), slow=np.array([p[1] for p in PAIRS]))
-    swept = sweep(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY,
-                  spans=[(start, end), (0, n_bars)])
-    whole = sweep(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
+    swept = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY,
+                        spans=[(start, end), (0, n_bars)])
+    whole = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
     np.testing.assert_array_equal(swept[1], whole)
     open_, close = list(bars["open"]), list(bars["close"])
     for (fast, slow), row in zip(PAIRS, swept[0]):
@@ -88,9 +88,9 @@ def test_segment_sums_are_the_sums_of_each_segments_bar_returns(n_bars, n_segs, 
     bars = random_bars(n_bars, seed=n_bars)
     params = dict(fast=np.array([p[0] for p in PAIRS]), slow=np.array([p[1] for p in PAIRS]))
     segs = np.full((len(PAIRS), n_segs, 2), np.nan)
-    metrics = sweep(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY,
-                    seg_sums=segs)
-    plain = sweep(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
+    metrics = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY,
+                          seg_sums=segs)
+    plain = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
     np.testing.assert_array_equal(metrics, plain)  # segments change no metric
     bounds = segment_bounds(0, n_bars, n_segs)
     assert bounds[0, 0] == 0 and bounds[-1, 1] == n_bars
@@ -108,8 +108,8 @@ def test_segment_sums_of_a_ruined_combo_stop_at_the_ruin():
     segs = np.empty((1, 4, 2))
     setting = dict(fill="close", direction="short")
     params = dict(fast=np.array([2]), slow=np.array([3]))
-    out = sweep(get_strategy("ema_cross"), bars, params, Execution(**setting), PPY,
-                seg_sums=segs)
+    out = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**setting), PPY,
+                      seg_sums=segs)
     assert out[0, METRICS.index("ruined")] == 1.0
     res = backtest(bars, "ema_cross", dict(fast=2, slow=3), ppy=PPY, **setting)
     r = bar_returns(res.equity.to_numpy(), 10_000.0)
@@ -122,7 +122,7 @@ def test_spans_and_segments_are_refused_together_and_bad_spans_named():
     bars = random_bars(50, seed=1)
     params = dict(fast=np.array([3]), slow=np.array([9]))
     with pytest.raises(ValueError, match="not with spans"):
-        sweep(get_strategy("ema_cross"), bars, params, Execution(), PPY, spans=[(0, 10)],
-              seg_sums=np.empty((1, 2, 2)))
+        sweep_block(get_strategy("ema_cross"), bars, params, Execution(), PPY, spans=[(0, 10)],
+                    seg_sums=np.empty((1, 2, 2)))
     with pytest.raises(ValueError, match=r"0 <= start < end <= 50"):
-        sweep(get_strategy("ema_cross"), bars, params, Execution(), PPY, spans=[(10, 60)])
+        sweep_block(get_strategy("ema_cross"), bars, params, Execution(), PPY, spans=[(10, 60)])

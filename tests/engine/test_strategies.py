@@ -11,7 +11,7 @@ from compare import assert_metrics_match
 from ref_strategies import EXAMPLES, ref_signals
 from reference import ref_simulate
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep_block
 from barsweep.errors import SpecError
 
 PPY = 8760.0
@@ -48,7 +48,7 @@ def test_strategy_equals_reference(name, execution):
     strategy = get_strategy(name)
     examples = EXAMPLES[name]
     params = {p: np.array([ex[p] for ex in examples]) for p in strategy.param_names}
-    swept = sweep(strategy, bars, params, Execution(**execution), PPY)
+    swept = sweep_block(strategy, bars, params, Execution(**execution), PPY)
     for example, row in zip(examples, swept):
         ours = dict(zip(METRICS, row))
         le, lx, se, sx = ref_signals(name, bars, example)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from bars import random_bars
 
-from barsweep.engine import Execution, get_strategy, sweep
+from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.engine.sweep import PIECE_COMBOS
 
 
@@ -29,10 +29,10 @@ def test_threads_give_the_same_results_as_one(threads):
     for n in (1, 2):
         threads(n)
         seg_sums = np.full((params["fast"].size, 10, 2), np.nan)
-        out = sweep(get_strategy("ema_cross"), bars, params, execution, 8760,
-                    seg_sums=seg_sums)
-        spans = sweep(get_strategy("ema_cross"), bars, params, execution, 8760,
-                      spans=[(0, 1_000), (1_000, 3_000)])
+        out = sweep_block(get_strategy("ema_cross"), bars, params, execution, 8760,
+                          seg_sums=seg_sums)
+        spans = sweep_block(get_strategy("ema_cross"), bars, params, execution, 8760,
+                            spans=[(0, 1_000), (1_000, 3_000)])
         results.append((out, seg_sums, spans))
     for one, two in zip(*results, strict=True):
         np.testing.assert_array_equal(one, two)

@@ -32,7 +32,7 @@ from numba import njit
 from ref_strategies import ref_signals
 from reference import ref_simulate
 
-from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
 
 vbt = pytest.importorskip("vectorbt")
 
@@ -144,7 +144,7 @@ def test_matches_vectorbt(direction, exec_name):
     for name, examples in CASES.items():
         strategy = get_strategy(name)
         params = {p: np.array([ex[p] for ex in examples]) for p in strategy.param_names}
-        ours = sweep(strategy, bars, params, Execution(**execution), PPY)
+        ours = sweep_block(strategy, bars, params, Execution(**execution), PPY)
         for example, row in zip(examples, ours):
             mine = dict(zip(METRICS, row))
             signals = ref_signals(name, bars, example)

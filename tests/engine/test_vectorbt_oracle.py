@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from bars import random_bars
 
-from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 
 vbt = pytest.importorskip("vectorbt")
 talib = pytest.importorskip("talib")
@@ -105,8 +105,8 @@ def sweep_and_vectorbt(bars, fast, slow, direction="long"):
     cross below, flat on a cross above)."""
     n_bars = len(bars["close"])
     close = bars["close"]
-    ours = sweep(get_strategy("ema_cross"), bars, dict(fast=fast, slow=slow),
-                 Execution(fill="close", fees=FEES, direction=direction), ppy=365 * 24)
+    ours = sweep_block(get_strategy("ema_cross"), bars, dict(fast=fast, slow=slow),
+                       Execution(fill="close", fees=FEES, direction=direction), ppy=365 * 24)
     signals = [oracle_signals(close, f, s) for f, s in zip(fast, slow)]
     index = pd.date_range("2020-01-01", periods=n_bars, freq="1h")
     above = pd.DataFrame(np.column_stack([a for a, _ in signals]), index=index)

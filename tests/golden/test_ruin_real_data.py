@@ -14,7 +14,7 @@ from compare import assert_metrics_match
 from ref_strategies import ref_signals
 from reference import ref_simulate
 
-from barsweep.engine import METRICS, Execution, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from golden.cases import EXECUTION, SYMBOLS, YEAR_DAYS, load_bars
 
 pytest.importorskip("bokeh_sampledata")
@@ -30,7 +30,7 @@ N_REFERENCE = 12
 
 @pytest.fixture(scope="module")
 def swept():
-    return {s: sweep(get_strategy("rsi"), load_bars(s), PARAMS, Execution(**BOTH), YEAR_DAYS)
+    return {s: sweep_block(get_strategy("rsi"), load_bars(s), PARAMS, Execution(**BOTH), YEAR_DAYS)
             for s in SYMBOLS}
 
 

@@ -30,7 +30,7 @@ from gpu_cases import (
     ruin_cases,
 )
 
-from barsweep.engine import METRICS, Execution, get_strategy, sweep
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.strategies import import_strategy_module
 
 HERE = Path(__file__).resolve().parent
@@ -84,7 +84,7 @@ def assert_same_metrics(gpu: np.ndarray, cpu: np.ndarray, rtol: float, label: st
 def test_cuda_kernel_equals_cpu_kernel(simulated, bars, case_id, strategy, execution, params,
                                        kwargs):
     results, *_ = simulated
-    cpu = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
+    cpu = sweep_block(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
     assert_same_metrics(results[case_id], cpu, RTOL, case_id)
 
 
@@ -95,8 +95,8 @@ def test_cuda_kernel_equals_cpu_kernel_where_combos_are_ruined(simulated, case_i
     """Ruin (liquidation inside a bar, at a gap or a close; exits that cannot pay their
     fee; funding beyond the equity) on the GPU as on the CPU; some combos ruined."""
     results, *_ = simulated
-    cpu = sweep(get_strategy(strategy), ruin_bars(**RUIN_BARS), params, Execution(**kwargs),
-                8760.0)
+    cpu = sweep_block(get_strategy(strategy), ruin_bars(**RUIN_BARS), params, Execution(**kwargs),
+                      8760.0)
     assert_same_metrics(results[case_id], cpu, RTOL, case_id)
     ruined = results[case_id][:, METRICS.index("ruined")]
     assert ruined.sum() > 0 and not np.isinf(results[case_id]).any()
@@ -126,8 +126,8 @@ def test_every_execution_setting_matters_in_the_cases(bars, execution):
         for _, strategy, _, params, _ in used:
             if any(p in params for p in ("stop_loss", "take_profit", "trailing_stop")):
                 continue  # stops swept as grid axes: checked by the other cases
-            full = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
-            less = sweep(get_strategy(strategy), bars, params, Execution(**reduced), 8760.0)
+            full = sweep_block(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0)
+            less = sweep_block(get_strategy(strategy), bars, params, Execution(**reduced), 8760.0)
             changed |= not np.array_equal(full, less, equal_nan=True)
         assert changed, f"{execution}: {key} changes nothing in its cases"
 
@@ -188,9 +188,9 @@ def test_pipeline_on_the_gpu_matches_the_cpu(tmp_path):
     gpu = np.column_stack([stacked[m].values[keep] for m in METRICS])
     params = dict(fast=stacked["fast"].values[keep], slow=stacked["slow"].values[keep])
     bars = bars_arrays(open_bars(store, "BTCUSDT", "1h"), "BTCUSDT")
-    cpu = sweep(get_strategy("ema_cross"), bars, params,
-                Execution(fill="next_open", direction="both", fees=0.001, stop_loss=0.02),
-                periods_per_year("1h"))
+    cpu = sweep_block(get_strategy("ema_cross"), bars, params,
+                      Execution(fill="next_open", direction="both", fees=0.001, stop_loss=0.02),
+                      periods_per_year("1h"))
     assert_same_metrics(gpu, cpu, RTOL, "pipeline")
 
 
@@ -199,11 +199,12 @@ def test_cuda_spans_and_segment_sums_equal_the_cpu(simulated, bars):
     with np.load(simulated[2]) as data:
         results = {k: data[k] for k in data.files}
     case_id, strategy, _, params, kwargs = next(c for c in CASES if c[3])
-    cpu = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0, spans=SPANS)
+    cpu = sweep_block(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0,
+                      spans=SPANS)
     for k, span in enumerate(SPANS):
         assert_same_metrics(results["spans"][k], cpu[k], RTOL, f"span {span}")
     segs = np.empty((len(cpu[0]), N_SEGMENTS, 2))
-    whole = sweep(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0,
-                  seg_sums=segs)
+    whole = sweep_block(get_strategy(strategy), bars, params, Execution(**kwargs), 8760.0,
+                        seg_sums=segs)
     assert_same_metrics(results["segmented"], whole, RTOL, "segmented")
     np.testing.assert_allclose(results["seg_sums"], segs, rtol=RTOL, atol=1e-15)
