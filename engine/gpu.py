@@ -51,9 +51,13 @@ MAX_BLOCKS_PER_SM = 32
 #: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
 MAX_CACHED_BARS = 4
 
+#: Cache: the CUDA sweep kernel built for each (signal, scan); building and compiling one
+#: takes seconds, and every block of a run asks for it again.
 _KERNELS: dict[tuple, object] = {}
+#: Cache: the device copies of the last MAX_CACHED_BARS bar sets, by ``bars_key``; a block
+#: of a symbol already on the device uploads nothing (a 1M-bar set is 48 MB to copy).
 _BARS: OrderedDict[Hashable, tuple] = OrderedDict()
-_BARS_LOCK = threading.Lock()
+_BARS_LOCK = threading.Lock()  # worker threads share _BARS
 
 
 def cuda_problem() -> str | None:

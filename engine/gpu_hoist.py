@@ -29,6 +29,8 @@ THREADS_PER_BLOCK = 128
 DEVICE_INDICATORS = tuple(name for name, ind in INDICATORS.items() if ind.fill is not None)
 
 
+#: Cache: the CUDA hoisting kernel of each indicator, compiled once per process (seconds
+#: each) rather than once per block.
 _KERNELS: dict[str, object] = {}
 
 

@@ -247,7 +247,7 @@ def compute_indicator(name: str, bars: Mapping[str, np.ndarray], args: tuple) ->
     return result if indicator.output is None else result[indicator.output]
 
 
-@cache
+@cache  # inspect.signature costs ~6 us a call, ~10% of an EMA over 26k bars: once per kernel
 def _arg_names(fn: Callable) -> tuple[str, ...]:
     """The parameter names of a registered kernel, inputs first."""
     return tuple(inspect.signature(getattr(fn, "py_func", fn)).parameters)
