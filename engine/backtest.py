@@ -263,8 +263,8 @@ def _time_index(time, start: int, end: int):
     numbers when the bars carry no times.
 
     int64 ns are viewed as datetime64[ns] and localized to UTC, 0.7 ms for 1M bars
-    (``pd.to_datetime`` of the int64 went through Python objects: 86% of a warm call
-    before issue 14; with ``unit="ns"`` it takes 6 ms). Only bars ``[start, end)`` are
+    (``pd.to_datetime`` of the int64 goes through Python objects, and with ``unit="ns"``
+    it takes 6 ms). Only bars ``[start, end)`` are
     converted. Other times (floats, strings) are parsed by ``pd.to_datetime``.
     """
     import pandas as pd

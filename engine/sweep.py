@@ -125,7 +125,7 @@ def run_kernel(kernel, bars, ind, combos, run, out) -> None:
     The kernel is serial and releases the GIL (``nogil``): threads run it on contiguous
     pieces of the combos, which write disjoint rows of ``out``. A Dask task limits this
     to one thread (``engine.backend.limit_threads``); a serial kernel compiles in half
-    the time of a ``prange`` one (benchmarks/NOTES.md, "Issue 14").
+    the time of a ``prange`` one (measured in benchmarks/NOTES.md).
     """
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
