@@ -90,7 +90,8 @@ def strategy_functions(strategy: Strategy) -> tuple:
     strategy names them (``Strategy(..., signal=signal, scan=scan)``)."""
     if strategy.signal is None or strategy.scan is None:
         raise SpecError(f"strategy {strategy.name!r}: for the GPU, name its rule in the "
-                        f"Strategy: Strategy(..., signal=signal, scan=scan) (see README)")
+                        f"Strategy: Strategy(..., signal=signal, scan=scan) (see "
+                        f"docs/STRATEGIES.md)")
     return strategy.signal, strategy.scan
 
 

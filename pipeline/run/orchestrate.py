@@ -26,7 +26,6 @@ import distributed
 import numpy as np
 from distributed import Client
 
-from ...datasets import periods_per_year
 from ...engine import METRICS
 from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
 from ...version import __version__
@@ -354,7 +353,7 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
         "metrics": json.dumps(list(METRICS)),
         "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
         "n_combos_exact": the_plan.n_combos_exact,
-        "periods_per_year": periods_per_year(spec.data.timeframe, spec.data.year_days),
+        "periods_per_year": the_plan.ppy,
         "annualised": prepared.annualised,
     }
     create_store(prepared.out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,

@@ -34,7 +34,8 @@ class Plan:
     ``(name, values, chunk)``: walk-forward's ``window`` (``windows_per_block`` windows
     a block) and ``sample`` (train, test); none without walk-forward. ``segments`` is the
     PBO segments each block sums its returns over (0: none, as with walk-forward).
-    ``store_id`` is the id of the store the tasks write.
+    ``store_id`` is the id of the store the tasks write; ``ppy`` the bars a year every
+    task annualises with.
     """
 
     grid: Grid
@@ -49,6 +50,7 @@ class Plan:
     segments: int = 0
     windows_per_block: int = 0
     store_id: str = ""
+    ppy: float = 0.0
 
 
 #: A block should compute for well over a Dask task's ~2-3 ms of overhead, and there
@@ -164,7 +166,7 @@ def plan(spec: Spec, out: str, block_size: int,
     n_blocks = per_symbol * len(spec.data.symbols) * len(groups)
     return Plan(grid, chunks, n_blocks, tuple(tasks), tuple(excluded), sum(task_combos),
                 bool(exact.all()), tuple(task_combos), store_lead(windows, step), segments,
-                step, store_id)
+                step, store_id, ppy)
 
 
 def grid_boxes(grid: Grid, chunks: tuple[int, ...], counts: np.ndarray) -> list[tuple]:
