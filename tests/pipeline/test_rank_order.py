@@ -13,7 +13,7 @@ from barsweep.engine import (
     METRICS,
     Execution,
     get_strategy,
-    sweep,
+    sweep_block,
 )
 from barsweep.pipeline.analysis.rank import rank, rank_order
 
@@ -97,7 +97,7 @@ def test_sweep_with_ruined_shorts_never_ranks_them_first():
     period, upper = np.meshgrid(np.arange(3, 30, 3), np.arange(55.0, 95.0, 5.0))
     params = dict(period=period.ravel(), lower=np.full(period.size, 30.0),
                   upper=upper.ravel())
-    out = sweep(get_strategy("rsi"), bars, params, Execution(direction="both"), 8760.0)
+    out = sweep_block(get_strategy("rsi"), bars, params, Execution(direction="both"), 8760.0)
     ds = xr.Dataset({m: (("symbol", "combo"), out[None, :, i]) for i, m in enumerate(METRICS)},
                     coords={"symbol": ["X"], "combo": np.arange(len(out))})
     ruined = out[:, METRICS.index("ruined")] == 1.0

@@ -22,7 +22,7 @@ from barsweep.engine import (
     Execution,
     backtest,
     get_strategy,
-    sweep,
+    sweep_block,
 )
 from barsweep.errors import DataError, SpecError
 from barsweep.pipeline.analysis.walkforward import format_walkforward, walkforward
@@ -109,7 +109,7 @@ def grid_combos():
 
 
 def write_store(tmp_path, bounds, execution, symbols=("SYN",), seed=11, returns=None):
-    """A walk-forward results store from ``sweep(..., spans=...)``, laid out as a run
+    """A walk-forward results store from ``sweep_block(..., spans=...)``, laid out as a run
     writes it: metrics over (symbol, window, sample, fast, slow), bounds over window.
     The bars are synthetic, or with ``returns`` (log returns, one per bar) crafted."""
     bar_store = tmp_path / "bars"
@@ -125,10 +125,10 @@ def write_store(tmp_path, bounds, execution, symbols=("SYN",), seed=11, returns=
     for k, symbol in enumerate(symbols):
         ds = open_bars(bar_store, symbol, "1h").isel(symbol=0)
         cols = {c: ds[c].values for c in ("open", "high", "low", "close")}
-        out = sweep(get_strategy("ema_cross"), cols,
-                    dict(fast=np.array([f for f, _ in valid]),
+        out = sweep_block(get_strategy("ema_cross"), cols,
+                          dict(fast=np.array([f for f, _ in valid]),
                          slow=np.array([s for _, s in valid])),
-                    Execution(**execution), PPY, spans=spans)
+                          Execution(**execution), PPY, spans=spans)
         where = [i for i, c in enumerate(grid_combos()) if c is not None]
         data[k, :, 0][:, where] = out[:n_w]
         data[k, :, 1][:, where] = out[n_w:]
