@@ -7,6 +7,7 @@ the kernel from the cache, and an edit of a callee in another file of the engine
 of ``fills.open_position``, inlined into every kernel) is seen by the next run.
 """
 
+import importlib
 import json
 import os
 import pickle
@@ -178,15 +179,21 @@ def test_numba_imported_before_the_engine_caches_in_its_folder(tmp_path):
     assert Path(engine_cache).parent == Path(folder)
 
 
-def test_every_cached_function_goes_to_the_engine_versions_folder(tmp_path):
-    plain = tmp_path / "plain_numba_module.py"
-    plain.write_text("from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n"
-                     "    return 2 * x\n")
-    sys.path.insert(0, str(tmp_path))
+def module_in(folder: Path, name: str, source: str):
+    """Write ``source`` as ``folder/name.py`` and import it (``folder`` on sys.path only
+    while importing)."""
+    (folder / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(folder))
     try:
-        import plain_numba_module
+        return importlib.import_module(name)
     finally:
-        sys.path.remove(str(tmp_path))
+        sys.path.remove(str(folder))
+
+
+def test_every_cached_function_goes_to_the_engine_versions_folder(tmp_path):
+    plain_numba_module = module_in(tmp_path, "plain_numba_module",
+                                   "from numba import njit\n\n\n@njit(cache=True)\n"
+                                   "def twice(x):\n    return 2 * x\n")
 
     import custom_strategy_example
 
@@ -196,14 +203,11 @@ def test_every_cached_function_goes_to_the_engine_versions_folder(tmp_path):
 
 
 def test_a_mark_says_a_function_compiled_for_its_present_source(tmp_path):
+    marked_module = module_in(tmp_path, "marked_module",
+                              "from numba import njit\n\n\n@njit(cache=True)\n"
+                              "def twice(x):\n    return 2 * x\n\n\n@njit\n"
+                              "def thrice(x):\n    return 3 * x\n")
     source = tmp_path / "marked_module.py"
-    source.write_text("from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n"
-                      "    return 2 * x\n\n\n@njit\ndef thrice(x):\n    return 3 * x\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import marked_module
-    finally:
-        sys.path.remove(str(tmp_path))
     assert not cache.is_marked(marked_module.twice)
     assert marked_module.twice(2) == 4 and cache.mark_compiled(marked_module.twice)
     assert cache.is_marked(marked_module.twice)
