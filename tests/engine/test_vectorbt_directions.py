@@ -107,20 +107,22 @@ def vectorbt_signals(bars, signals, execution):
 
     One bar at a time, the earliest first: clearing it changes nothing before it and
     removes that entry, so the next such bar of the replay is later. Returns the cleared
-    signals, the cleared bars and the replay's (metrics, equity, trades) on them."""
+    bars, the replay of the original signals and the replay of the cleared ones (each
+    (metrics, equity, trades); the same run when nothing was cleared)."""
     signals = [list(s) for s in signals]
     cleared = []
+    original = run = replay(bars, signals, execution)
     while True:
-        run = replay(bars, signals, execution)
         stopped = {t["exit_bar"] for t in run[2] if t["reason"] in ("stop", "target", "trail")}
         entered = [t["entry_bar"] for t in run[2] if t["entry_bar"] in stopped]
         if not entered:
-            return signals, cleared, run
+            return cleared, original, run
         bar = min(entered)
         assert not cleared or bar > cleared[-1]
         for s in signals:
             s[bar] = False
         cleared.append(bar)
+        run = replay(bars, signals, execution)
 
 
 def assert_same_run(equity, pnls, metrics, pf, label):
@@ -153,13 +155,12 @@ def test_matches_vectorbt(direction, exec_name):
             label = (name, example, direction, exec_name)
             # the sweep, backtest() and the reference agree on the very same signals
             np.testing.assert_array_equal(row, [single.metrics[m] for m in METRICS], str(label))
-            _, equity, trades = replay(bars, signals, execution)
+            cleared, (_, equity, trades), (metrics, vbt_equity, vbt_trades) = vectorbt_signals(
+                bars, signals, execution)
             np.testing.assert_allclose(single.equity.to_numpy(), equity, rtol=1e-12,
                                        err_msg=str(label))
             assert single.trades["exit_reason"].tolist() == [t["reason"] for t in trades]
-            cleared_signals, cleared, (metrics, equity, trades) = vectorbt_signals(
-                bars, signals, execution)
-            assert_same_run(equity, [t["pnl"] for t in trades], metrics, pf, label)
+            assert_same_run(vbt_equity, [t["pnl"] for t in vbt_trades], metrics, pf, label)
             if not cleared:
                 assert_same_run(single.equity.to_numpy(), single.trades["pnl"].to_numpy(),
                                 mine, pf, label)
@@ -253,7 +254,7 @@ def test_signal_on_a_stop_bar_differs_by_design(rule):
                                rtol=1e-12)
     np.testing.assert_allclose(ours.equity.to_numpy()[:flip], theirs.value().to_numpy()[:flip],
                                rtol=1e-12)
-    _, cleared, _ = vectorbt_signals(bars, signals, execution)
+    cleared, _, _ = vectorbt_signals(bars, signals, execution)
     assert cleared == [flip]
 
 
