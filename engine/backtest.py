@@ -10,10 +10,11 @@ import numpy as np
 
 from ..errors import SpecError
 from .block import BAR_COLUMNS, Block, prepare_block
-from .execution import Execution, execution_of
+from .execution import Execution, execution_of, split_combo
 from .fills import EXIT_REASONS
 from .hoist import hoist
 from .metrics import METRICS, N_METRICS
+from .rules import Rule, compile_rule
 from .simulate import N_TRADE_FIELDS, Outputs, no_segments
 from .strategies import get_strategy
 from .strategies.base import Strategy
@@ -121,7 +122,7 @@ class BacktestResult:
 
 def backtest(
     bars,
-    strategy: str | Strategy,
+    strategy: str | Strategy | Rule | Mapping,
     params: Mapping[str, float] | None = None,
     *,
     ppy: float | None = None,
@@ -137,7 +138,10 @@ def backtest(
         Columns ``open``, ``high``, ``low``, ``close`` (and ``funding_rate`` with
         ``funding=True``); times from the ``time`` coordinate/index (int64 ns or
         datetime64), optional for a mapping.
-    strategy : str or Strategy
+    strategy : str, Strategy, Rule or mapping
+        A registered strategy's name, a Strategy, or rules (``{"entry": ..., "exit":
+        ...}``, docs/RULES.md) whose parameters are the keys of ``params`` (int where the
+        value is a whole number).
     params : mapping of parameter name to value
     ppy : float, optional
         Bars per year; by default ``year_days * 1 day / median bar spacing``, or,
@@ -165,9 +169,9 @@ def backtest(
     >>> sorted(res.metrics)[:3]
     ['alpha', 'avg_trade_return', 'beta']
     """
-    strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
     exe = execution_of(execution)
     params = dict(params or {})
+    strat = _strategy(strategy, params)
     strat.validate(params)
 
     columns, time_ns = _columns(bars, exe.funding)
@@ -198,13 +202,25 @@ def backtest(
                           _bars=(columns, time_ns, start, end))
 
 
+def _strategy(strategy, params: Mapping[str, float]) -> Strategy:
+    """The Strategy that ``backtest`` runs: registered, given, or compiled from rules
+    (the parameters other than the stops are theirs)."""
+    if isinstance(strategy, str):
+        return get_strategy(strategy)
+    if isinstance(strategy, Strategy):
+        return strategy
+    strategy_params, _ = split_combo(params)
+    kinds = {k: "int" if float(v).is_integer() else "float" for k, v in strategy_params.items()}
+    return compile_rule(strategy, kinds)
+
+
 def _run_one(strategy: Strategy, block: Block,
              span: tuple[int, int] | None) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """Run the block's one combo over bars ``span`` (None: every bar), recording: its
     metrics by name, its equity at each close (shape (n_bars,), written over the span)
     and its trades (shape (n_trades, N_TRADE_FIELDS))."""
     n_bars = len(block.bars.close)
-    ind, rows = hoist(strategy, block.ohlc, block.strategy_params, 1)
+    ind, rows = hoist(strategy, block.columns, block.strategy_params, 1)
     # the kernel writes every field of trades 0 .. n_trades - 1 and nothing else is read:
     # np.empty leaves the room for n_bars + 1 trades untouched (never paged in)
     out = Outputs(np.empty((1, N_METRICS)), no_segments(1), np.empty(n_bars),
@@ -218,7 +234,7 @@ def _run_one(strategy: Strategy, block: Block,
 def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Bar columns as 1-D arrays and the times: int64 ns for datetime64 and integer
     times, other times (floats, strings) as given, None without times."""
-    names = BAR_COLUMNS + (("funding_rate",) if funding else ())
+    names = BAR_COLUMNS + ("volume",) + (("funding_rate",) if funding else ())
     if hasattr(bars, "data_vars"):  # xarray.Dataset
         if "symbol" in bars.dims:
             if bars.sizes["symbol"] != 1:

@@ -92,7 +92,8 @@ class Block:
     ``bars`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
     arrays (stops removed); ``fparams`` (n_combos, n_params) and ``stops`` (each of
     STOP_PARAMS, shape (n_combos,)) are float64, in the block's combo order, and
-    ``settings`` what ``simulate`` reads of a run over every bar.
+    ``settings`` what ``simulate`` reads of a run over every bar; ``volume`` the bars'
+    volume column (None without one), for indicators that read it.
     """
 
     bars: Bars
@@ -101,11 +102,16 @@ class Block:
     fparams: np.ndarray
     stops: dict[str, np.ndarray]
     settings: RunSettings
+    volume: np.ndarray | None = None
 
     @property
-    def ohlc(self) -> dict[str, np.ndarray]:
-        """The price columns by name, as indicators read them."""
-        return dict(zip(BAR_COLUMNS, self.bars[:4]))
+    def columns(self) -> dict[str, np.ndarray]:
+        """The bar columns by name, as indicators read them: the prices, and the volume
+        when the bars have one."""
+        columns = dict(zip(BAR_COLUMNS, self.bars[:4]))
+        if self.volume is not None:
+            columns["volume"] = self.volume
+        return columns
 
     def combos(self, rows: np.ndarray, order: np.ndarray | None = None) -> Combos:
         """The kernel's :class:`Combos`, with their indicator ``rows`` (shape (n_combos,
@@ -133,7 +139,9 @@ def prepare_block(strategy: Strategy, bars: Mapping[str, np.ndarray],
     return Block(kernel_bars, n_combos, strategy_params,
                  param_matrix(strategy, strategy_params, n_combos),
                  stop_columns(execution, stops, n_combos),
-                 run_settings(execution, ppy, kernel_bars.bench))
+                 run_settings(execution, ppy, kernel_bars.bench),
+                 None if "volume" not in bars else read_only(
+                     np.ascontiguousarray(bars["volume"], dtype=np.float64)))
 
 
 def locality_order(rows: np.ndarray) -> np.ndarray:

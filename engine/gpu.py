@@ -175,7 +175,7 @@ def sweep_cuda(
     d_bars = device_bars(block.bars,
                          None if bars_key is None else (bars_key, execution.funding))
     clock.lap("bars")
-    ind, rows = device_indicators(strategy, block.ohlc, block.strategy_params, block.n_combos,
+    ind, rows = device_indicators(strategy, block.columns, block.strategy_params, block.n_combos,
                                   d_bars)
     clock.lap("hoist")
     order = locality_order(rows)

@@ -37,7 +37,10 @@ def hoist(
     ``ema_cross`` with fast in {5, 10} and slow in {10, 20} needs three EMA rows.
     """
     keys, rows = plan_rows(strategy, params, n_combos)
-    computed = [compute_indicator(name, bars, args) for name, args in keys]
+    programs = {s.name: s.program for s in strategy.indicators if s.program is not None}
+    memo: dict = {}
+    computed = [programs[name](bars, args, memo) if name in programs
+                else compute_indicator(name, bars, args) for name, args in keys]
     ind = np.stack(computed) if computed else np.empty((0, len(bars["close"])))
     return ind, rows
 

@@ -92,7 +92,7 @@ def _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings)
     """:func:`sweep_block` on this process's CPU threads (:func:`run_kernel`)."""
     t0 = time.perf_counter()
     block = prepare_block(strategy, bars, params, execution, ppy)
-    ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
+    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
     order = locality_order(rows)
     combos = block.combos(rows, order)
     t1 = time.perf_counter()

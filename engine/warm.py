@@ -148,7 +148,7 @@ def signal_problem(strategy: Strategy) -> str | None:
     if not hasattr(signal, "compile"):  # a plain function (NUMBA_DISABLE_JIT)
         return None
     block = prepare_block(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
-    ind, rows = hoist(strategy, block.ohlc, block.strategy_params, block.n_combos)
+    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
     args = (ind, rows[0], block.fparams[0], block.bars, np.int64(1))
     arg_types = tuple(typeof(a) for a in args)
     try:

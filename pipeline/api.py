@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import DataError, DataWarning, SpecError
 
 
-def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, Any],
+def sweep(bars_or_store: str | os.PathLike, strategy: str | Mapping, grid: Mapping[str, Any],
           constraints: Iterable[str] = (), execution: Mapping | None = None, *,
           symbols: str | Iterable[str] | None = None, timeframe: str | None = None,
           out: str | os.PathLike | None = None, client=None, cluster: Any = None,
@@ -37,8 +37,10 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
         import says (columns ignored, the choices below, an adjusted close left unused,
         moves that look like unadjusted splits) is issued as a `DataWarning` per symbol,
         in the words ``barsweep data import`` prints.
-    strategy : str
-        A registered strategy's name.
+    strategy : str or mapping
+        A registered strategy's name, or rules: ``{"entry": ..., "exit": ...}`` (and
+        optionally ``short_entry``, ``short_exit``, ``name``; docs/RULES.md), whose
+        parameters are the grid's axes.
     grid : mapping of parameter name to values
         A ``range`` (its values, stop excluded as in Python), a list or array of values,
         or ``{"start", "stop", "step"}`` (stop included, as in a spec).
@@ -98,9 +100,9 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str, grid: Mapping[str, An
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def sweep_spec(data: dict, strategy: str, grid: Mapping[str, Any], constraints: Iterable[str],
-               execution: Mapping | None, sections: Mapping[str, Any], out: str,
-               cluster: Any):
+def sweep_spec(data: dict, strategy: str | Mapping, grid: Mapping[str, Any],
+               constraints: Iterable[str], execution: Mapping | None,
+               sections: Mapping[str, Any], out: str, cluster: Any):
     """The spec :func:`sweep` runs: the sections a YAML spec would hold, validated as
     one (:func:`~barsweep.pipeline.config.model.parse_spec`, source ``sweep()``).
     ``data`` is its bars (store, symbols, timeframe); ``sections`` its further sections
@@ -112,7 +114,7 @@ def sweep_spec(data: dict, strategy: str, grid: Mapping[str, Any], constraints: 
                        if k in sections}}
     spec = {
         "data": data,
-        "strategy": strategy,
+        "strategy": strategy_entry(strategy),
         "grid": {name: grid_entry(values) for name, values in grid.items()},
         "constraints": list(constraints),
         "execution": dict(execution or {}),
@@ -122,6 +124,19 @@ def sweep_spec(data: dict, strategy: str, grid: Mapping[str, Any], constraints: 
     if cluster is not None:
         spec["cluster"] = cluster
     return parse_spec(spec, source="sweep()")
+
+
+def strategy_entry(strategy: str | Mapping) -> str | dict:
+    """The spec's ``strategy`` entry: a name as it is; rules given as ``{"entry", "exit",
+    ..., "name"}`` (or a :class:`barsweep.engine.rules.Rule`) as ``{"name", "rule"}``."""
+    if isinstance(strategy, str):
+        return strategy
+    rules = strategy if isinstance(strategy, Mapping) else vars(strategy)
+    if "rule" in rules:  # already the spec's form
+        return dict(rules)
+    name = rules.get("name")
+    entry = {"rule": {k: v for k, v in rules.items() if k != "name" and v is not None}}
+    return entry if name is None else {"name": name, **entry}
 
 
 def bars_named(bars_or_store: Any, symbols: str | Iterable[str] | None,

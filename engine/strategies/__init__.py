@@ -74,6 +74,11 @@ def get_strategy(name: str) -> Strategy:
         raise SpecError(f"unknown strategy {name!r}; known strategies: {known}") from None
 
 
+def resolve(strategy: str | Strategy) -> Strategy:
+    """``strategy`` itself, or the registered strategy of that name (SpecError if none)."""
+    return strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
+
+
 def import_strategy_module(name: str, root: str | os.PathLike | None = None) -> None:
     """Import a module that registers strategies; SpecError naming it when that fails.
 
@@ -154,4 +159,5 @@ def _register_builtins() -> None:
 _register_builtins()
 
 __all__ = ["Indicator", "Param", "Strategy", "forget_modules", "get_strategy",
-           "import_strategy_module", "module_location", "register", "strategy_names"]
+           "import_strategy_module", "module_location", "register", "resolve",
+           "strategy_names"]

@@ -59,11 +59,16 @@ class Indicator:
 
     ``name`` is a key of :data:`barsweep.engine.indicators.INDICATORS`; ``params``
     names the strategy parameters passed to it, in order. Two slots with the same
-    name and the same values share one computed row.
+    name and the same values share one computed row. A slot of a rule names its
+    expression instead (``ema(rsi(close, n), m)``) and computes it with ``program(columns,
+    args, memo)`` (:func:`barsweep.engine.rules.build.compile_rule`): ``columns`` the bar
+    columns by name, ``args`` the values of ``params``, ``memo`` the rows computed so far
+    in the block, shared by its slots.
     """
 
     name: str
     params: tuple[str, ...]
+    program: Callable | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ class Strategy:
     meet, e.g. ``("lower", "<", "upper")``: a spec adds them to its constraints and
     ``backtest()`` refuses a combo that breaks one.
 
+    ``rule`` is ``(rule, kinds)`` for a strategy compiled from a rule
+    (:class:`barsweep.engine.rules.Rule` and its parameters' kinds): it pickles as that
+    and is compiled again where it is unpickled.
+
     Everything after ``indicators`` is passed by keyword.
     """
 
@@ -95,6 +104,7 @@ class Strategy:
     requires: tuple[tuple[str, str, str], ...] = ()
     kernel: Callable | None = field(default=None, repr=False)
     scan: Callable | None = field(default=None, repr=False)
+    rule: tuple | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = set(self.param_names)
@@ -119,6 +129,8 @@ class Strategy:
         this process's): they are built again where it is unpickled, from the signal
         imported by name when it can be (numba pickles a function by value, and a copy
         could not load its kernel from the cache)."""
+        if self.rule is not None:
+            return _from_rule, self.rule
         values = {f.name: getattr(self, f.name) for f in fields(self)
                   if f.name not in ("kernel", "scan")}
         values.update(kernel=_given(self, "kernel"), scan=_given(self, "scan"))
@@ -205,3 +217,8 @@ def _strategy(values: dict) -> Strategy:
         module, name = values["signal"]
         values = {**values, "signal": getattr(import_module(module), name)}
     return Strategy(**values)
+
+
+def _from_rule(rule, kinds: dict) -> Strategy:
+    """The Strategy compiled from ``rule`` (unpickling; cached per process)."""
+    return rule.compile(kinds)

@@ -129,10 +129,10 @@ def _build(signal) -> ModuleType:
     stem = f"{module.rpartition('.')[2]}_{name}_{where}"
     for folder in _folders(path):
         try:
-            target = _write(folder / f"{stem}.py", text)
+            target = write_module(folder / f"{stem}.py", text)
         except OSError:  # not writable: the next place
             continue
-        return _import(f"_barsweep_kernel_{stem}", target)
+        return import_file(f"_barsweep_kernel_{stem}", target)
     warnings.warn(f"no writable folder for the sweep kernel of {module}.{name} (tried "
                   f"{', '.join(map(str, _folders(path)))}): it is compiled in every process, "
                   "not cached", stacklevel=5)
@@ -146,7 +146,7 @@ def _folders(signal_path: str) -> list[Path]:
             Path(signal_path).parent / "__pycache__" / "barsweep_kernels"]
 
 
-def _write(path: Path, text: str) -> Path:
+def write_module(path: Path, text: str) -> Path:
     """``path`` holding ``text``: left alone when it does, else written atomically."""
     try:
         if path.read_text(encoding="utf-8") == text:
@@ -160,7 +160,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _import(name: str, path: Path) -> ModuleType:
+def import_file(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -146,7 +146,7 @@ def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | No
     row = ranked(ds, by=by, top=rank, where=where, symbol=symbol).iloc[rank - 1]
     spec, _ = stored_spec(ds, "plot best")
     params = {p: row[p] for p in param_dims(ds)}
-    return (f"{row['symbol']} {spec.strategy} {params_text(params)} (#{rank} by {by}): "
+    return (f"{row['symbol']} {spec.strategy_name} {params_text(params)} (#{rank} by {by}): "
             f"{metrics_text(result.metrics)}")
 
 

@@ -78,7 +78,7 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     spec, ppy = stored_spec(ds, what)
     bars = stored_bars(spec, symbol)
     strategy_params, stops = split_combo(params)
-    result = backtest(bars, spec.strategy, strategy_params, ppy=ppy, span=span,
+    result = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy, span=span,
                       **{**spec.execution.model_dump(), **stops})
     for name in METRICS:
         stored, rebuilt = float(stored_metrics[name]), result.metrics[name]

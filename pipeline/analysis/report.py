@@ -51,7 +51,7 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
     symbols = [symbol] if symbol else [str(s) for s in ds["symbol"].values]
     spec, _ = stored_spec(ds, "report")
     sections = [f"<h1>barsweep report: {html.escape(os.fspath(results))}</h1>",
-                f"<p>{html.escape(spec.strategy)} over {html.escape(', '.join(symbols))}"
+                f"<p>{html.escape(spec.strategy_name)} over {html.escape(', '.join(symbols))}"
                 + (", walk-forward" if walk else "") + "</p>",
                 "<h2>Run</h2>" + _facts(ds),
                 f"<h2>Top {top} by {html.escape(by)}"

@@ -92,7 +92,7 @@ def combo_backtest(results, params: Mapping | None = None, *, rank: int | None =
     if window is not None:
         how = f"window {window} {sample}, {how}"
     spec, _ = stored_spec(ds, "trades")
-    return Combo(symbol=symbol, strategy=spec.strategy, params=chosen, chosen=how,
+    return Combo(symbol=symbol, strategy=spec.strategy_name, params=chosen, chosen=how,
                  result=rebuild_combo(ds, symbol, chosen, "trades", window=window,
                                       sample=sample))
 

@@ -224,7 +224,7 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
         end = int(ends[w]) if k + 1 == len(chosen) else min(int(ends[w]),
                                                             int(starts[chosen[k + 1]]))
         strategy_params, stops = split_combo(combos[w])
-        run = backtest(bars, spec.strategy, strategy_params, ppy=ppy,
+        run = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy,
                        span=(int(starts[w]), end), **{**execution, **stops})
         _check_bars(run.equity.index, windows["test_start"].iloc[w], w, int(starts[w]))
         growth = level * (run.equity.to_numpy() / init_cash)  # this run, compounded on

@@ -140,7 +140,6 @@ def cmd_check(args) -> int:
     """What ``barsweep run SPEC`` checks before it makes a store or starts a cluster (the
     spec, its modules, the bars, the grid, that the strategy compiles), and OK with what
     was checked; the same one-line refusal as ``run`` otherwise."""
-    from ...engine import get_strategy
     from ...engine.warm import describe
     from ..config.model import load_spec
     from ..run.prepare import prepare_run
@@ -156,7 +155,7 @@ def cmd_check(args) -> int:
     symbols = ", ".join(f"{s} ({n:,} bars)" for s, n in
                         zip(prepared.spec.data.symbols, prepared.symbol_bars, strict=True))
     print(f"OK: {args.spec}")
-    print(f"  {describe(get_strategy(spec.strategy))}: compiles ({compiled})")
+    print(f"  {describe(spec.strategy_def)}: compiles ({compiled})")
     print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}")
     print(f"  grid: {prepared.grid.size:,} combos per symbol, {'' if exact else 'at most '}"
           f"{valid:,} valid")

@@ -33,14 +33,15 @@ from pydantic import (
 )
 
 from ...engine.execution import STOP_PARAMS, Execution, check_stop
-from ...engine.strategies import Strategy, get_strategy, import_strategy_module
+from ...engine.rules import Rule, compile_rule
+from ...engine.strategies import Strategy, get_strategy, import_strategy_module, strategy_names
 from ...errors import Problems, SpecError, refusals
 from .axes import AXIS, AXIS_TAGS, RangeSpec, as_kind, expand
 from .cluster import STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import Grid
-from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RunSpec
+from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RuleSpec, RunSpec
 from .windows import WalkForwardSpec, bars_of
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "ClusterSpec",
     "DataSpec",
     "RangeSpec",
+    "RuleSpec",
     "RunSpec",
     "Spec",
     "load_spec",
@@ -94,7 +96,7 @@ class Spec(BaseModel):
     data: DataSpec
     module_dir: PathStr | None = None
     modules: list[str] = Field(default_factory=list)
-    strategy: str
+    strategy: str | RuleSpec
     grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
@@ -104,6 +106,7 @@ class Spec(BaseModel):
     cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
     _grid: Grid | None = PrivateAttr(None)
+    _strategy: Strategy | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -142,8 +145,12 @@ class Spec(BaseModel):
 
     @field_validator("strategy")
     @classmethod
-    def _known_strategy(cls, value: str) -> str:
-        get_strategy(value)
+    def _known_strategy(cls, value: str | RuleSpec) -> str | RuleSpec:
+        if isinstance(value, str):
+            get_strategy(value)
+        elif value.name in strategy_names():
+            raise SpecError(f"the rule's name {value.name!r} is a registered strategy's; "
+                            f"name it otherwise (strategy.name)")
         return value
 
     @field_validator("grid")
@@ -151,7 +158,6 @@ class Spec(BaseModel):
     def _grid_fits_strategy(cls, value: dict, info: ValidationInfo) -> dict:
         """Check the axes' values against the strategy's parameters; the expanded axes
         are kept in the validation context for :meth:`_whole_spec` to build the grid."""
-        strategy = _strategy_or_none(info)
         problems = []
         expanded = {}
         for key, entry in value.items():
@@ -163,6 +169,11 @@ class Spec(BaseModel):
                              refusals(err, RangeSpec, f"grid.{key}", skip=AXIS_TAGS)]
             except SpecError as err:
                 problems.append((f"grid.{key}", str(err)))
+        strategy = _strategy_or_none(info)
+        if isinstance(info.data.get("strategy"), RuleSpec) and not problems:
+            strategy, problems = _rule_strategy(info.data["strategy"], expanded)
+            if isinstance(info.context, dict):
+                info.context["strategy"] = strategy
         if strategy is not None:
             problems += _strategy_problems(strategy, expanded, given=value.keys())
         if problems:
@@ -218,7 +229,8 @@ class Spec(BaseModel):
                             self.data.year_days or 365.0, key="")
                 except SpecError as err:
                     problems.append((f"walk_forward.{key}", str(err)))
-        strategy = get_strategy(self.strategy)
+        strategy = context.pop("strategy", None) or self.strategy_def
+        self._strategy = strategy
         grid = Grid(axes, tuple(parse_expr(text) for text in
                                 (*self.constraints, *strategy.requirement_texts)))
         too_big = _too_big(grid, len(self.data.symbols), self.run.max_combos)
@@ -232,6 +244,32 @@ class Spec(BaseModel):
             raise Problems(problems)
         self._grid = grid
         return self
+
+    @property
+    def strategy_def(self) -> Strategy:
+        """The spec's strategy: the registered one of its name, or compiled from its
+        rules (the grid's axes are its parameters)."""
+        if self._strategy is None:
+            if isinstance(self.strategy, str):
+                self._strategy = get_strategy(self.strategy)
+            else:
+                expanded = {k: expand(entry) for k, entry in self.grid.items()}
+                strategy, problems = _rule_strategy(self.strategy, expanded)
+                if problems:
+                    raise SpecError("; ".join(f"{k}: {m}" for k, m in problems))
+                self._strategy = strategy
+        return self._strategy
+
+    @property
+    def strategy_name(self) -> str:
+        """The strategy's name: the registered name, or the rule's ``name``."""
+        return self.strategy if isinstance(self.strategy, str) else self.strategy.name
+
+    @property
+    def strategy_ref(self) -> str | Strategy:
+        """What a block task names its strategy by: the registered name, or the Strategy
+        compiled from the rules (which pickles as its rules)."""
+        return self.strategy if isinstance(self.strategy, str) else self.strategy_def
 
     @property
     def param_grid(self) -> Grid:
@@ -330,7 +368,7 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
 def _axes(spec: Spec) -> tuple[tuple[str, np.ndarray], ...]:
     """The grid's axes from a validated spec's entries (when validated without a context
     that kept them)."""
-    kinds = {p.name: _kind(p.kind) for p in get_strategy(spec.strategy).params}
+    kinds = {p.name: _kind(p.kind) for p in spec.strategy_def.params}
     return tuple((k, expand(entry, kinds.get(k, "float"))) for k, entry in spec.grid.items())
 
 
@@ -360,9 +398,34 @@ def _kind(kind: str) -> str:
 
 
 def _strategy_or_none(info: ValidationInfo) -> Strategy | None:
-    """The strategy of the spec being validated, None if its name failed validation."""
+    """The strategy of the spec being validated, None if its name failed validation
+    (or its rules did, or are not compiled yet)."""
     name = info.data.get("strategy")
-    return None if name is None else get_strategy(name)
+    if isinstance(name, str):
+        return get_strategy(name)
+    return info.context.get("strategy") if isinstance(info.context, dict) else None
+
+
+def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
+                   ) -> tuple[Strategy | None, list[tuple[str, str]]]:
+    """The strategy compiled from the spec's rules, the grid's axes (stops aside) its
+    parameters: int where every value is a whole number. Or None and the problems."""
+    kinds = {k: "int" if _whole(v) else "float" for k, v in expanded.items()
+             if k not in STOP_PARAMS}
+    rule = Rule(**spec.rule.model_dump(), name=spec.name)
+    try:
+        return compile_rule(rule, kinds, where="strategy.rule"), []
+    except SpecError as err:
+        key, _, message = str(err).partition(": ")
+        if not key.startswith("strategy.rule"):
+            key, message = "strategy.rule", str(err)
+        return None, [(key, message)]
+
+
+def _whole(values: np.ndarray) -> bool:
+    values = np.asarray(values)
+    return values.dtype.kind in "iu" or bool(
+        np.all(np.isfinite(values)) and np.all(values == np.round(values)))
 
 
 def _strategy_problems(strategy: Strategy, expanded: dict,

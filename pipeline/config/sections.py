@@ -146,3 +146,30 @@ def _parse_time(text: str) -> datetime:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
+
+
+class RuleTexts(BaseModel):
+    """A strategy's rules (docs/RULES.md): ``entry`` and ``exit``, and the short side's
+    (default: the exit rule enters short, the entry rule exits it)."""
+
+    model_config = SECTION_CONFIG
+
+    entry: str
+    exit: str
+    short_entry: str | None = None
+    short_exit: str | None = None
+
+    @field_validator("entry", "exit", "short_entry", "short_exit", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, value: Any) -> Any:
+        """YAML reads a rule written ``true`` or ``false`` as a boolean."""
+        return str(value) if isinstance(value, bool) else value
+
+
+class RuleSpec(BaseModel):
+    """``strategy:`` given as rules instead of a registered strategy's name."""
+
+    model_config = SECTION_CONFIG
+
+    name: str = Field("rule", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    rule: RuleTexts

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...engine import METRICS, N_METRICS, Execution, get_strategy, sweep_block
+from ...engine import METRICS, N_METRICS, Execution, sweep_block
 from ...engine.backend import limit_threads
-from ...engine.strategies import import_strategy_module
+from ...engine.strategies import Strategy, import_strategy_module, resolve
 from ..config.expr import Expr
 from ..config.grid import box_combos, constraint_mask
 from .results import SEGMENT_SUMS, write_block
@@ -56,7 +56,9 @@ class BlockTask:
     out : str
         Path of the results store.
     bars : BarsRef
-    strategy : str
+    strategy : str or Strategy
+        A registered strategy's name, or a Strategy compiled from rules (it pickles as
+        its rules: the worker compiles it).
     axes : tuple of (name, ndarray)
         The block's slice of each parameter axis.
     region : tuple of slice
@@ -87,7 +89,7 @@ class BlockTask:
     block_id: int
     out: str
     bars: BarsRef
-    strategy: str
+    strategy: str | Strategy
     axes: tuple[tuple[str, np.ndarray], ...]
     region: tuple[slice, ...]
     constraints: tuple[Expr, ...]
@@ -173,7 +175,7 @@ def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, 
     On ``cuda`` the bars stay on the worker's device under ``bars_key`` for its later
     blocks (None: not cached, e.g. the warm-up's truncated bars).
     """
-    return sweep_block(get_strategy(task.strategy), bars, params, task.execution, task.ppy,
+    return sweep_block(resolve(task.strategy), bars, params, task.execution, task.ppy,
                        backend=task.backend, bars_key=bars_key, spans=task.spans,
                        seg_sums=seg_sums, timings=timings)
 

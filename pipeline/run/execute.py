@@ -149,7 +149,7 @@ def block_key(task: BlockTask, run_id: str) -> str:
     letters that begins with a-f would read as a hex token there and end the prefix, so
     it is capitalised (``sweep-Donchian``)."""
     words = [w.capitalize() if len(w) == 8 and w[0] in "abcdef" else w
-             for w in task.strategy.replace("_", "-").split("-") if w]
+             for w in strategy_label(task.strategy).replace("_", "-").split("-") if w]
     words = [w for w in words if w.isalpha()]  # what key_split keeps
     return "-".join(["sweep", *words, str(task.block_id), run_id])
 
@@ -270,14 +270,20 @@ def shipped_modules(client: Client, spec: Spec):
             client.unregister_worker_plugin(modules.name)
 
 
-def kernel_cached(name: str) -> bool:
-    """Whether this machine's numba cache holds strategy ``name``'s kernel (True when it
-    cannot tell: then nothing is said about compiling)."""
-    from ...engine.strategies import get_strategy
+def strategy_label(strategy) -> str:
+    """A task's strategy by name: a registered name, or a compiled Strategy's."""
+    return strategy if isinstance(strategy, str) else strategy.name
+
+
+def kernel_cached(strategy) -> bool:
+    """Whether this machine's numba cache holds the kernel of ``strategy`` (a registered
+    name or a Strategy) (True when it cannot tell: then nothing is said about
+    compiling)."""
+    from ...engine.strategies import resolve
     from ...engine.warm import is_compiled
 
     try:
-        return is_compiled(get_strategy(name))
+        return is_compiled(resolve(strategy))
     except Exception:  # a strategy this driver cannot build: its workers will say
         return True
 

@@ -376,9 +376,9 @@ def compute(client: Client, prepared: Prepared, the_plan: Plan, todo: tuple[Bloc
         if shipped and say is not None:
             say(shipped)
         compiling = bool(todo) and the_plan.tasks[0].backend == "cpu" and not kernel_cached(
-            spec.strategy)
+            spec.strategy_ref)
         if compiling and say is not None:
-            say(f"compiling the {spec.strategy} kernel: once on this machine (numba "
+            say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba "
                 f"caches it; `barsweep warm` does it ahead of time)")
         t_warm = time.perf_counter()
         warm_up(client, todo)

@@ -157,7 +157,7 @@ def plan(spec: Spec, out: str, block_size: int,
             lead = (slice(s, s + 1),) if span is None else (
                 slice(s, s + 1), group, slice(0, 2))
             for b, axes, slices, n_valid in boxes:
-                tasks.append(BlockTask(first + b, out, bars, spec.strategy, axes,
+                tasks.append(BlockTask(first + b, out, bars, spec.strategy_ref, axes,
                                        (*lead, *slices), grid.constraints, spec.execution,
                                        ppy, modules, backend=backend,
                                        store_id=store_id, spans=span, segments=segments))

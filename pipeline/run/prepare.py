@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
-from ...engine import METRICS, get_strategy
+from ...engine import METRICS
 from ...engine.warm import check, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
@@ -155,11 +155,11 @@ def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> floa
     machine's workers load it. Returns the seconds
     spent compiling (None: cached); SpecError naming the module, the function and what
     is wrong. ``say`` hears that it compiles, and how long it took."""
-    strategy = get_strategy(spec.strategy)
+    strategy = spec.strategy_def
     if is_compiled(strategy):
         return None
     if say is not None:
-        say(f"compiling the {spec.strategy} kernel: once on this machine (numba caches it; "
+        say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba caches it; "
             f"`barsweep warm` does it ahead of time)")
     on_gpus = spec.run.backend == "cuda" or (
         spec.run.backend == "auto" and spec.cluster.kind == "cuda")

@@ -42,6 +42,6 @@ def test_prepare_block_packs_what_every_backend_takes():
     assert block.n_combos == 3 and set(block.strategy_params) == {"fast", "slow"}
     assert block.fparams.shape == (3, 2) and block.stops["stop_loss"].tolist() == [0.05, 0.1, 0.2]
     assert (block.settings.start, block.settings.end, block.settings.fee_rate) == (0, 100, 0.001)
-    assert sorted(block.ohlc) == ["close", "high", "low", "open"]
+    assert sorted(block.columns) == ["close", "high", "low", "open"]
     rows = np.array([[0, 2], [1, 2], [0, 3]])
     assert sorted(locality_order(rows).tolist()) == [0, 1, 2]

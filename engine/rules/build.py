@@ -1,0 +1,228 @@
+"""A rule compiled into a :class:`~barsweep.engine.strategies.Strategy`.
+
+:func:`compile_rule` parses and checks the rule's texts (:mod:`.parse`), makes its
+indicator slots and the source of its signal (:mod:`.lower`), writes that source as a
+module of its own named by the hash of its text, to ``BASE/barsweep_rules/`` (where
+numba caches its functions as any module's: a rule compiled once on a machine loads
+from disk in later processes), and imports it. The Strategy's sweep kernel and scan
+are then made from that signal as for any strategy
+(:mod:`barsweep.engine.strategies.kernels`). A Strategy compiled from a rule pickles as
+its rule: a worker that never saw the spec compiles it (or loads it from its cache).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from ...errors import SpecError
+from ..cache import BASE
+from ..strategies import kernels
+from ..strategies.base import Indicator, Param, Strategy
+from .lower import RUNTIME, params_of, row, signal_source, slots, text, walk
+from .parse import Node, parse_rule
+
+ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
+
+#: The four rules of a strategy, and which one each defaults to.
+RULE_KEYS = ("entry", "exit", "short_entry", "short_exit")
+
+MODULE = '''\
+"""The signal of a barsweep rule, written by {writer}: do not edit.
+
+{doc}
+"""
+
+from numba import njit
+
+from {engine}.rules.runtime import {runtime}
+
+
+@njit(cache={cache}, error_model="numpy")
+def signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar):
+{body}
+'''
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A strategy written as rules: when to enter and exit, evaluated at each bar's close.
+
+    ``short_entry`` defaults to the exit rule and ``short_exit`` to the entry rule; the
+    execution's ``direction`` decides which are used. ``name`` names the strategy in
+    the store and the report.
+
+    Examples
+    --------
+    >>> rule = Rule("cross_above(ema(close, fast), ema(close, slow))",
+    ...             "cross_below(ema(close, fast), ema(close, slow))", name="ema_rule")
+    >>> strategy = compile_rule(rule, {"fast": "int", "slow": "int"})
+    >>> [s.name for s in strategy.indicators]
+    ['ema(close, fast)', 'ema(close, slow)']
+    """
+
+    entry: str
+    exit: str
+    short_entry: str | None = None
+    short_exit: str | None = None
+    name: str = "rule"
+
+    @classmethod
+    def of(cls, value: Rule | Mapping) -> Rule:
+        """A Rule from a Rule or a mapping with its keys (``entry``, ``exit``, ...)."""
+        if isinstance(value, Rule):
+            return value
+        unknown = sorted(set(value) - {*RULE_KEYS, "name"})
+        missing = [k for k in ("entry", "exit") if value.get(k) is None]
+        if unknown or missing:
+            raise SpecError(f"a rule has the keys entry, exit (required), short_entry, "
+                            f"short_exit, name; unknown {unknown}, missing {missing}")
+        return cls(**{k: _text(v) if k in RULE_KEYS else v for k, v in value.items()
+                      if v is not None})
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """The four rules' texts, the short ones defaulted."""
+        return {"entry": self.entry, "exit": self.exit,
+                "short_entry": self.short_entry or self.exit,
+                "short_exit": self.short_exit or self.entry}
+
+    def describe(self) -> str:
+        given = [f"{k}: {getattr(self, k)}" for k in RULE_KEYS if getattr(self, k)]
+        return "\n".join(given)
+
+    def compile(self, kinds: Mapping[str, str]) -> Strategy:
+        return compile_rule(self, kinds)
+
+
+def _text(value) -> str:
+    """A rule's text; YAML reads ``true``/``false`` as booleans."""
+    if isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise SpecError(f"a rule is a text, got {type(value).__name__} {value!r}")
+    return value
+
+
+def parse_all(rule: Rule, kinds: Mapping[str, str], where: str = "rule") -> dict[str, Node]:
+    """The four rules' trees, keyed ``long_entry, long_exit, short_entry, short_exit``."""
+    texts = rule.texts
+    trees = {k: parse_rule(texts[k], kinds, f"{where}.{k}") for k in RULE_KEYS
+             if k in ("entry", "exit") or getattr(rule, k)}
+    trees.setdefault("short_entry", trees["exit"])
+    trees.setdefault("short_exit", trees["entry"])
+    return {"long_entry": trees["entry"], "long_exit": trees["exit"],
+            "short_entry": trees["short_entry"], "short_exit": trees["short_exit"]}
+
+
+def compile_rule(rule: Rule | Mapping, kinds: Mapping[str, str], where: str = "rule",
+                 extra: tuple[str, ...] = ()) -> Strategy:
+    """The Strategy that runs ``rule``.
+
+    Parameters
+    ----------
+    rule : Rule or mapping
+    kinds : mapping of parameter name to {"int", "float"}
+        The parameters (grid axes) the rule may read, in the order of the strategy's
+        parameters: an axis is an int parameter when every value is a whole number.
+    where : str
+        What the rule is, for messages (``strategy.rule``).
+    extra : tuple of str
+        Parameters of ``kinds`` used elsewhere (the stops): not refused as unused.
+
+    Raises
+    ------
+    SpecError
+        A :class:`~.parse.RuleError` with a caret for a rule outside the language; a
+        parameter no rule uses.
+    """
+    rule = Rule.of(rule)
+    kinds = {k: ("int" if v == "int" else "float") for k, v in kinds.items()
+             if k not in extra}
+    return _compiled(rule, tuple(kinds.items()), where)
+
+
+@functools.cache
+def _compiled(rule: Rule, kinds: tuple[tuple[str, str], ...], where: str) -> Strategy:
+    params = dict(kinds)
+    trees = parse_all(rule, params, where)
+    used = {n.value for tree in trees.values() for n in walk(tree) if n.kind == "param"}
+    unused = [p for p in params if p not in used]
+    if unused:
+        raise SpecError(f"{where}: no rule uses the parameter{'s' * (len(unused) > 1)} "
+                        f"{', '.join(map(repr, unused))}; use it in a rule or remove it "
+                        "from the grid")
+    order = [p for p in params if p in used]
+    found = slots(trees)
+    index = {text(slot): i for i, slot in enumerate(found)}
+    body = signal_source(trees, index, {p: i for i, p in enumerate(order)})
+    module = _module(rule, body)
+    lags = _lag_params(trees)
+    periods = _period_params(found)
+    return Strategy(
+        name=rule.name,
+        params=tuple(Param(p, params[p], low=1 if p in periods else 0 if p in lags else None)
+                     for p in order),
+        indicators=tuple(Indicator(text(slot), params_of(slot),
+                                   program=functools.partial(_slot_row, slot))
+                         for slot in found),
+        signal=module.signal,
+        doc=rule.describe(),
+        rule=(rule, kinds),
+    )
+
+
+def _lag_params(trees: Mapping[str, Node]) -> set[str]:
+    return {n.args[1].value for tree in trees.values() for n in walk(tree)
+            if n.kind == "lag" and n.args[1].kind == "param"}
+
+
+def _period_params(found: list[Node]) -> set[str]:
+    """Parameters passed as an indicator's int argument (a period, >= 1)."""
+    from .functions import FUNCTIONS
+
+    periods = set()
+    for slot in found:
+        for node in walk(slot):
+            if node.kind != "call":
+                continue
+            function = FUNCTIONS[node.value[0]]
+            scalars = node.args[len(function.series):]
+            periods |= {a.value for a, (_, kind) in zip(scalars, function.scalars, strict=True)
+                        if a.kind == "param" and kind == "int"}
+    return periods
+
+
+def _slot_row(slot: Node, columns: Mapping[str, np.ndarray], args: tuple,
+              memo: dict) -> np.ndarray:
+    """A slot's row for one tuple of its parameters' values (``Indicator.program``)."""
+    return row(slot, columns, dict(zip(params_of(slot), args, strict=True)), memo)
+
+
+def _module(rule: Rule, body: str) -> ModuleType:
+    """The imported module holding the rule's ``signal`` (written once per text)."""
+    doc = "\n".join(f"    {line}" for line in rule.describe().splitlines())
+    fields = dict(writer=__name__, doc=f"Rules:\n\n{doc}", engine=ENGINE_PACKAGE,
+                  runtime=", ".join(RUNTIME), body=body)
+    source = MODULE.format(cache=True, **fields)
+    stem = "rule_" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    name = f"_barsweep_{stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        path = kernels.write_module(BASE / "barsweep_rules" / f"{stem}.py", source)
+    except OSError as err:
+        warnings.warn(f"cannot write the rule's module to {BASE / 'barsweep_rules'} ({err}):"
+                      " it is compiled in every process, not cached", stacklevel=4)
+        module = ModuleType(name)
+        exec(compile(MODULE.format(cache=False, **fields), f"<rule {stem}>", "exec"),
+             module.__dict__)
+        return module
+    return kernels.import_file(name, path)
