@@ -29,12 +29,12 @@ def text(node: Node) -> str:
     where operators meet (the key of a slot and of a compiled rule).
 
     >>> from barsweep.engine.rules.parse import parse_rule
-    >>> text(parse_rule("close>sma( close,n )and not(open<1)", {"n": "int"}))
+    >>> text(parse_rule("close>sma( close,n )and not(open<1.0)", {"n": "int"}))
     '((close > sma(close, n)) and (not (open < 1)))'
     """
     kind, value, args = node.kind, node.value, node.args
     if kind == "num":
-        return repr(value)
+        return _number(value)
     if kind in ("col", "param", "state"):
         return value
     if kind == "call":
@@ -50,6 +50,13 @@ def text(node: Node) -> str:
         return f"(not {text(args[0])})"
     joiner = f" {value} "
     return f"({joiner.join(map(text, args))})"
+
+
+def _number(value) -> str:
+    """A number's one spelling: ``1`` for 1 and 1.0, ``0.5``, ``True``."""
+    if isinstance(value, bool) or not float(value).is_integer():
+        return repr(value if isinstance(value, bool) else float(value))
+    return str(int(value))
 
 
 def walk(node: Node):

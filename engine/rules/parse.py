@@ -83,10 +83,11 @@ def parse_rule(text: str, params: Mapping[str, str], where: str = "rule") -> Nod
     ('cmp', 'bool', ('sma', ''))
     """
     reader = _Reader(text, params, where)
-    try:
-        tree = ast.parse(text.strip() and text, mode="eval")
+    try:  # in parentheses: a rule may span lines (a YAML block)
+        tree = ast.parse(f"({text}\n)" if text.strip() else text, mode="eval")
     except SyntaxError as err:
-        offset = reader.offset(err.lineno or 1, (err.offset or 1) - 1)
+        offset = min(reader.offset(err.lineno or 1, (err.offset or 1) - 1),
+                     max(len(text) - 1, 0))
         reader.fail(f"not a valid expression ({err.msg})", (offset, offset + 1))
     node = reader.read(tree.body)
     if node.type != "bool":
@@ -105,7 +106,11 @@ class _Reader:
             self.starts.append(self.starts[-1] + len(line))
 
     def offset(self, lineno: int, col: int) -> int:
-        return self.starts[min(lineno, len(self.starts)) - 1] + col
+        """The place in the text of a column of the parsed line (the first line was
+        parsed after an opening parenthesis)."""
+        col -= lineno == 1
+        return min(self.starts[min(lineno, len(self.starts)) - 1] + max(col, 0),
+                   len(self.text))
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         start = self.offset(node.lineno, node.col_offset)
@@ -280,7 +285,7 @@ class _Reader:
         function = FUNCTIONS[name]
         if len(node.args) != function.arity:
             self.fail(f"{name} takes {function.arity} arguments, got {len(node.args)}: "
-                      f"{function.usage(name)}", span)
+                      f"{function.usage(name)}", self.span(node))
         args = []
         for arg, label in zip(node.args, function.series, strict=False):
             series = self.num(arg, f"{name}'s {label}")

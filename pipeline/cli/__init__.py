@@ -21,7 +21,7 @@ from ...errors import BarsweepError, Interrupted, Terminated
 from .data import add_data_parser
 from .demo import add_demo_parser
 from .ranking import add_rank_parsers
-from .runs import add_run_parsers, add_warm_parser
+from .runs import add_run_parsers, add_strategies_parser, add_warm_parser
 from .views import add_plot_parser, add_report_parser, add_trades_parser
 
 
@@ -133,5 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_trades_parser(sub)
     add_report_parser(sub)
     add_warm_parser(sub)
+    add_strategies_parser(sub)
     add_demo_parser(sub)
     return parser

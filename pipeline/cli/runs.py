@@ -67,6 +67,30 @@ def add_warm_parser(sub: argparse._SubParsersAction) -> None:
     warm.set_defaults(func=cmd_warm)
 
 
+def add_strategies_parser(sub: argparse._SubParsersAction) -> None:
+    """``barsweep strategies``."""
+    strategies = sub.add_parser("strategies", help="the builtin strategies, their "
+                                "parameters and their rules (docs/RULES.md)")
+    strategies.set_defaults(func=cmd_strategies)
+
+
+def cmd_strategies(args) -> int:
+    """Each registered strategy: its parameters, then its rules (builtins) or its doc."""
+    from ...engine.rules.builtins import BUILTIN_RULES
+    from ...engine.strategies import get_strategy, strategy_names
+
+    for name in strategy_names():
+        strategy = get_strategy(name)
+        params = ", ".join(f"{p.name} ({p.kind})" for p in strategy.params) or "none"
+        print(f"{name}: parameters {params}")
+        rule = BUILTIN_RULES.get(name)
+        lines = rule.describe().splitlines() if rule else [strategy.doc.strip().splitlines()[0]
+                                                            if strategy.doc.strip() else ""]
+        for line in lines:
+            print(f"  {line}")
+    return 0
+
+
 def cmd_run(args) -> int:
     """``barsweep run``: the spec with the flags' overrides, run by
     :func:`~barsweep.pipeline.run.orchestrate.run_spec`, then its summary."""
