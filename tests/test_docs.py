@@ -256,13 +256,16 @@ def test_the_pages_show_commands():
 
 @pytest.mark.parametrize("page", PAGES, ids=name_of)
 def test_every_spec_validates(page, tmp_path):
-    """Each YAML block is a whole spec, or a part of one completed by ``BASE``; a block
-    listing one key's values validates each value."""
+    """Each YAML block is a whole spec, or a part of one completed by ``BASE`` (without
+    its grid and constraints when the block names its strategy); a block listing one
+    key's values validates each value."""
     for i, block in enumerate(fenced(text_of(page), "yaml")):
         for j, part in enumerate(alternatives(block)):
             data = yaml.safe_load(part)
             assert isinstance(data, dict) and set(data) <= set(Spec.model_fields), part
-            whole = data if {"data", "strategy"} <= set(data) else {**BASE, **data}
+            base = BASE if "strategy" not in data else {  # its own strategy: its own grid
+                k: v for k, v in BASE.items() if k not in ("grid", "constraints")}
+            whole = data if {"data", "strategy"} <= set(data) else {**base, **data}
             directory = tmp_path / f"spec{i}-{j}"
             directory.mkdir()
             load_spec(write_spec(directory, whole))
