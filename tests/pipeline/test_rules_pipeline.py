@@ -1,0 +1,172 @@
+"""A strategy written as rules in the spec, run for real: local worker processes and a
+hand-started worker with a numba cache of its own (it never saw the spec: it compiles
+the rule from the task), then every analysis from the store alone; a rule refused
+before any store or cluster exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+from runs import run_spec_file, synth
+from test_custom_modules import hand_started  # noqa: F401  (a fixture)
+
+from barsweep.datasets import open_bars
+from barsweep.engine import METRICS, Execution, sweep_block
+from barsweep.engine.rules import compile_rule
+
+RULE = {"entry": "rsi(close, period) < lower and close > sma(close, trend)",
+        "exit": "rsi(close, period) > upper or bars_held >= hold "
+                "or close < entry_price * (1 - 2 * stdev(close / close[1] - 1, 20))"}
+GRID = {"period": [7, 14], "lower": [30, 40], "upper": [55.0, 65.5], "trend": [20, 50],
+        "hold": [5, 12]}
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def barsweep(*args, cwd: Path, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "barsweep.pipeline.cli", *map(str, args)],
+                          cwd=cwd, env=env or ENV, capture_output=True, text=True, timeout=600)
+
+
+def spec_of(tmp_path: Path, out: str, **sections) -> dict:
+    return {"data": {"store": str(tmp_path / "bars"), "symbols": ["BTCUSDT"],
+                     "timeframe": "1h"},
+            "strategy": {"name": "rsi_trend", "rule": RULE}, "grid": GRID,
+            "execution": {"fill": "next_open", "fees": 0.001, "direction": "long"},
+            "run": {"out": str(tmp_path / out), "block_size": 8}, **sections}
+
+
+def direct(tmp_path: Path, spec: dict) -> np.ndarray:
+    """The metrics of every combo straight from the engine, shape (n_combos, N_METRICS)."""
+    bars = open_bars(str(tmp_path / "bars"), ["BTCUSDT"], "1h").isel(symbol=0)
+    columns = {c: bars[c].values for c in ("open", "high", "low", "close", "volume")}
+    mesh = np.meshgrid(*GRID.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(GRID, mesh, strict=True)}
+    kinds = {k: "int" if all(float(v).is_integer() for v in vs) else "float"
+             for k, vs in GRID.items()}
+    store = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    strategy = compile_rule({**RULE, "name": "rsi_trend"}, kinds)
+    return sweep_block(strategy, columns, params, Execution(**spec["execution"]),
+                       float(store.attrs["periods_per_year"]))
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("rules")
+    synth(tmp_path / "bars", 3_000, seed=3)
+    spec = spec_of(tmp_path, "plain.zarr")
+    run_spec_file(spec, tmp_path / "plain.yaml")
+    return tmp_path, spec
+
+
+def test_a_rule_spec_runs_on_workers_equal_to_the_engine(plain):
+    tmp_path, spec = plain
+    ds = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    stored = yaml.safe_load(ds.attrs["spec"])
+    assert stored["strategy"]["rule"]["entry"] == RULE["entry"]
+    assert stored["strategy"]["name"] == "rsi_trend"
+    want = direct(tmp_path, spec)
+    for k, name in enumerate(METRICS):
+        got = ds[name].isel(symbol=0).values.reshape(-1)
+        np.testing.assert_array_equal(got, want[:, k], err_msg=name)
+    assert (ds["n_trades"].values > 0).all()
+    assert ds["hold"].dtype.kind == "i" and ds["upper"].dtype.kind == "f"
+
+
+def test_every_analysis_reads_a_rule_store_alone(plain, tmp_path):
+    base, spec = plain
+    store = spec["run"]["out"]
+    (base / "bars").rename(base / "bars.moved")  # the rule itself is not looked up anywhere
+    try:
+        (base / "bars").symlink_to(base / "bars.moved")
+        ranked = barsweep("rank", store, "--by", "sharpe", "--top", "3", "--json", cwd=tmp_path)
+        assert ranked.returncode == 0, ranked.stderr
+        best = json.loads(ranked.stdout)
+        trades = barsweep("trades", store, "--csv", tmp_path / "trades.csv", cwd=tmp_path)
+        assert trades.returncode == 0, trades.stderr
+        assert "rsi_trend" in trades.stdout
+        assert len((tmp_path / "trades.csv").read_text().splitlines()) > 1
+        png = tmp_path / "best.png"
+        assert barsweep("plot", "best", store, "--out", png, cwd=tmp_path).returncode == 0
+        assert png.stat().st_size > 10_000
+        page = tmp_path / "report.html"
+        report = barsweep("report", store, "--out", page, cwd=tmp_path)
+        assert report.returncode == 0, report.stderr
+        assert "rsi_trend" in page.read_text()
+        resumed = barsweep("run", base / "plain.yaml", "--resume", "--no-progress",
+                           cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        (base / "bars").unlink()
+        (base / "bars.moved").rename(base / "bars")
+    assert best
+
+
+def test_a_rule_walk_forward_runs_and_is_read_back(plain, tmp_path):
+    base, _ = plain
+    spec = spec_of(base, "wf.zarr", walk_forward={"train": 1000, "test": 500})
+    spec["run"]["out"] = str(tmp_path / "wf.zarr")
+    run_spec_file(spec, tmp_path / "wf.yaml")
+    done = barsweep("walkforward", tmp_path / "wf.zarr", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    windows = json.loads(done.stdout)
+    assert windows
+
+
+def test_a_worker_that_never_saw_the_rule_compiles_it(plain, tmp_path, hand_started):  # noqa: F811
+    base, spec = plain
+    cache = tmp_path / "worker-cache"
+    address = hand_started_with_cache(hand_started, cache)
+    remote = barsweep("run", base / "plain.yaml", "--scheduler", address, "--out",
+                      tmp_path / "remote.zarr", "--no-progress", cwd=tmp_path)
+    assert remote.returncode == 0, remote.stderr
+    got = xr.open_zarr(tmp_path / "remote.zarr", consolidated=False)
+    want = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    for name in METRICS:
+        np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+    assert list(cache.glob("barsweep_rules/rule_*.py")), "the worker wrote no rule module"
+
+
+def hand_started_with_cache(start, cache: Path) -> str:
+    """The hand-started scheduler and worker of test_custom_modules, with
+    NUMBA_CACHE_DIR=cache: compiled kernels and rule modules of their own."""
+    import test_custom_modules
+
+    saved = test_custom_modules.ENV
+    test_custom_modules.ENV = {**saved, "NUMBA_CACHE_DIR": str(cache)}
+    try:
+        return start()
+    finally:
+        test_custom_modules.ENV = saved
+
+
+def test_a_bad_rule_is_refused_before_any_store_or_cluster(tmp_path):
+    synth(tmp_path / "bars", 300, seed=1)
+    spec = spec_of(tmp_path, "never.zarr")
+    spec["strategy"]["rule"] = {**RULE, "entry": "rsi(close, perod) < lower"}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    for command in ("run", "check"):
+        done = barsweep(command, path, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert "strategy.rule.entry: unknown name 'perod' (did you mean 'period'?)" in lines[0]
+        assert lines[-2].strip() == "rsi(close, perod) < lower"
+        assert lines[-1].strip() == "^^^^^"
+        assert lines[-1].index("^") == lines[-2].index("perod")
+    assert not (tmp_path / "never.zarr").exists()
+
+
+def test_check_compiles_a_rule_without_running(plain, tmp_path):
+    base, _ = plain
+    done = barsweep("check", base / "plain.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK: ") and "rsi_trend" in done.stdout
