@@ -6,13 +6,13 @@ same length, NaN through the warm-up, and names the TA-Lib call it equals (the t
 oracle). Like the TA-Lib Python wrapper, a kernel starts at the first bar where all
 its inputs are non-NaN. Inputs are validated bars: finite, positive prices. A
 period below 1 gives all NaN (kernels never raise); where TA-Lib refuses a period
-of 1 (RSI, BBANDS, MAX/MIN, MACD's fast and slow) the kernels give the formula's
-plain value.
+of 1 (RSI, BBANDS, STDDEV, MAX/MIN, MACD's fast and slow) the kernels give the
+formula's plain value (STDDEV's is 0, MAX's and MIN's the series itself).
 
 The kernels live in :mod:`barsweep.engine.indicators_ma` (the moving averages and
 what is built from them: SMA, EMA, WMA, TRIX, MACD) and
 :mod:`barsweep.engine.indicators_osc` (oscillators and ranges: RSI, ROC, STOCH,
-Bollinger bands, ATR, Donchian) and are re-exported here: import every indicator
+Bollinger bands, STDDEV, ATR, MAX/MIN, Donchian) and are re-exported here: import every indicator
 from this module. This module holds :data:`INDICATORS`, each name's CPU kernel and
 device fill (the allocation-free row function the GPU hoists it with), and
 :func:`compute_indicator`.
@@ -48,9 +48,15 @@ from .indicators_osc import (
     bbands_rows,
     donchian,
     donchian_rows,
+    highest,
+    highest_row,
+    lowest,
+    lowest_row,
     roc,
     rsi,
     rsi_row,
+    stdev,
+    stdev_row,
     stoch,
 )
 
@@ -62,10 +68,13 @@ __all__ = [
     "compute_indicator",
     "donchian",
     "ema",
+    "highest",
+    "lowest",
     "macd",
     "roc",
     "rsi",
     "sma",
+    "stdev",
     "stoch",
     "trix",
     "trix_signal",
@@ -92,6 +101,21 @@ def _sma_fill(high, low, close, a, out, s1, s2):
 @njit(cache=True)
 def _rsi_fill(high, low, close, a, out, s1, s2):
     rsi_row(close, int(a[0]), out)
+
+
+@njit(cache=True)
+def _stdev_fill(high, low, close, a, out, s1, s2):
+    stdev_row(close, int(a[0]), out)
+
+
+@njit(cache=True)
+def _highest_fill(high, low, close, a, out, s1, s2):
+    highest_row(close, int(a[0]), out)
+
+
+@njit(cache=True)
+def _lowest_fill(high, low, close, a, out, s1, s2):
+    lowest_row(close, int(a[0]), out)
 
 
 @njit(cache=True)
@@ -185,6 +209,9 @@ INDICATORS: dict[str, IndicatorFn] = {
     "trix": IndicatorFn(trix, _CLOSE, fill=_trix_fill),
     "trix_signal": IndicatorFn(trix_signal, _CLOSE, fill=_trix_signal_fill),
     "roc": IndicatorFn(roc, _CLOSE),
+    "stdev": IndicatorFn(stdev, _CLOSE, fill=_stdev_fill),
+    "highest": IndicatorFn(highest, _CLOSE, fill=_highest_fill),
+    "lowest": IndicatorFn(lowest, _CLOSE, fill=_lowest_fill),
     "atr": IndicatorFn(atr, _HLC),
     "macd_line": IndicatorFn(macd, _CLOSE, 0, _macd_line_fill),
     "macd_signal": IndicatorFn(macd, _CLOSE, 1, _macd_signal_fill),

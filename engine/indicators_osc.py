@@ -1,5 +1,5 @@
 """Oscillators and ranges with TA-Lib's conventions: RSI, ROC, STOCH, Bollinger bands,
-ATR, Donchian channels.
+standard deviation, ATR, rolling highest and lowest, Donchian channels.
 
 Each public kernel takes float64 arrays and scalars and returns new float64 arrays of
 the same length, NaN through the warm-up, and names the TA-Lib call it equals; the
@@ -17,8 +17,8 @@ from numba import njit
 
 from .indicators_ma import fill_nan, first_valid, first_valid3, roc_into, sma_into
 
-# Rolling variance (bbands): re-centre the shifted sums on the window mean when the
-# variance falls below _CANCELLING of the mean squared deviation, when a departing
+# Rolling variance (stdev, bbands): re-centre the shifted sums on the window mean when
+# the variance falls below _CANCELLING of the mean squared deviation, when a departing
 # bar outweighs _DOMINANT times what is left, and every _RECENTRE_BARS periods; a
 # re-centred variance below _NEGLIGIBLE of it is 0 (TA-Lib's var.c thresholds).
 _CANCELLING = 1e-6
@@ -109,7 +109,11 @@ def bbands(close, period, k):
     minus ``k`` population standard deviations. As TA-Lib >= 0.6 the variance is
     taken from running sums of deviations from a shift (a recent window mean),
     re-centred on the window when the sums start to cancel, so it stays accurate on
-    finely quoted, low-volatility series.
+    finely quoted, low-volatility series. Its rounding steps are not quite TA-Lib's
+    (it divides by ``period`` where TA-Lib multiplies by ``1 / period``, and
+    re-centres a bar later after a dominant bar), which :func:`stdev` follows
+    exactly: the width equals TA-Lib's, and ``k * stdev(close, period)``, to
+    rounding (1e-7 relative at worst, on short periods), not bit for bit.
 
     Parameters
     ----------
@@ -173,6 +177,100 @@ def bbands_rows(close, period, k, upper, middle, lower):
         total2 -= dev * dev
         if dev * dev > _DOMINANT * total2:
             to_recentre = 0  # the bar that left dominated the sums: re-centre next bar
+
+
+@njit(cache=True)
+def stdev(close, period):
+    """Population standard deviation; equals ``talib.STDDEV(close, timeperiod=period, nbdev=1)``.
+
+    Over the ``period`` bars ending at each bar, this one included, with TA-Lib's
+    arithmetic step for step (bit for bit). A period of 1 (which TA-Lib refuses)
+    gives 0.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``period - 1`` bars after the leading NaNs of ``close``.
+    """
+    out = np.empty(close.shape[0])
+    stdev_row(close, period, out)
+    return out
+
+
+@njit(cache=True)
+def stdev_row(close, period, out):
+    """:func:`stdev` written into ``out`` (allocation-free: also a CUDA device function)."""
+    stdev_into(close, period, first_valid(close) + period - 1, out)
+
+
+@njit(cache=True)
+def stdev_into(x, period, first, out):
+    """Population standard deviation of ``x`` over ``period`` bars into ``out[first:]``.
+
+    The square root of TA-Lib's ``VAR`` (>= 0.6), step for step: running sums of
+    deviations from a shift, and a fresh two-pass over the window (the shift moved to
+    its mean) when the variance falls below ``_CANCELLING`` of the mean squared
+    deviation, when the departing bar outweighs ``_DOMINANT`` times what is left, and
+    every ``_RECENTRE_BARS`` periods. NaN before ``first``. ``out`` must not be ``x``.
+    Needs ``first >= period - 1``; writes only NaN when ``period < 1``.
+    """
+    n = x.shape[0]
+    if period < 1 or first >= n:
+        fill_nan(out, n)
+        return
+    fill_nan(out, first)
+    inv_period = 1.0 / period
+    shift = x[first - period + 1]
+    total1 = 0.0
+    total2 = 0.0
+    for t in range(first - period + 1, first):
+        dev = x[t] - shift
+        total1 += dev
+        total2 += dev * dev
+    to_reseed = _RECENTRE_BARS * period
+    for t in range(first, n):
+        dev = x[t] - shift
+        total1 += dev
+        total2 += dev * dev
+        mean = total1 * inv_period
+        var = total2 * inv_period - mean * mean
+        dev = x[t - period + 1] - shift
+        total1 -= dev
+        total2 -= dev * dev
+        to_reseed -= 1
+        if (var < _CANCELLING * (total2 * inv_period) or dev * dev > _DOMINANT * total2
+                or to_reseed <= 0):
+            var, shift, total1, total2 = _reseeded(x, t - period + 1, t + 1, inv_period)
+            to_reseed = _RECENTRE_BARS * period
+        out[t] = math.sqrt(var)
+
+
+@njit(cache=True)
+def _reseeded(x, start, stop, inv_period):
+    """TA-Lib ``VAR``'s two-pass over the window ``x[start:stop]``: its variance (0
+    below ``_NEGLIGIBLE`` of the mean squared deviation), the new shift (the window
+    mean), and the running sums without the window's first bar."""
+    total = 0.0
+    for t in range(start, stop):
+        total += x[t]
+    shift = total * inv_period
+    total1 = 0.0
+    total2 = 0.0
+    for t in range(start, stop):
+        dev = x[t] - shift
+        total1 += dev
+        total2 += dev * dev
+    mean = total1 * inv_period
+    var = total2 * inv_period - mean * mean
+    if var < _NEGLIGIBLE * (total2 * inv_period):
+        var = 0.0
+    dev = x[start] - shift
+    return var, shift, total1 - dev, total2 - dev * dev
 
 
 @njit(cache=True)
@@ -294,8 +392,64 @@ def donchian(high, low, period):
 @njit(cache=True)
 def donchian_rows(high, low, period, upper, lower):
     """:func:`donchian` written into its two outputs (allocation-free)."""
-    _rolling_extreme_into(high, period, first_valid(high) + period - 1, _HIGHEST, upper)
-    _rolling_extreme_into(low, period, first_valid(low) + period - 1, _LOWEST, lower)
+    highest_row(high, period, upper)
+    lowest_row(low, period, lower)
+
+
+@njit(cache=True)
+def highest(close, period):
+    """Rolling maximum; equals ``talib.MAX(close, timeperiod=period)``.
+
+    The highest value of the last ``period`` bars, this one included, of any
+    series; a period of 1 (which TA-Lib refuses) gives the series itself.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``period - 1`` bars after the leading NaNs of ``close``.
+    """
+    out = np.empty(close.shape[0])
+    highest_row(close, period, out)
+    return out
+
+
+@njit(cache=True)
+def highest_row(close, period, out):
+    """:func:`highest` written into ``out`` (allocation-free: also a CUDA device function)."""
+    _rolling_extreme_into(close, period, first_valid(close) + period - 1, _HIGHEST, out)
+
+
+@njit(cache=True)
+def lowest(close, period):
+    """Rolling minimum; equals ``talib.MIN(close, timeperiod=period)``.
+
+    The lowest value of the last ``period`` bars, this one included, of any
+    series; a period of 1 (which TA-Lib refuses) gives the series itself.
+
+    Parameters
+    ----------
+    close : ndarray, shape (n_bars,), float64
+    period : int, >= 1
+
+    Returns
+    -------
+    ndarray, shape (n_bars,), float64
+        NaN for the first ``period - 1`` bars after the leading NaNs of ``close``.
+    """
+    out = np.empty(close.shape[0])
+    lowest_row(close, period, out)
+    return out
+
+
+@njit(cache=True)
+def lowest_row(close, period, out):
+    """:func:`lowest` written into ``out`` (allocation-free: also a CUDA device function)."""
+    _rolling_extreme_into(close, period, first_valid(close) + period - 1, _LOWEST, out)
 
 
 @njit(cache=True)

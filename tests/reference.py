@@ -371,6 +371,14 @@ def ref_bbands(close, period, k):
     return upper, middle, lower
 
 
+def ref_stdev(close, period):
+    """Population standard deviation of the last ``period`` values."""
+    out = [math.nan] * len(close)
+    for t in range(period - 1, len(close)):
+        out[t] = statistics.pstdev(close[t - period + 1 : t + 1])
+    return out
+
+
 def ref_atr(high, low, close, period):
     """Wilder's average of the true range, first the plain mean of bars 1..period."""
     n = len(close)

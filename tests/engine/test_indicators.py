@@ -17,6 +17,7 @@ from reference import (
     ref_roc,
     ref_rsi,
     ref_sma,
+    ref_stdev,
     ref_stoch,
     ref_trix,
     ref_wma,
@@ -29,9 +30,12 @@ from barsweep.engine.indicators import (
     bbands,
     compute_indicator,
     donchian,
+    highest,
+    lowest,
     macd,
     roc,
     rsi,
+    stdev,
     stoch,
     trix,
     trix_signal,
@@ -65,9 +69,12 @@ SINGLE_PERIOD = {
         lambda b, p: donchian(b["high"], b["low"], p),
         lambda b, p: (talib.MAX(b["high"], p), talib.MIN(b["low"], p)),
     ),
+    "stdev": (lambda b, p: stdev(b["close"], p), lambda b, p: talib.STDDEV(b["close"], p, 1)),
+    "highest": (lambda b, p: highest(b["close"], p), lambda b, p: talib.MAX(b["close"], p)),
+    "lowest": (lambda b, p: lowest(b["close"], p), lambda b, p: talib.MIN(b["close"], p)),
 }
 # TA-Lib refuses a period of 1 for these; the others take it.
-NO_PERIOD_1 = {"rsi", "bbands", "donchian"}
+NO_PERIOD_1 = {"rsi", "bbands", "donchian", "stdev", "highest", "lowest"}
 
 MACD_ARGS = [(12, 26, 9), (2, 3, 1), (5, 35, 5), (3, 50, 2), (26, 12, 9), (50, 2, 2), (7, 7, 3)]
 STOCH_ARGS = [(14, 3, 3), (5, 3, 3), (2, 1, 1), (1, 1, 1), (50, 5, 10), (9, 1, 4)]
@@ -181,6 +188,107 @@ def test_long_series_do_not_drift():
     )
 
 
+# TA-Lib's function for each registered kernel of one series and one period.
+ONE_SERIES_TALIB = {
+    "sma": talib.SMA, "ema": talib.EMA, "wma": talib.WMA, "rsi": talib.RSI, "roc": talib.ROC,
+    "trix": talib.TRIX, "stdev": lambda x, n: talib.STDDEV(x, n, 1), "highest": talib.MAX,
+    "lowest": talib.MIN,
+}
+# Series with and without a NaN warm-up, each a function of the bars dict.
+SERIES = {
+    "rsi14": lambda b: talib.RSI(b["close"], 14),
+    "ema10": lambda b: talib.EMA(b["close"], 10),
+    "trix4": lambda b: talib.TRIX(b["close"], 4),
+    "roc3": lambda b: talib.ROC(b["close"], 3),
+    "close-open": lambda b: b["close"] - b["open"],
+}
+
+
+def test_every_one_series_indicator_has_its_talib_function():
+    one_series = {name for name, ind in INDICATORS.items()
+                  if ind.inputs == ("close",) and ind.output is None and len(ind.arg_names) == 1}
+    assert one_series == set(ONE_SERIES_TALIB)
+
+
+@pytest.mark.parametrize("inner", list(SERIES))
+@pytest.mark.parametrize("name", list(ONE_SERIES_TALIB))
+def test_nested_like_talib(name, inner):
+    """An indicator of another's output (or of close - open) equals TA-Lib's nesting:
+    ``kernel(talib.X(close, n), m) == talib.Y(talib.X(close, n), m)``."""
+    series = SERIES[inner](random_bars(600, seed=8))
+    for m in (2, 9):
+        assert_matches(INDICATORS[name].fn(series, m), ONE_SERIES_TALIB[name](series, m))
+
+
+def test_multi_input_kernels_start_where_every_input_is_defined_like_talib():
+    """high, low and close with NaN warm-ups of different lengths (each the longest once):
+    ATR and STOCH start where all three are defined, as TA-Lib's wrapper."""
+    b = random_bars(600, seed=3)
+    heads = [(talib.SMA(b["high"], 3), talib.EMA(b["low"], 6), talib.WMA(b["close"], 2)),
+             (talib.WMA(b["high"], 2), talib.SMA(b["low"], 3), talib.EMA(b["close"], 9)),
+             (talib.EMA(b["high"], 7), talib.WMA(b["low"], 2), talib.SMA(b["close"], 4))]
+    for h, l, c in heads:
+        for period in (1, 2, 5, 14):
+            assert_matches(atr(h, l, c, period), talib.ATR(h, l, c, period))
+        for k_period, k_smooth, d_period in ((5, 3, 3), (9, 4, 2), (5, 2, 7)):
+            assert_matches(stoch(h, l, c, k_period, k_smooth, d_period),
+                           talib.STOCH(h, l, c, fastk_period=k_period, slowk_period=k_smooth,
+                                       slowk_matype=0, slowd_period=d_period, slowd_matype=0))
+
+
+@pytest.mark.parametrize("args", [(9, 4, 2), (5, 2, 7)])
+def test_stoch_takes_talibs_argument_order(args):
+    """``stoch(high, low, close, a, b, c)`` is TA-Lib's ``fastk_period=a, slowk_period=b,
+    slowd_period=c``, through the kernel and the registry alike; any other order differs
+    (in %K at least: %D, an SMA of an SMA, does not see the two smoothings swapped)."""
+    b = random_bars(400, seed=12)
+    h, l, c = b["high"], b["low"], b["close"]
+    a, k_smooth, d_period = args
+    theirs = talib.STOCH(h, l, c, fastk_period=a, slowk_period=k_smooth, slowk_matype=0,
+                         slowd_period=d_period, slowd_matype=0)
+    assert_matches(stoch(h, l, c, *args), theirs)
+    assert_matches((compute_indicator("stoch_k", b, args), compute_indicator("stoch_d", b, args)),
+                   theirs)
+    for other in {(a, d_period, k_smooth), (k_smooth, a, d_period), (d_period, k_smooth, a)}:
+        k, _ = stoch(h, l, c, *other)
+        assert not np.allclose(k, theirs[0], equal_nan=True)
+
+
+@pytest.mark.parametrize("period", [2, 3, 5, 20, 33, 200])
+def test_stdev_is_talibs_bit_for_bit(period):
+    """The same arithmetic as TA-Lib's VAR (shifted sums, re-centred), on a random walk, a
+    finely quoted series with a flat stretch, one with spikes and an RSI (NaN warm-up)."""
+    rng = np.random.default_rng(0)
+    fine = 100.0 + rng.normal(0.0, 1e-5, 1000)
+    fine[200:300] = 100.0
+    close = random_bars(3000, seed=9)["close"]
+    spiky = close.copy()
+    spiky[[100, 700, 1500]] *= 1e4
+    for x in (close, fine, spiky, talib.RSI(close, 14)):
+        np.testing.assert_array_equal(stdev(x, period), talib.STDDEV(x, period, 1))
+
+
+@pytest.mark.parametrize("name", ["stdev", "highest", "lowest"])
+def test_window_of_all_bars_and_longer(name):
+    ours, theirs = SINGLE_PERIOD[name]
+    b = random_bars(120, seed=4)
+    for period in (119, 120):
+        assert_matches(ours(b, period), theirs(b, period))
+    for period in (121, 500):
+        assert np.isnan(ours(b, period)).all() and np.isnan(theirs(b, period)).all()
+
+
+def test_period_1_gives_the_plain_value():
+    """TA-Lib refuses a period of 1 for STDDEV, MAX and MIN: 0 and the series itself,
+    from the series' first defined value on."""
+    close = random_bars(200, seed=5)["close"]
+    for x in (close, talib.RSI(close, 14)):
+        defined = ~np.isnan(x)
+        np.testing.assert_array_equal(stdev(x, 1), np.where(defined, 0.0, np.nan))
+        np.testing.assert_array_equal(highest(x, 1), x)
+        np.testing.assert_array_equal(lowest(x, 1), x)
+
+
 @pytest.mark.parametrize("period", [2, 7, 30])
 def test_matches_reference(period):
     b = random_bars(300, seed=1)
@@ -202,6 +310,8 @@ def test_matches_reference(period):
     check(atr(b["high"], b["low"], close, period), ref_atr(h, l, c, period))
     check(bbands(close, period, 1.5), ref_bbands(c, period, 1.5))
     check(donchian(b["high"], b["low"], period), ref_donchian(h, l, period))
+    check(stdev(close, period), ref_stdev(c, period))
+    check((highest(close, period), lowest(close, period)), ref_donchian(c, c, period))
     check(macd(close, period, 2 * period, 4), ref_macd(c, period, 2 * period, 4))
     check(macd(close, 2 * period, period, 4), ref_macd(c, 2 * period, period, 4))
     check(stoch(b["high"], b["low"], close, period, 3, 3), ref_stoch(h, l, c, period, 3, 3))
@@ -212,7 +322,8 @@ def test_shorter_than_the_warm_up_is_all_nan():
     h, l, c = b["high"], b["low"], b["close"]
     for out in (ema(c, 10), sma(c, 10), wma(c, 10), rsi(c, 5), roc(c, 5), atr(h, l, c, 5),
                 trix(c, 3), trix_signal(c, 2, 3), *macd(c, 2, 4, 3), *bbands(c, 6, 2.0),
-                *stoch(h, l, c, 3, 2, 3), *donchian(h, l, 6)):
+                *stoch(h, l, c, 3, 2, 3), *donchian(h, l, 6), stdev(c, 6), highest(c, 6),
+                lowest(c, 6)):
         assert out.shape == (5,) and np.isnan(out).all()
 
 
@@ -221,7 +332,8 @@ def test_a_period_below_1_is_all_nan():
     h, l, c = b["high"], b["low"], b["close"]
     for out in (ema(c, 0), sma(c, 0), wma(c, 0), rsi(c, 0), roc(c, 0), atr(h, l, c, 0),
                 trix(c, 0), trix_signal(c, 3, 0), *macd(c, 0, 3, 3), *bbands(c, 0, 2.0),
-                *stoch(h, l, c, 3, 0, 2), *donchian(h, l, 0)):
+                *stoch(h, l, c, 3, 0, 2), *donchian(h, l, 0), stdev(c, 0), highest(c, -1),
+                lowest(c, 0)):
         assert np.isnan(out).all()
 
 

@@ -111,3 +111,14 @@ def ruin_cases() -> list[tuple[str, str, str, dict, dict]]:
         ("ruin-bollinger-open_short_slipped", "bollinger", "open_short_slipped",
          PARAMS["bollinger"], dict(fill="next_open", direction="short", slippage=0.6)),
     ]
+
+
+#: Argument rows each device fill is hoisted with, keyed by its kernel's arguments (periods
+#: of 1 and warm-ups longer than ``HOIST_BARS`` included).
+HOIST_ARGS = {
+    ("period",): [(1,), (2,), (7,), (40,), (300,)],
+    ("period", "k"): [(1, 2.0), (2, 2.0), (9, 1.5), (40, 0.5)],
+    ("period", "signal"): [(1, 1), (3, 2), (5, 4), (12, 9)],
+    ("fast", "slow", "signal"): [(1, 2, 1), (3, 8, 4), (8, 3, 2), (12, 26, 9)],
+}
+HOIST_BARS = 200

@@ -5,7 +5,8 @@ its own (the simulator must be switched on before numba is imported); here the c
 CPU kernel runs the same cases. Trade counts must be identical and every metric equal to
 1e-12 relative: in the simulator the device functions run as plain Python, float64 step
 by step like the CPU's (no fused multiply-adds; a real GPU is held to 1e-9 instead, see
-benchmarks/gpu_check.py).
+benchmarks/gpu_check.py). ``sim_hoist.py`` hoists every device indicator the same way,
+checked against the CPU kernels.
 """
 
 import json
@@ -20,6 +21,8 @@ from bars import random_bars
 from gpu_cases import (
     BARS_SEED,
     EXECUTIONS,
+    HOIST_ARGS,
+    HOIST_BARS,
     MODULES,
     N_BARS,
     N_SEGMENTS,
@@ -31,6 +34,8 @@ from gpu_cases import (
 )
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
+from barsweep.engine.gpu_hoist import DEVICE_INDICATORS
+from barsweep.engine.indicators import INDICATORS, compute_indicator
 from barsweep.engine.strategies import import_strategy_module
 
 HERE = Path(__file__).resolve().parent
@@ -208,3 +213,19 @@ def test_cuda_spans_and_segment_sums_equal_the_cpu(simulated, bars):
                         seg_sums=segs)
     assert_same_metrics(results["segmented"], whole, RTOL, "segmented")
     np.testing.assert_allclose(results["seg_sums"], segs, rtol=RTOL, atol=1e-15)
+
+
+def test_every_device_fill_equals_the_cpu_kernel(tmp_path):
+    """Each indicator the GPU hoists itself, hoisted by its CUDA kernel (``sim_hoist.py``),
+    equals the CPU kernel row for row: periods of 1, warm-ups longer than the bars."""
+    out = tmp_path / "hoisted.npz"
+    run_simulated(str(HERE / "sim_hoist.py"), str(out))
+    bars = random_bars(HOIST_BARS, BARS_SEED)
+    with np.load(out) as data:
+        assert set(data.files) == set(DEVICE_INDICATORS)
+        for name in DEVICE_INDICATORS:
+            arg_rows = HOIST_ARGS[INDICATORS[name].arg_names]
+            cpu = np.array([compute_indicator(name, bars, args) for args in arg_rows])
+            np.testing.assert_allclose(data[name], cpu, rtol=RTOL, atol=0.0, equal_nan=True,
+                                       err_msg=name)
+            assert np.isfinite(cpu).any() and np.isnan(cpu).any(), name
