@@ -172,3 +172,26 @@ def test_check_compiles_a_rule_without_running(plain, tmp_path):
     done = barsweep("check", base / "plain.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "\nOK: " in done.stdout and "rsi_trend" in done.stdout
+
+
+def test_sweep_and_backtest_take_a_rule_from_python(plain):
+    """``barsweep.sweep(store, {"entry", "exit", "name"}, grid)`` equals the CLI's store,
+    and ``backtest(bars, rule, combo)`` the store's row of that combo."""
+    import barsweep
+    from barsweep.engine import backtest
+
+    base, spec = plain
+    rule = {**RULE, "name": "rsi_trend"}
+    ds = barsweep.sweep(str(base / "bars"), rule, GRID, symbols="BTCUSDT", timeframe="1h",
+                        execution=spec["execution"], cluster="threads")
+    stored = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    for name in METRICS:
+        np.testing.assert_array_equal(ds[name].transpose(*stored[name].dims).values,
+                                      stored[name].values, err_msg=name)
+    combo = {"period": 14, "lower": 45, "upper": 65.5, "trend": 20, "hold": 12}
+    bars = open_bars(str(base / "bars"), ["BTCUSDT"], "1h")
+    one = backtest(bars, rule, combo, ppy=float(stored.attrs["periods_per_year"]),
+                   **spec["execution"])
+    row = stored.sel(symbol="BTCUSDT", **combo)
+    for name in METRICS:
+        np.testing.assert_array_equal(one.metrics[name], row[name].values, err_msg=name)
