@@ -355,6 +355,8 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
         "n_combos_exact": the_plan.n_combos_exact,
         "periods_per_year": the_plan.ppy,
         "annualised": prepared.annualised,
+        "strategy": spec.strategy_name,
+        "rule": spec.strategy_def.doc if not isinstance(spec.strategy, str) else "",
     }
     create_store(prepared.out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, attrs, excluded=the_plan.excluded,

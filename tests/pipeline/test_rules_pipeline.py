@@ -74,6 +74,8 @@ def test_a_rule_spec_runs_on_workers_equal_to_the_engine(plain):
     stored = yaml.safe_load(ds.attrs["spec"])
     assert stored["strategy"]["rule"]["entry"] == RULE["entry"]
     assert stored["strategy"]["name"] == "rsi_trend"
+    assert ds.attrs["strategy"] == "rsi_trend"
+    assert ds.attrs["rule"] == f"entry: {RULE['entry']}\nexit: {RULE['exit']}"
     want = direct(tmp_path, spec)
     for k, name in enumerate(METRICS):
         got = ds[name].isel(symbol=0).values.reshape(-1)
