@@ -52,7 +52,9 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
     spec, _ = stored_spec(ds, "report")
     sections = [f"<h1>barsweep report: {html.escape(os.fspath(results))}</h1>",
                 f"<p>{html.escape(spec.strategy_name)} over {html.escape(', '.join(symbols))}"
-                + (", walk-forward" if walk else "") + "</p>",
+                + (", walk-forward" if walk else "") + "</p>"
+                + ("" if isinstance(spec.strategy, str) else
+                   f"<pre>{html.escape(spec.strategy_def.doc)}</pre>"),
                 "<h2>Run</h2>" + _facts(ds),
                 f"<h2>Top {top} by {html.escape(by)}"
                 + (" (train samples)" if walk else "") + "</h2>"

@@ -104,6 +104,7 @@ def test_every_analysis_reads_a_rule_store_alone(plain, tmp_path):
         report = barsweep("report", store, "--out", page, cwd=tmp_path)
         assert report.returncode == 0, report.stderr
         assert "rsi_trend" in page.read_text()
+        assert "exit: rsi(close, period) &gt; upper or bars_held &gt;= hold" in page.read_text()
         resumed = barsweep("run", base / "plain.yaml", "--resume", "--no-progress",
                            cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr
