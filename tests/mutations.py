@@ -161,6 +161,30 @@ MUTATIONS = (
         "if done[t.block_id] == PENDING)",
         ("tests/pipeline/test_faults.py::"
          "test_driver_sigkilled_then_resumed_equals_an_undisturbed_run",)),
+    Mutation(
+        "a rule's past value before the first bar wraps to the last bars",
+        "engine/rules/runtime.py",
+        "    return series[i] if i >= 0 else nan",
+        "    return series[i]",
+        ("tests/engine/test_rules_reference.py",)),
+    Mutation(
+        "bars_held counts the fill bar",
+        "engine/rules/runtime.py",
+        "    return t - entry_bar if position != 0.0 else 0",
+        "    return t - entry_bar + 1 if position != 0.0 else 0",
+        ("tests/engine/test_rules_reference.py",)),
+    Mutation(
+        "a lag inside an indicator's series is off by one",
+        "engine/rules/lower.py",
+        "        out[k:] = series[: len(series) - k]",
+        "        out[k:] = series[1: len(series) - k + 1]",
+        ("tests/engine/test_rules_language.py",)),
+    Mutation(
+        "a rule's != is true where a value is NaN",
+        "engine/rules/runtime.py",
+        "    return a < b or a > b",
+        "    return a != b",
+        ("tests/engine/test_rules_reference.py",)),
 )
 
 

@@ -53,13 +53,16 @@ PARAMS = {
     "donchian": _grid(period=np.arange(3, 67)),
     "sma_trend": _grid(period=np.arange(3, 67)),
     "wma_band": _grid(period=np.arange(4, 20, 2), atr_period=np.arange(3, 11)),
+    "rule_state": _grid(period=np.arange(4, 12, 2), lag=np.array([1, 4]),
+                        hold=np.array([2, 6, 20]), k=np.array([0.01, 0.03])),
     "sma_hold": _grid(period=np.arange(4, 20, 2), hold=np.array([1, 3, 8, 30]),
                       k=np.array([0.01, 0.04])),
 }
 
 #: Strategies registered by modules of the tests (docs/STRATEGIES.md's examples, one of
-#: them a signal of the position state; a host-hoisted one).
+#: them a signal of the position state; a host-hoisted one; one written as rules).
 MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy",
+           "rule_state": "gpu_rule_strategy",
            "sma_hold": "signal_state_example"}
 
 

@@ -1,0 +1,17 @@
+"""rule_state: a strategy written as rules (lags, nested indicators, crosses, min/max,
+the position state), so the simulator and PTX tests cover the generated signal. Registered
+on import."""
+
+from barsweep.engine import register
+from barsweep.engine.rules import Rule, compile_rule
+
+RULE = Rule(
+    "cross_above(ema(rsi(close, period), 3), 50) and close > close[lag] and position == 0",
+    "bars_held >= hold or close < entry_price * (1 - k) or "
+    "min(open, close) > max(highest(high, period)[1], sma(close, period) + stdev(close, 10))",
+    short_entry="cross_below(ema(rsi(close, period), 3), 50) and not (close > close[lag])",
+    short_exit="bars_held >= hold or close > entry_price * (1 + k)",
+    name="rule_state")
+
+STRATEGY = register(compile_rule(RULE, {"period": "int", "lag": "int", "hold": "int",
+                                        "k": "float"}))
