@@ -69,6 +69,7 @@ OWN = {
                    short_exit="bars_held > hold or "
                               "close > entry_price + 2 * atr(high, low, close, n)"),
               {"n": [10, 20], "k": [1.0, 2.0], "hold": [3, 12], "stop": [0.01, 0.03]}),
+    "nan": (Rule("rsi(close, n) != 50 and close > open", "close < open"), {"n": [10, 30]}),
     "helpers": (Rule("min(open, close) > max(sma(close, n), ema(close, n)) and close != open",
                      "macd(close, n, 26, 9).macd < macd(close, n, 26, 9).signal or "
                      "stoch(high, low, close, 14, 3, 3).k > 80"),
