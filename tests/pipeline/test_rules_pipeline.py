@@ -198,3 +198,34 @@ def test_sweep_and_backtest_take_a_rule_from_python(plain):
     row = stored.sel(symbol="BTCUSDT", **combo)
     for name in METRICS:
         np.testing.assert_array_equal(one.metrics[name], row[name].values, err_msg=name)
+
+
+@pytest.mark.parametrize(("builtin", "grid", "constraints"), [
+    ("ema_cross", {"fast": [3, 5, 8], "slow": [20, 30]}, ["fast < slow"]),
+    ("bollinger", {"period": [10, 20], "k": [1.5, 2.0]}, []),
+    ("rsi", {"period": [7, 14], "lower": [30.0, 40.0], "upper": [60.0, 35.0]}, []),
+])
+def test_a_builtin_written_as_a_rule_makes_the_same_store(plain, tmp_path, builtin, grid,
+                                                           constraints):
+    """The store of a builtin and of its rules (barsweep strategies): every metric bit for
+    bit (rsi's requirement lower < upper excludes the same combos as the constraint)."""
+    from barsweep.engine.rules.builtins import BUILTIN_RULES
+
+    base, _ = plain
+    rule = BUILTIN_RULES[builtin]
+    rules = {k: getattr(rule, k) for k in ("entry", "exit", "short_entry", "short_exit")
+             if getattr(rule, k)}
+    stores = {}
+    for kind, strategy in (("builtin", builtin), ("rule", {"name": "r", "rule": rules})):
+        spec = {**spec_of(base, f"{kind}.zarr"), "strategy": strategy, "grid": grid,
+                "constraints": constraints + (["lower < upper"] if builtin == "rsi"
+                                              and kind == "rule" else []),
+                "execution": {"fill": "next_open", "direction": "both", "fees": 0.001,
+                              "stop_loss": 0.03}}
+        spec["run"]["out"] = str(tmp_path / f"{kind}.zarr")
+        run_spec_file(spec, tmp_path / f"{kind}.yaml", "--cluster", "threads")
+        stores[kind] = xr.open_zarr(tmp_path / f"{kind}.zarr", consolidated=False)
+    for name in METRICS:
+        np.testing.assert_array_equal(stores["rule"][name].values,
+                                      stores["builtin"][name].values, err_msg=name)
+    assert np.nansum(stores["rule"]["n_trades"].values) > 0
