@@ -1,10 +1,11 @@
 """GPU sweeps: the CPU's per-bar simulation compiled by numba.cuda, one thread per combo.
 
 One arithmetic source: the CUDA kernel calls the very ``simulate`` (and through it the
-strategy's ``signal``/``scan``, ``fills`` and the ``metrics`` accumulators) that the CPU
-kernels inline. numba.cuda compiles each plain ``@njit`` function it meets as a device
-function, so nothing is typed twice. Per strategy the kernel is built once per process
-(closures cannot go to numba's on-disk cache; a GPU worker compiles once and keeps it).
+strategy's ``step``/``scan`` of :mod:`~barsweep.engine.strategies.kernels`, ``fills`` and
+the ``metrics`` accumulators) that the CPU kernels inline. numba.cuda compiles each plain
+``@njit`` function it meets as a device function, so nothing is typed twice. Per strategy
+the kernel is built once per process (closures cannot go to numba's on-disk cache; a GPU
+worker compiles once and keeps it).
 
 Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
 
@@ -42,6 +43,7 @@ from .execution import Execution
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS
 from .simulate import N_TRADE_FIELDS, Outputs, simulate
+from .strategies import kernels
 from .strategies.base import Strategy
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
@@ -51,7 +53,7 @@ MAX_BLOCKS_PER_SM = 32
 #: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
 MAX_CACHED_BARS = 4
 
-#: Cache: the CUDA sweep kernel built for each (signal, scan); building and compiling one
+#: Cache: the CUDA sweep kernel built for each (step, scan); building and compiling one
 #: takes seconds, and every block of a run asks for it again.
 _KERNELS: dict[tuple, object] = {}
 #: Cache: the device copies of the last MAX_CACHED_BARS bar sets, by ``bars_key``; a block
@@ -86,29 +88,30 @@ def require_cuda() -> None:
 
 
 def strategy_functions(strategy: Strategy) -> tuple:
-    """The ``(signal, scan)`` pair the strategy's kernel passes to ``simulate``, as the
-    strategy names them (``Strategy(..., signal=signal, scan=scan)``)."""
+    """The ``(step, scan)`` pair the strategy's kernel passes to ``simulate``: its signal in
+    the 8-argument form the simulation calls (:func:`kernels.compiled`'s ``step``) and
+    its ``scan``, as the strategy names them (``Strategy(..., signal=signal, scan=scan)``)."""
     if strategy.signal is None or strategy.scan is None:
         raise SpecError(f"strategy {strategy.name!r}: for the GPU, name its rule in the "
                         f"Strategy: Strategy(..., signal=signal, scan=scan) (see "
                         f"docs/STRATEGIES.md)")
-    return strategy.signal, strategy.scan
+    return kernels.compiled(strategy.signal).step, strategy.scan
 
 
 def sweep_kernel(strategy: Strategy):
     """The strategy's CUDA sweep kernel (built and compiled once per process)."""
-    signal, scan = strategy_functions(strategy)
-    key = (signal, scan)
+    step, scan = strategy_functions(strategy)
+    key = (step, scan)
     if key not in _KERNELS:
-        _KERNELS[key] = _build_kernel(signal, scan)
+        _KERNELS[key] = _build_kernel(step, scan)
     return _KERNELS[key]
 
 
-def _build_kernel(signal, scan):
+def _build_kernel(step, scan):
     @cuda.jit
     def kernel(bars, ind, combos, run, out):
         for c in range(cuda.grid(1), combos.rows.shape[0], cuda.gridsize(1)):
-            simulate(signal, scan, bars, ind, combos, c, run, out)
+            simulate(step, scan, bars, ind, combos, c, run, out)
 
     return kernel
 

@@ -19,7 +19,8 @@ functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"
    leaves the equity <= 0 liquidates the position at ``close[t]``;
 4. the strategy's signal at the close (``fills.resolve_signals``) exits and/or
    enters: at ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal
-   on the last bar is never filled);
+   on the last bar is never filled). It sees the position state as steps 1-3 left it
+   (position, entry fill, entry bar): a position stopped out in this bar is flat;
 5. equity is marked at ``close[t]`` and the metric accumulators advance.
 
 Ruin (docs/EXECUTION.md): equity never goes below zero. A position is liquidated,
@@ -125,15 +126,19 @@ def trade_result(position, entry_fill, entry_equity, exit_equity):
 
 
 @njit(inline="always", cache=True)
-def scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short):
+def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short):
     """The first bar >= t whose signal opens a position from flat, or ``n``.
+
+    ``step`` is the strategy's signal in its 8-argument form (:func:`simulate`), called
+    with the flat state: position 0.0 (its entry price and bar are then meaningless).
 
     Every strategy compiles this loop into a small function of its own (``scan`` in its
     module): apart from the rest of the simulation, it keeps the registers to itself,
     which makes flat stretches cost little more than the signal (benchmarks/NOTES.md).
     """
     while t < n:
-        long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t)
+        long_entry, long_exit, short_entry, short_exit = step(ind, rows, fparams, bars, t,
+                                                              0.0, 0.0, t)
         if (allow_long and long_entry and not long_exit) or (
                 allow_short and short_entry and not short_exit):
             return t
@@ -200,8 +205,16 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
 
     Parameters
     ----------
-    signal : njit function ``(ind, rows, fparams, bars, t) -> (long_entry, long_exit,
-        short_entry, short_exit)``, the strategy's rule at the close of bar ``t``.
+    signal : njit function ``(ind, rows, fparams, bars, t, position, entry_price,
+        entry_bar) -> (long_entry, long_exit, short_entry, short_exit)``
+        The strategy's rule at the close of bar ``t`` in its 8-argument form (the
+        ``step`` of its kernel module, :mod:`barsweep.engine.strategies.kernels`), given
+        the position state as it is then: after the bar's queued fills, stops, ruin and
+        funding (a position stopped out in the bar is flat). ``position`` (float64) is
+        the signed quantity held, 0.0 when flat, > 0 long, < 0 short; ``entry_price``
+        (float64) the open position's entry fill, slippage included; ``entry_bar``
+        (int64) the bar of that fill. The last two are meaningless when ``position`` is
+        0.0. In flat stretches (``scan``) it is called with position 0.0.
     scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t``,
         the strategy's :func:`scan_flat` (the first bar from ``t`` that opens from flat).
     bars : Bars
@@ -294,8 +307,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
                 simple and position > 0.0 and cash == 0.0):
             start = t
             while t < seg_end:
-                long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams,
-                                                                        bars, t)
+                long_entry, long_exit, short_entry, short_exit = signal(
+                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
                 exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
                                                        long_entry, long_exit, short_entry,
                                                        short_exit)
@@ -374,7 +387,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
                 position = 0.0
                 filled = True
         # 4. the close's signal: filled at this close, or queued for the next open
-        long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t)
+        long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t,
+                                                                position, entry_fill, entry_bar)
         exit_now, enter_side = resolve_signals(position, allow_long, allow_short, long_entry,
                                                long_exit, short_entry, short_exit)
         if next_open:

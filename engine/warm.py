@@ -150,6 +150,8 @@ def signal_problem(strategy: Strategy) -> str | None:
     block = prepare_block(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
     ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
     args = (ind, rows[0], block.fparams[0], block.bars, np.int64(1))
+    if kernels.signal_arity(signal) == 8:  # the position state, as the kernel passes it
+        args += (np.float64(0.0), np.float64(0.0), np.int64(0))
     arg_types = tuple(typeof(a) for a in args)
     try:
         signal.compile(arg_types)

@@ -134,6 +134,20 @@ MUTATIONS = (
         "                entry_equity = cash",
         ("tests/engine/test_vectorbt_directions.py::test_matches_vectorbt",)),
     Mutation(
+        "the close's signal is told a stopped-out position is still held",
+        "engine/simulate.py",
+        "                                                                position, entry_fill, "
+        "entry_bar)",
+        "                                                                position if not filled "
+        "else 1.0, entry_fill, entry_bar)",
+        ("tests/engine/test_signal_state.py",)),
+    Mutation(
+        "the held stretch's signal gets the bar after the entry as its entry bar",
+        "engine/simulate.py",
+        "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar)",
+        "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar + 1)",
+        ("tests/engine/test_signal_state.py",)),
+    Mutation(
         "the run imports an analysis (an import that runs back up the rooms)",
         "pipeline/run/prepare.py",
         "from .results import check_out, store_attrs\n",

@@ -50,15 +50,21 @@ def ref_buy_and_hold_signals(close):
     return [t == 0 for t in range(n)], [False] * n
 
 
-def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, short_exits=None,
-                 *, high=None, low=None, funding_rate=None, fill="next_open", fees=0.0,
-                 fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
+def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries=None,
+                 short_exits=None, *, high=None, low=None, funding_rate=None, fill="next_open",
+                 fees=0.0, fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
                  direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
-                 funding=False):
+                 funding=False, signal=None):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
     Written from DESIGN.md's execution semantics: queued orders fill at the open,
     then stops inside the bar, then funding, then the close's signals.
+
+    The signals are the four lists, or ``signal(t, position, entry_price, entry_bar) ->
+    (long_entry, long_exit, short_entry, short_exit)``, asked at the close of bar t with
+    the position as this simulation holds it then (after the bar's fills, stops and
+    funding): its signed size (0.0 when flat), its entry fill price and entry bar (None
+    when flat).
 
     Ruin (docs/EXECUTION.md): equity never goes below zero. The price at which the
     position's equity ``cash + pos * price`` is zero is checked inside each bar like a
@@ -207,8 +213,12 @@ def ref_simulate(open_, close, long_entries, long_exits, short_entries=None, sho
             if state["cash"] + state["pos"] * close[t] <= 0:  # nothing left: ruin
                 liquidate(t, close[t])
         # 4. the close's signals
-        le, lx = long_entries[t], long_exits[t]
-        se, sx = short_entries[t], short_exits[t]
+        if signal is not None:
+            e = state["entry"]
+            le, lx, se, sx = signal(t, state["pos"], e and e["price"], e and e["bar"])
+        else:
+            le, lx = long_entries[t], long_exits[t]
+            se, sx = short_entries[t], short_exits[t]
         if le and lx:
             le = lx = False
         if se and sx:

@@ -77,7 +77,10 @@ class Strategy:
 
     ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
     short_exit)`` is the rule, a module-level ``@njit`` function (see ``bollinger.py``;
-    the crossover strategies share ``crossover.py``'s). From it the Strategy takes
+    the crossover strategies share ``crossover.py``'s). It may take the position state
+    too, ``signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
+    (:func:`barsweep.engine.simulate.simulate` says what they hold); any other number of
+    arguments is refused here (:func:`~.kernels.signal_arity`). From it the Strategy takes
     ``scan`` and ``kernel(bars, ind, combos, run, out)``, the sweep kernel that
     ``sweep_block()`` and ``backtest()`` run
     (:func:`barsweep.engine.strategies.kernels.compiled`, built when first read: see
@@ -116,6 +119,8 @@ class Strategy:
             if unknown:
                 raise ValueError(f"{self.name}: indicator {ind.name} uses unknown {unknown}")
         kernel, scan = _given(self, "kernel"), _given(self, "scan")
+        if self.signal is not None:
+            kernels.signal_arity(self.signal)  # 5 or 8 arguments, else a SpecError
         if self.signal is None or (kernel is not None and scan is not None):
             return
         if kernel is not None or scan is not None:

@@ -1,6 +1,14 @@
-"""Each strategy's ``scan`` and sweep ``kernel``, compiled from its ``signal`` alone.
+"""Each strategy's ``step``, ``scan`` and sweep ``kernel``, compiled from its ``signal`` alone.
 
-Both are a few lines that only name the signal: ``scan`` searches flat stretches
+A signal takes 5 arguments, ``(ind, rows, fparams, bars, t)``, or 8, ``(ind, rows,
+fparams, bars, t, position, entry_price, entry_bar)``: the second form also sees the
+position state at the close of bar ``t`` (:func:`barsweep.engine.simulate.simulate`
+says which values). The simulation always calls the 8-argument form, ``step``: the
+signal itself when it takes 8 arguments, else a wrapper inlined into the kernel that
+drops the last three (a 5-argument signal compiles to the same code as before it
+existed). :func:`signal_arity` tells the two apart and refuses any other.
+
+All three are a few lines that only name the signal: ``scan`` searches flat stretches
 (:func:`barsweep.engine.simulate.scan_flat`), ``kernel`` runs
 :func:`barsweep.engine.simulate.simulate` over the combos, serially and without the GIL
 (:func:`barsweep.engine.sweep.run_kernel` runs pieces of them on threads). numba caches
@@ -27,18 +35,24 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
 
+from ...errors import SpecError
 from ..cache import BASE
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 
+#: The arguments of a signal, in its two forms.
+SIGNAL_ARGS = ("ind", "rows", "fparams", "bars", "t")
+STATE_ARGS = ("position", "entry_price", "entry_bar")
+
 TEMPLATE = '''\
-"""scan and sweep kernel of {module}.{name}, written by {writer}: do not edit.
+"""step, scan and sweep kernel of {module}.{name}, written by {writer}: do not edit.
 
 Source of the signal: {path} (sha256 {digest}).
 """
@@ -47,37 +61,59 @@ from numba import njit
 
 from {engine}.simulate import scan_flat, simulate
 {import_signal}
+{step}
 
 @njit(cache={cache})
 def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(signal, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
 
 
 @njit(nogil=True, cache={cache})
 def kernel(bars, ind, combos, run, out):
     for c in range(combos.rows.shape[0]):
-        simulate(signal, scan, bars, ind, combos, c, run, out)
+        simulate(step, scan, bars, ind, combos, c, run, out)
 '''
 
-_COMPILED: dict[object, ModuleType] = {}  # signal -> the module holding its scan and kernel
+#: ``step`` in :data:`TEMPLATE`, by the signal's number of arguments.
+STEP = {
+    5: '''
+@njit(inline="always", cache={cache})
+def step(ind, rows, fparams, bars, t, position, entry_price, entry_bar):
+    return signal(ind, rows, fparams, bars, t)
+''',
+    8: '''
+step = signal  # it takes the position state itself
+''',
+}
+
+_COMPILED: dict[object, ModuleType] = {}  # signal -> the module of its step, scan and kernel
 
 
 def compiled(signal) -> ModuleType:
-    """The module whose ``scan`` and ``kernel`` run ``signal`` (built once per process).
+    """The module whose ``step``, ``scan`` and ``kernel`` run ``signal`` (built once per
+    process).
 
     Parameters
     ----------
     signal : numba dispatcher
         ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
-        short_exit)``, a module-level ``@njit`` function.
+        short_exit)``, or ``signal(ind, rows, fparams, bars, t, position, entry_price,
+        entry_bar)``, a module-level ``@njit`` function.
 
     Returns
     -------
-    module with ``scan(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t`` and
-    ``kernel(bars, ind, combos, run, out)``, which runs every combo of ``combos`` and
-    writes ``out`` (the records :class:`~barsweep.engine.block.Bars`,
-    :class:`~barsweep.engine.block.Combos`, :class:`~barsweep.engine.execution.RunSettings`
-    and :class:`~barsweep.engine.simulate.Outputs`; ``ind`` the indicator table).
+    module with ``step(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
+    (the signal in its 8-argument form), ``scan(ind, rows, fparams, bars, t, n,
+    allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out)``, which
+    runs every combo of ``combos`` and writes ``out`` (the records
+    :class:`~barsweep.engine.block.Bars`, :class:`~barsweep.engine.block.Combos`,
+    :class:`~barsweep.engine.execution.RunSettings` and
+    :class:`~barsweep.engine.simulate.Outputs`; ``ind`` the indicator table).
+
+    Raises
+    ------
+    SpecError
+        When the signal takes another number of arguments (:func:`signal_arity`).
 
     Examples
     --------
@@ -89,6 +125,38 @@ def compiled(signal) -> ModuleType:
     if module is None:
         module = _COMPILED[signal] = _build(signal)
     return module
+
+
+def signal_arity(signal) -> int:
+    """How many arguments ``signal`` takes: 5 ``(ind, rows, fparams, bars, t)`` or 8 (those
+    and ``position, entry_price, entry_bar``), read from its Python signature.
+
+    Raises
+    ------
+    SpecError
+        Naming the signal, for any other number or for ``*args``, ``**kwargs`` or
+        keyword-only arguments.
+
+    Examples
+    --------
+    >>> from barsweep.engine.strategies import rsi
+    >>> signal_arity(rsi.signal)
+    5
+    """
+    py_func = getattr(signal, "py_func", signal)
+    try:
+        params = list(inspect.signature(py_func).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is not None and len(params) in STEP and all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        return len(params)
+    name = (f"{getattr(py_func, '__module__', '?')}."
+            f"{getattr(py_func, '__qualname__', repr(py_func))}")
+    got = "an unreadable signature" if params is None else f"({', '.join(map(str, params))})"
+    raise SpecError(f"signal {name} takes {got}; a signal takes 5 arguments "
+                    f"({', '.join(SIGNAL_ARGS)}) or 8 ({', '.join(SIGNAL_ARGS + STATE_ARGS)}); "
+                    "see docs/STRATEGIES.md")
 
 
 def built(signal) -> ModuleType | None:
@@ -124,7 +192,8 @@ def _build(signal) -> ModuleType:
         digest = hashlib.sha256(f.read()).hexdigest()
     text = TEMPLATE.format(module=module, name=name, writer=__name__, path=path, digest=digest,
                            engine=ENGINE_PACKAGE, cache=True,
-                           import_signal=f"from {module} import {name}{alias}\n")
+                           import_signal=f"from {module} import {name}{alias}\n",
+                           step=STEP[signal_arity(signal)].format(cache=True))
     where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
     stem = f"{module.rpartition('.')[2]}_{name}_{where}"
     for folder in _folders(path):
@@ -174,7 +243,8 @@ def import_file(name: str, path: Path) -> ModuleType:
 
 def _in_process(signal, module: str, name: str) -> ModuleType:
     text = TEMPLATE.format(module=module, name=name, writer=__name__, path="(none)",
-                           digest="-", engine=ENGINE_PACKAGE, cache=False, import_signal="")
+                           digest="-", engine=ENGINE_PACKAGE, cache=False, import_signal="",
+                           step=STEP[signal_arity(signal)].format(cache=False))
     kernels = ModuleType(f"_barsweep_kernel_{name}")
     kernels.signal = signal
     exec(compile(text, f"<sweep kernel of {module}.{name}>", "exec"), kernels.__dict__)

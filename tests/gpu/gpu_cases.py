@@ -1,13 +1,13 @@
 """CUDA-vs-CPU cases: every strategy and every execution feature, sized for the simulator.
 
 The simulator runs each thread's bars in Python (~1 s for 64 combos x 500 bars), so each
-case is small; together they cover every strategy (docs/STRATEGIES.md's custom one included, and
-one on host-hoisted indicators) and every execution setting: both fills, the three
-directions, fees, fixed fees, slippage, stop loss, take profit, trailing stop, funding
-and stops swept as grid axes; ``test_cuda_sim.py`` checks that each setting matters.
-``ruin_cases`` run on wild bars of their own, where many combos are ruined (equity
-reaches zero: liquidation inside a bar or at a gap, exits that cannot pay their fixed
-fee, funding beyond the equity).
+case is small; together they cover every strategy (docs/STRATEGIES.md's custom ones
+included, one with a signal of the position state, and one on host-hoisted indicators)
+and every execution setting: both fills, the three directions, fees, fixed fees,
+slippage, stop loss, take profit, trailing stop, funding and stops swept as grid axes;
+``test_cuda_sim.py`` checks that each setting matters. ``ruin_cases`` run on wild bars of
+their own, where many combos are ruined (equity reaches zero: liquidation inside a bar or
+at a gap, exits that cannot pay their fixed fee, funding beyond the equity).
 """
 
 from __future__ import annotations
@@ -53,10 +53,14 @@ PARAMS = {
     "donchian": _grid(period=np.arange(3, 67)),
     "sma_trend": _grid(period=np.arange(3, 67)),
     "wma_band": _grid(period=np.arange(4, 20, 2), atr_period=np.arange(3, 11)),
+    "sma_hold": _grid(period=np.arange(4, 20, 2), hold=np.array([1, 3, 8, 30]),
+                      k=np.array([0.01, 0.04])),
 }
 
-#: Strategies registered by modules of the tests (docs/STRATEGIES.md's example; a host-hoisted one).
-MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy"}
+#: Strategies registered by modules of the tests (docs/STRATEGIES.md's examples, one of
+#: them a signal of the position state; a host-hoisted one).
+MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy",
+           "sma_hold": "signal_state_example"}
 
 
 def cases() -> list[tuple[str, str, str, dict, dict]]:
@@ -77,6 +81,9 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
     keep = shared["fast"] != shared["slow"]
     out.append(("ema_cross-shared_rows", "ema_cross", "close_long_fees",
                 {k: v[keep] for k, v in shared.items()}, EXECUTIONS["close_long_fees"]))
+    # the position state in the held all-in long stretch too (long, no stops, no funding)
+    out.append(("sma_hold-close_long_fees", "sma_hold", "close_long_fees", PARAMS["sma_hold"],
+                EXECUTIONS["close_long_fees"]))
     return out
 
 

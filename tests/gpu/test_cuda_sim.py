@@ -113,7 +113,8 @@ def test_cases_cover_every_strategy_and_trade(simulated):
     assert all(np.nanmax(r[:, trades]) > 0 for r in results.values())
     assert len(results) == len(CASES) + len(RUIN_CASES) and len(CASES) >= 20
     assert {c[1] for c in CASES} == {"buy_and_hold", "sma_cross", "ema_cross", "rsi", "trix",
-                                     "macd", "bollinger", "donchian", "sma_trend", "wma_band"}
+                                     "macd", "bollinger", "donchian", "sma_trend", "wma_band",
+                                     "sma_hold"}
 
 
 @pytest.mark.parametrize("execution", sorted(EXECUTIONS))

@@ -112,8 +112,11 @@ def test_a_strategy_without_its_signal_and_scan_is_refused_for_the_gpu():
     bare = replace(get_strategy("ema_cross"), signal=None, scan=None)
     with pytest.raises(SpecError, match="Strategy\\(..., signal=signal, scan=scan\\)"):
         strategy_functions(bare)
-    assert strategy_functions(get_strategy("ema_cross")) == (
-        get_strategy("ema_cross").signal, get_strategy("ema_cross").scan)
+    # the signal in the 8-argument form the simulation calls, and the strategy's scan
+    from barsweep.engine.strategies.kernels import compiled
+
+    ema_cross = get_strategy("ema_cross")
+    assert strategy_functions(ema_cross) == (compiled(ema_cross.signal).step, ema_cross.scan)
 
 
 def test_cuda_problem_names_the_reason_and_require_cuda_refuses_with_it(probe):
