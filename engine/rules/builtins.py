@@ -1,9 +1,10 @@
 """The builtin strategies written as rules: each gives the builtin's results, bit for
 bit (tests/engine/test_rules_builtins.py), and ``barsweep strategies`` shows them.
 
-``buy_and_hold`` as a rule (``entry: True``) enters again after a stop or target
-closed its position; the builtin enters on the first bar only. Without stops the two
-are the same.
+``buy_and_hold`` as a rule (``entry: True``) enters on the first bar of any run (a
+walk-forward window's too) and again after a stop or target closed its position; the
+builtin enters on bar 0 of the series only. Over whole runs without stops the two are
+the same.
 """
 
 from __future__ import annotations
