@@ -59,6 +59,9 @@ def plan_rows(strategy: Strategy, params: Mapping[str, np.ndarray],
     rows = np.empty((n_combos, len(strategy.indicators)), dtype=np.int64)
     index: dict[tuple, int] = {}
     for slot, spec in enumerate(strategy.indicators):
+        if not spec.params:  # a slot of literals only (a rule's ``atr(high, low, close, 14)``)
+            rows[:, slot] = index.setdefault((spec.name, ()), len(index))
+            continue
         args = np.column_stack([np.asarray(params[p]) for p in spec.params])
         distinct, inverse = np.unique(args, axis=0, return_inverse=True)
         slot_rows = np.empty(len(distinct), dtype=np.int64)

@@ -66,7 +66,8 @@ OWN = {
                    "bars_held >= hold or close < entry_price * (1 - stop) or "
                    "close > highest(high, n)[1] + atr(high, low, close, n)",
                    short_entry="close < lowest(low, n)[1] and abs(close - open) > 0",
-                   short_exit="bars_held > hold or close > entry_price + 2 * atr(high, low, close, n)"),
+                   short_exit="bars_held > hold or "
+                              "close > entry_price + 2 * atr(high, low, close, n)"),
               {"n": [10, 20], "k": [1.0, 2.0], "hold": [3, 12], "stop": [0.01, 0.03]}),
     "helpers": (Rule("min(open, close) > max(sma(close, n), ema(close, n)) and close != open",
                      "macd(close, n, 26, 9).macd < macd(close, n, 26, 9).signal or "
