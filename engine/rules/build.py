@@ -129,7 +129,7 @@ def compile_rule(rule: Rule | Mapping, kinds: Mapping[str, str], where: str = "r
     Parameters
     ----------
     rule : Rule or mapping
-    kinds : mapping of parameter name to {"int", "float"}
+    kinds : mapping (or pairs) of parameter name to {"int", "float"}
         The parameters (grid axes) the rule may read, in the order of the strategy's
         parameters: an axis is an int parameter when every value is a whole number.
     where : str
@@ -144,7 +144,7 @@ def compile_rule(rule: Rule | Mapping, kinds: Mapping[str, str], where: str = "r
         parameter no rule uses.
     """
     rule = Rule.of(rule)
-    kinds = {k: ("int" if v == "int" else "float") for k, v in kinds.items()
+    kinds = {k: ("int" if v == "int" else "float") for k, v in dict(kinds).items()
              if k not in extra}
     return _compiled(rule, tuple(kinds.items()), where)
 

@@ -162,3 +162,15 @@ def test_indicator_rows_equal_talib(expression, oracle):
         want = oracle(values.get("n", 0), values.get("m", 0))
         np.testing.assert_allclose(ind[rows[c, 0]], want, rtol=1e-10, atol=1e-10)
         np.testing.assert_array_equal(np.isnan(ind[rows[c, 0]]), np.isnan(want))
+
+
+def test_a_compiled_rule_pickles_as_its_rule():
+    import pickle
+
+    strategy = compile_rule(Rule("rsi(close, n) < k", "bars_held >= m"),
+                            {"n": "int", "k": "float", "m": "int"})
+    data = pickle.dumps(strategy)
+    assert b"signal" not in data and len(data) < 1_000
+    again = pickle.loads(data)
+    assert again is strategy  # compiled once per process
+    assert [p.name for p in again.params] == ["n", "k", "m"]
