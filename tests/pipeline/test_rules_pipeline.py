@@ -44,14 +44,16 @@ def spec_of(tmp_path: Path, out: str, **sections) -> dict:
 
 
 def direct(tmp_path: Path, spec: dict) -> np.ndarray:
-    """The metrics of every combo straight from the engine, shape (n_combos, N_METRICS)."""
+    """The metrics of every combo straight from the engine, shape (n_combos, N_METRICS),
+    the combos in the store's order (its dims: the spec file's grid order)."""
     bars = open_bars(str(tmp_path / "bars"), ["BTCUSDT"], "1h").isel(symbol=0)
     columns = {c: bars[c].values for c in ("open", "high", "low", "close", "volume")}
-    mesh = np.meshgrid(*GRID.values(), indexing="ij")
-    params = {k: m.ravel() for k, m in zip(GRID, mesh, strict=True)}
+    store = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    dims = store["sharpe"].dims[1:]
+    mesh = np.meshgrid(*(store[d].values for d in dims), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(dims, mesh, strict=True)}
     kinds = {k: "int" if all(float(v).is_integer() for v in vs) else "float"
              for k, vs in GRID.items()}
-    store = xr.open_zarr(spec["run"]["out"], consolidated=False)
     strategy = compile_rule({**RULE, "name": "rsi_trend"}, kinds)
     return sweep_block(strategy, columns, params, Execution(**spec["execution"]),
                        float(store.attrs["periods_per_year"]))
