@@ -19,13 +19,15 @@ import functools
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import (
     BaseModel,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -96,7 +98,8 @@ class Spec(BaseModel):
     data: DataSpec
     module_dir: PathStr | None = None
     modules: list[str] = Field(default_factory=list)
-    strategy: str | RuleSpec
+    strategy: Annotated[Annotated[str, Tag("named")] | Annotated[RuleSpec, Tag("rules")],
+                        Discriminator(lambda v: "named" if isinstance(v, str) else "rules")]
     grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
@@ -283,6 +286,10 @@ class Spec(BaseModel):
         return dump_yaml(self.model_dump(mode="json"))
 
 
+#: The tags of ``strategy``'s two forms (a name, rules), dropped from refused keys.
+STRATEGY_TAGS = frozenset({"named", "rules"})
+
+
 def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec:
     """Read and validate the sweep spec in the YAML file at `path`.
 
@@ -355,8 +362,8 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
     try:
         return Spec.model_validate(data, context={})
     except ValidationError as err:
-        lines = refusals(err, Spec, skip=AXIS_TAGS)
-        if len(lines) == 1 and "\n" not in lines[0]:
+        lines = refusals(err, Spec, skip=AXIS_TAGS | STRATEGY_TAGS)
+        if len(lines) == 1:  # one problem: on the first line (a rule's caret lines below)
             raise SpecError(f"invalid sweep spec {source}: {lines[0]}") from None
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)
         raise SpecError(f"invalid sweep spec {source}:\n{body}") from None
