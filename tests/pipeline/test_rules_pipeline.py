@@ -171,4 +171,4 @@ def test_check_compiles_a_rule_without_running(plain, tmp_path):
     base, _ = plain
     done = barsweep("check", base / "plain.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("OK: ") and "rsi_trend" in done.stdout
+    assert "\nOK: " in done.stdout and "rsi_trend" in done.stdout

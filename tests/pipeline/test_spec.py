@@ -304,7 +304,7 @@ def test_parameterless_strategy_refuses_grid_keys():
 def test_caret_survives_indentation():
     message = refused(spec_with(constraints=["fast < < slow"]))
     lines = message.splitlines()
-    i = next(i for i, line in enumerate(lines) if line.startswith("  constraints[0]:"))
+    i = next(i for i, line in enumerate(lines) if "constraints[0]:" in line)
     text_line, caret_line = lines[i + 1], lines[i + 2]
     assert caret_line.index("^") == text_line.index("< slow")
 
