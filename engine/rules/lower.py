@@ -21,7 +21,8 @@ from .functions import FUNCTIONS
 from .parse import Node
 
 #: Names the generated signal's source imports from :mod:`barsweep.engine.rules.runtime`.
-RUNTIME = ("at", "cross_above", "cross_below", "fmax", "fmin", "held", "ne", "price", "side")
+RUNTIME = ("at", "at_row", "cross_above", "cross_below", "fmax", "fmin", "held", "ne", "price",
+           "side")
 
 
 def text(node: Node) -> str:
@@ -189,7 +190,11 @@ def signal_source(rules: Mapping[str, Node], slot_texts: Mapping[str, int],
 
     ``rules`` maps those four names to trees (a rule given twice is evaluated once),
     ``slot_texts`` each slot's canonical text to its index in ``rows``, ``param_index``
-    each parameter to its column of ``fparams``.
+    each parameter to its column of ``fparams``. Every value the rules read (a
+    parameter, an indicator's or a column's value at a bar) is read once, into a local
+    at the top, before any ``and`` or ``or``: each is read once however often the rules
+    name it, and no array is used under a branch (where numba would count its
+    references at every bar).
     """
     emit = _Emitter(slot_texts, param_index)
     lines, names = [], {}
@@ -200,26 +205,35 @@ def signal_source(rules: Mapping[str, Node], slot_texts: Mapping[str, int],
             lines.append(f"    {name} = {emit(rules[name], 't')}")
     returned = ", ".join(names[text(rules[n])] for n in
                          ("long_entry", "long_exit", "short_entry", "short_exit"))
-    return "\n".join((*lines, f"    return {returned}"))
+    reads = [f"    {local} = {expr}" for expr, local in emit.reads.items()]
+    return "\n".join((*reads, *lines, f"    return {returned}"))
 
 
 class _Emitter:
-    """Python source of a node's value at the bar given as an index expression."""
+    """Python source of a node's value at the bar given as an index expression; the
+    values it reads are locals, defined in ``reads`` (expression -> local name)."""
 
     def __init__(self, slot_texts: Mapping[str, int], param_index: Mapping[str, int]):
         self.slots, self.params = slot_texts, param_index
+        self.reads: dict[str, str] = {}
+
+    def read(self, expression: str) -> str:
+        """The local holding ``expression``'s value (defined once, in order)."""
+        if expression not in self.reads:
+            self.reads[expression] = f"v{len(self.reads)}"
+        return self.reads[expression]
 
     def __call__(self, node: Node, i: str) -> str:
         kind, value, args = node.kind, node.value, node.args
         if kind == "num":
             return repr(value) if isinstance(value, bool) else repr(float(value))
         if kind == "param":
-            return f"fparams[{self.params[value]}]"
+            return self.read(f"fparams[{self.params[value]}]")
         if kind == "col":
-            return f"bars.{value}[t]" if i == "t" else f"at(bars.{value}, {i})"
+            return self.read(f"bars.{value}[t]" if i == "t" else f"at(bars.{value}, {i})")
         if kind == "call":
-            slot = self.slots[text(node)]
-            return f"ind[rows[{slot}], t]" if i == "t" else f"at(ind[rows[{slot}]], {i})"
+            row_of = self.read(f"rows[{self.slots[text(node)]}]")
+            return self.read(f"ind[{row_of}, t]" if i == "t" else f"at_row(ind, {row_of}, {i})")
         if kind == "state":
             return {"position": "side(position)", "bars_held": "held(position, t, entry_bar)",
                     "entry_price": "price(position, entry_price)"}[value]
@@ -248,5 +262,4 @@ class _Emitter:
         return f"({joiner.join(self(a, i) for a in args)})"
 
     def _int(self, node: Node) -> str:
-        return str(int(node.value)) if node.kind == "num" else (
-            f"int(fparams[{self.params[node.value]}])")
+        return str(int(node.value)) if node.kind == "num" else f"int({self(node, 't')})"

@@ -12,13 +12,20 @@ from numba import njit
 
 from ..simulate import cross_above, cross_below
 
-__all__ = ["at", "cross_above", "cross_below", "fmax", "fmin", "held", "ne", "price", "side"]
+__all__ = ["at", "at_row", "cross_above", "cross_below", "fmax", "fmin", "held", "ne", "price",
+           "side"]
 
 
 @njit(inline="always", cache=True)
 def at(series, i):
     """``series[i]``, NaN before the first bar (``i < 0``)."""
     return series[i] if i >= 0 else nan
+
+
+@njit(inline="always", cache=True)
+def at_row(table, row, i):
+    """``table[row, i]``, NaN before the first bar (``i < 0``)."""
+    return table[row, i] if i >= 0 else nan
 
 
 @njit(inline="always", cache=True)
