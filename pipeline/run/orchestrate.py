@@ -46,13 +46,13 @@ from .prepare import Prepared, prepare_run
 from .progress import ProgressBar
 from .results import (
     PENDING,
+    block_tally,
     check_out,
     create_store,
     done_flags,
     finish_store,
     resume_hint,
     store_attrs,
-    store_status,
 )
 from .shipping import BarsShipper
 
@@ -422,8 +422,9 @@ def interrupted_message(out: str, earlier: dict | None = None, resume: bool = Fa
         return f"stopped before the run began; nothing was written to {out}"
     if attrs == earlier and not resume:
         return f"stopped before the run began; the earlier results in {out} are unchanged"
-    pending, total = store_status(out)
-    return (f"{total - pending} of {total} blocks are done in {out}; "
+    computed, pending, excluded = block_tally(out)
+    more = f"; {excluded} more are excluded by the constraints" if excluded else ""
+    return (f"{computed} of {computed + pending} blocks computed in {out}{more}; "
             f"resume with `{resume_hint(out, attrs)}`")
 
 
