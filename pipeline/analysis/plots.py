@@ -19,6 +19,12 @@ from .formatting import param
 MAX_TICKS = 16
 
 REDUCERS = {"max": np.nanmax, "mean": np.nanmean, "median": np.nanmedian}
+#: The most cells a heatmap draws along x and y: about the pixels its axes span in an
+#: 800 x 550 figure; a longer axis is drawn in bins of k grid values, each the best.
+MAX_BINS = (640, 420)
+#: The colour of cells whose combos never traded (no trade at all, metric undefined).
+IDLE_COLOUR = "0.72"
+
 #: Metrics with a natural zero: their colour scale is centred there.
 CENTRED = frozenset({"total_return", "cagr", "sharpe", "sortino", "calmar", "alpha",
                      "avg_trade_return", "skew"})
@@ -65,11 +71,44 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
     return xr.DataArray(reduced, dims=kept, coords=coords, name=metric)
 
 
-def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None):
+def bin_best(values: np.ndarray, factors: tuple[int, int], better_low: bool) -> np.ndarray:
+    """``values`` (2-D) in bins of ``factors`` (rows, columns) cells, each bin the best
+    of its finite cells (lowest when ``better_low``), NaN when it has none; no warning.
+
+    >>> bin_best(np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, 2.0]]), (2, 2), False)
+    array([[1., 3.]])
+    """
+    fy, fx = factors
+    ny, nx = -(-values.shape[0] // fy), -(-values.shape[1] // fx)
+    padded = np.full((ny * fy, nx * fx), np.nan)
+    padded[:values.shape[0], :values.shape[1]] = np.where(np.isfinite(values), values, np.nan)
+    cells = padded.reshape(ny, fy, nx, fx)
+    return (np.fmin if better_low else np.fmax).reduce(cells, axis=(1, 3))  # NaN-skipping
+
+
+def bin_factors(shape: tuple[int, int]) -> tuple[int, int]:
+    """Grid cells per drawn bin along (y, x): 1 up to :data:`MAX_BINS` cells."""
+    return tuple(-(-n // most) for n, most in zip(shape, MAX_BINS[::-1], strict=True))
+
+
+def idle_cells(ds, x: str, y: str | None, **where) -> np.ndarray | None:
+    """Which cells of :func:`metric_grid` ``(ds, ..., x, y, **where)`` never traded:
+    ``n_trades`` 0 in every combo of the cell (True), NaN-excluded ones False; None
+    for a store without ``n_trades``."""
+    if "n_trades" not in ds:
+        return None
+    trades = metric_grid(ds, "n_trades", x, y, reduce="max", **where).values
+    return trades == 0
+
+
+def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idle=None):
     """Draw :func:`metric_grid`'s result as a PNG: a heatmap with a colour bar (centred
-    at 0 for metrics with a natural zero that take both signs), excluded cells blank,
-    the best cell outlined; a line when the grid has one dim. The ticks are the grid's
-    values as it wrote them (every k-th when there are more than :data:`MAX_TICKS`).
+    at 0 for metrics with a natural zero that take both signs), the best cell outlined;
+    a line when the grid has one dim. A grid with more cells than :data:`MAX_BINS` is
+    drawn in bins, each its best cell (:func:`bin_best`). Cells the constraints exclude
+    are blank (white); cells whose combos never traded (``idle``, bool like ``grid``,
+    e.g. ``n_trades == 0``) grey, with a legend. The ticks are the grid's values as it
+    wrote them (every k-th when there are more than :data:`MAX_TICKS`).
     Returns the matplotlib Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
@@ -107,15 +146,17 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None):
         centred = metric in CENTRED and lo < 0 < hi
         norm = TwoSlopeNorm(0.0, lo, hi) if centred else None
         cmap = "RdYlGn_r" if better_low else "RdYlGn"
-        mesh = ax.pcolormesh(_edges(xs), _edges(ys), np.ma.masked_invalid(values),
-                             cmap=cmap, norm=norm, shading="flat")
-        ax.set_facecolor("white")  # excluded combos: blank
+        mesh = _draw_cells(ax, values, xs, ys, better_low, idle, cmap=cmap, norm=norm)
         fig.colorbar(mesh, ax=ax, label=metric + (" (0 centred)" if centred else ""))
+        handles = _cell_legend(values, idle)
         if best is not None:
-            ax.plot(xs[best[1]], ys[best[0]], marker="o", ms=12, mfc="none", mec="black",
-                    mew=2, label=f"best: {xdim} {param(xs[best[1]])}, {ydim} "
-                                 f"{param(ys[best[0]])}: {metric_text(metric, values[best])}")
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+            handles.insert(0, ax.plot(
+                xs[best[1]], ys[best[0]], marker="o", ms=12, mfc="none", mec="black", mew=2,
+                ls="none", label=f"best: {xdim} {param(xs[best[1]])}, {ydim} "
+                                 f"{param(ys[best[0]])}: {metric_text(metric, values[best])}")[0])
+        if handles:
+            ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12),
+                      frameon=False, ncol=len(handles))
         _grid_ticks(ax.xaxis, xs)
         _grid_ticks(ax.yaxis, ys)
         ax.set_xlabel(xdim)
@@ -124,6 +165,43 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None):
     fig.tight_layout()
     fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png")
     return fig
+
+
+def _draw_cells(ax, values, xs, ys, better_low: bool, idle, **colours):
+    """The heatmap's cells, binned past :data:`MAX_BINS`: idle bins (every cell idle or
+    excluded, one at least idle) grey under the metric's colours, excluded ones white."""
+    factors = bin_factors(values.shape)
+    ey, ex = _edges(ys), _edges(xs)
+    ey = ey[np.r_[0:len(ys):factors[0], len(ys)]]
+    ex = ex[np.r_[0:len(xs):factors[1], len(xs)]]
+    ax.set_facecolor("white")  # excluded combos: blank
+    if idle is not None and np.any(idle):
+        flags = np.where(np.asarray(idle, dtype=bool), 1.0, np.nan)
+        ax.pcolormesh(ex, ey, np.ma.masked_invalid(bin_best(flags, factors, False)),
+                      cmap=_one_colour(IDLE_COLOUR), shading="flat")
+    binned = bin_best(values, factors, better_low)
+    return ax.pcolormesh(ex, ey, np.ma.masked_invalid(binned), shading="flat", **colours)
+
+
+def _one_colour(colour: str):
+    from matplotlib.colors import ListedColormap
+
+    return ListedColormap([colour])
+
+
+def _cell_legend(values: np.ndarray, idle) -> list:
+    """Legend patches for the cells without a value: never traded, excluded."""
+    from matplotlib.patches import Patch
+
+    idle = np.zeros(values.shape, bool) if idle is None else np.asarray(idle, dtype=bool)
+    empty = ~np.isfinite(values)
+    handles = []
+    if (empty & idle).any():
+        handles.append(Patch(facecolor=IDLE_COLOUR, edgecolor="0.4", label="never traded"))
+    if (empty & ~idle).any():
+        handles.append(Patch(facecolor="white", edgecolor="0.4",
+                             label="excluded by the constraints"))
+    return handles
 
 
 def _grid_ticks(axis, values: np.ndarray) -> None:

@@ -187,14 +187,16 @@ def _png(draw) -> str:
 
 
 def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str:
-    from .plots import metric_grid, plot_heatmap
+    from .plots import idle_cells, metric_grid, plot_heatmap
 
     kw = {"window": int(ds["window"].values[-1]), "sample": "test"} if walk else {}
     grid = metric_grid(ds, by, x, y, symbol=symbol, **kw)
     others = [d for d in ds[by].dims if d not in (*NON_PARAM_DIMS, x, y)]
     where = f", window {kw['window']}'s test" if walk else ""
     reduced = f" (max over {', '.join(others)})" if others else ""
-    return _png(lambda f: plot_heatmap(grid, f, title=f"{by} of {symbol}{where}{reduced}"))
+    idle = idle_cells(ds, x, y, symbol=symbol, **kw)
+    return _png(lambda f: plot_heatmap(grid, f, title=f"{by} of {symbol}{where}{reduced}",
+                                       idle=idle))
 
 
 def _best(ds, by: str, symbol: str) -> str:

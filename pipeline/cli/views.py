@@ -91,7 +91,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plot_heatmap(args) -> int:
-    from ..analysis.plots import metric_grid, plot_heatmap
+    from ..analysis.plots import idle_cells, metric_grid, plot_heatmap
     from ..run.results import open_results
 
     ds = open_results(args.results)
@@ -103,7 +103,10 @@ def cmd_plot_heatmap(args) -> int:
     others = [d for d in ds[args.metric].dims
               if d not in (*NON_PARAM_DIMS, args.x, args.y)]
     reduced = f" ({args.reduce} over {', '.join(others)})" if others else ""
-    plot_heatmap(grid, args.out, title=f"{args.metric} of {symbol}{where}{reduced}")
+    idle = idle_cells(ds, args.x, args.y, symbol=args.symbol, sample=args.sample,
+                      window=args.window)
+    plot_heatmap(grid, args.out, title=f"{args.metric} of {symbol}{where}{reduced}",
+                 idle=idle)
     print(f"wrote {args.out}")
     return 0
 

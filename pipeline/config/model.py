@@ -386,7 +386,8 @@ def _too_big(grid: Grid, n_symbols: int, max_combos: int) -> str | None:
         return None
     split = f" ({grid.size:,} per symbol x {n_symbols} symbols)" if n_symbols > 1 else ""
     return (f"{total:,} combos{split} exceed run.max_combos ({max_combos:,}); raise it with "
-            "--max-combos or run.max_combos, or shrink the grid")
+            "--max-combos or run.max_combos, or sample a subset (a smaller grid: a coarser "
+            "step, fewer values, tighter constraints); random/halving search is planned")
 
 
 def _all_excluded(grid: Grid) -> str | None:

@@ -111,7 +111,7 @@ class BlockReport:
 
     block_id: int
     n_combos: int
-    n_bars: int
+    n_bars: int  # the bars each combo ran: over its spans with walk-forward
     seconds: float
     metrics: dict[str, np.ndarray] | None = None
     written_by_driver: bool = False
@@ -126,7 +126,8 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
     shape)`` over a walk-forward window's samples, and the segment sums ``(1, S,
     *block shape)``.
 
-    Returns the variables, the number of combos computed and the number of bars;
+    Returns the variables, the number of combos computed and the bars each combo ran
+    (the symbol's bars, or the sum of the spans' bars over the walk-forward windows);
     ``phases`` receives the seconds of ``open_bars``, ``indicators`` and ``kernel``.
     """
     phases = {} if phases is None else phases
@@ -152,7 +153,15 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
     if task.segments:
         values.update({name: segs[k].reshape(1, task.segments, *shape)
                        for k, name in enumerate(SEGMENT_SUMS)})
-    return values, n_kept, len(bars["close"])
+    return values, n_kept, bars_run(task, len(bars["close"]))
+
+
+def bars_run(task: BlockTask, n_bars: int) -> int:
+    """The bars each combo of ``task`` runs on a symbol of ``n_bars`` bars: all of them,
+    or the sum of its spans (every window's train and test runs)."""
+    if task.spans is None:
+        return n_bars
+    return sum(stop - start for start, stop in task.spans)
 
 
 def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:

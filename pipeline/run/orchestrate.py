@@ -32,6 +32,7 @@ from ...version import __version__
 from ..config.cluster import ClusterSpec
 from ..config.model import Spec
 from .blocks import BlockReport, BlockTask
+from .estimate import size_line
 from .execute import (
     execute,
     kernel_cached,
@@ -46,13 +47,13 @@ from .prepare import Prepared, prepare_run
 from .progress import ProgressBar
 from .results import (
     PENDING,
+    block_tally,
     check_out,
     create_store,
     done_flags,
     finish_store,
     resume_hint,
     store_attrs,
-    store_status,
 )
 from .shipping import BarsShipper
 
@@ -263,6 +264,8 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     wait_for_workers(client, spec.run.worker_timeout)
     backend = resolve_backend(spec.run.backend, client)
     the_plan = plan_run(prepared, client, backend)
+    if voice.say is not None:
+        voice.say(plan_size_line(prepared, the_plan, client))
     if prepared.resume_chunks is not None:
         todo = resumed_blocks(prepared, the_plan, voice.say)
     else:
@@ -288,6 +291,18 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     combo_bars = sum(r.n_combos * r.n_bars for r in reports)
     return RunSummary(prepared.out, n_combos, len(the_plan.tasks), combo_bars,
                       t_done - t_plan, backend[0], skipped)
+
+
+def plan_size_line(prepared: Prepared, the_plan: Plan, client: Client) -> str:
+    """The run's combos, its store's size on disk and its time on ``client``'s worker
+    threads (:func:`~barsweep.pipeline.run.estimate.size_line`)."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+    n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
+    n_symbols = len(prepared.spec.data.symbols)
+    runs = 1 if prepared.windows is None else 2 * len(prepared.windows)
+    n_combos = prepared.valid_combos * n_symbols  # excluded cells compress to nothing
+    return size_line(n_combos, n_combos * runs,
+                     the_plan.segments, prepared.combo_bars(), n_threads)
 
 
 def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Plan:
@@ -422,8 +437,9 @@ def interrupted_message(out: str, earlier: dict | None = None, resume: bool = Fa
         return f"stopped before the run began; nothing was written to {out}"
     if attrs == earlier and not resume:
         return f"stopped before the run began; the earlier results in {out} are unchanged"
-    pending, total = store_status(out)
-    return (f"{total - pending} of {total} blocks are done in {out}; "
+    computed, pending, excluded = block_tally(out)
+    more = f"; {excluded} more are excluded by the constraints" if excluded else ""
+    return (f"{computed} of {computed + pending} blocks computed in {out}{more}; "
             f"resume with `{resume_hint(out, attrs)}`")
 
 

@@ -204,9 +204,17 @@ def mark_excluded(path: str, block_ids: Sequence[int]) -> None:
 
 
 def store_status(path: str) -> tuple[int, int]:
-    """``(pending blocks, all blocks)`` of a results store, from its ``done`` flags."""
+    """``(pending blocks, blocks to compute)`` of a results store, from its ``done``
+    flags; blocks the constraints exclude are never computed and count in neither."""
+    computed, pending, _ = block_tally(path)
+    return pending, computed + pending
+
+
+def block_tally(path: str) -> tuple[int, int, int]:
+    """``(computed, pending, excluded)`` blocks of a results store, from its ``done``
+    flags: the blocks a run computes are the computed and the pending ones."""
     flags = done_flags(path)
-    return int(np.count_nonzero(flags == PENDING)), len(flags)
+    return tuple(int(np.count_nonzero(flags == f)) for f in (COMPUTED, PENDING, EXCLUDED))
 
 
 def done_flags(path: str) -> np.ndarray:

@@ -205,7 +205,7 @@ def test_ctrl_c_stops_in_one_line_and_workers_stop_writing(bars, undisturbed, tm
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
     assert lines[0].startswith("barsweep: interrupted: ")
-    assert f"blocks are done in {out}" in lines[0]
+    assert f"blocks computed in {out}" in lines[0]
     assert f"barsweep run {spec} --out {out} --resume" in lines[0]
     files = block_files(out)
     count = n_done(out)
@@ -215,6 +215,27 @@ def test_ctrl_c_stops_in_one_line_and_workers_stop_writing(bars, undisturbed, tm
     assert count < N_BLOCKS
     assert main(["run", str(spec), "--resume", "--workers", "2", "--no-progress"]) == 0
     assert_same_store(out, undisturbed)
+
+
+def test_ctrl_c_counts_computed_blocks_and_says_excluded_ones_apart(bars, tmp_path):
+    """Blocks the constraints exclude are never computed: the stop line counts the
+    blocks computed of those to compute, and says the excluded ones apart."""
+    spec = write_spec(tmp_path, bars, name="excl.yaml")
+    config = yaml.safe_load(spec.read_text())
+    config["constraints"] = ["fast < slow", "fast >= 30"]  # excludes whole blocks
+    spec.write_text(yaml.safe_dump(config))
+    out = tmp_path / "results.zarr"
+    proc = start_run(spec, "--workers", "2")
+    wait_for_blocks(out, 1, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    flags = zarr.open_group(str(out), mode="r")["done"][:]
+    computed, pending, excluded = ((flags == f).sum() for f in (1, 0, 2))
+    assert excluded > 0 and pending > 0
+    line = one_stop_line(stderr, "interrupted")
+    assert (f"{computed} of {computed + pending} blocks computed in {out}; {excluded} "
+            f"more are excluded by the constraints; resume with") in line
 
 
 def kill_a_worker_when_blocks_are_done(client, out: Path, errors: list) -> None:
@@ -436,7 +457,7 @@ def test_sigterm_stops_as_ctrl_c_does_then_resume_equals_an_undisturbed_run(
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr
     line = one_stop_line(stderr, "terminated (SIGTERM)")
-    assert f"blocks are done in {out}; resume with `barsweep run {spec} --out {out} " \
+    assert f"blocks computed in {out}; resume with `barsweep run {spec} --out {out} " \
            f"--resume`" in line
     assert group_gone(proc.pid)
     assert not lock_of(out).exists()  # released

@@ -416,7 +416,9 @@ def test_huge_grid_is_refused_up_front():
     message = refused(spec_with(**huge), source="s.yaml")
     assert message == (
         "invalid sweep spec s.yaml: grid: 1,000,000,000,000 combos exceed run.max_combos "
-        "(1,000,000,000); raise it with --max-combos or run.max_combos, or shrink the grid")
+        "(1,000,000,000); raise it with --max-combos or run.max_combos, or sample a subset "
+        "(a smaller grid: a coarser step, fewer values, tighter constraints); "
+        "random/halving search is planned")
     two = refused(spec_with(**huge, data__symbols=["A", "B"], run={"max_combos": 10**12}))
     assert "grid: 2,000,000,000,000 combos (1,000,000,000,000 per symbol x 2 symbols)" in two
     spec = parse_spec(spec_with(**huge, run={"max_combos": 10**12}))

@@ -495,8 +495,11 @@ def test_a_run_with_walk_forward_equals_the_literal_loop(tmp_path):
         "walk_forward": {"train": "12d", "test": 100},  # 12 days: 288 bars
         "run": {"block_size": 4, "out": str(tmp_path / "wf.zarr")}})
     with connect("local", n_workers=2) as client:
-        run_spec(spec, client=client)
+        summary = run_spec(spec, client=client)
     bounds = window_bounds(N_BARS, 288, 100, 100)
+    n_combos = sum(f < s for f in FAST for s in SLOW)
+    spans = (bounds[:, 1] - bounds[:, 0] + bounds[:, 3] - bounds[:, 2]).sum()
+    assert summary.combo_bars == n_combos * spans  # each window's train and test bars
     wf = walkforward(tmp_path / "wf.zarr", by="sharpe")
     assert wf.windows[["train_start_bar", "train_end_bar", "test_start_bar",
                        "test_end_bar"]].to_numpy().tolist() == bounds.tolist()

@@ -42,4 +42,6 @@ def smooth(da: xr.DataArray, radius: int) -> xr.DataArray:
     for d in params:
         total = total.rolling({d: 2 * radius + 1}, center=True, min_periods=1).sum()
         count = count.rolling({d: 2 * radius + 1}, center=True, min_periods=1).sum()
-    return (total / count).where(values.notnull()).transpose(*da.dims)
+    # an empty box (count 0) divides by NaN, not 0: NaN without numpy's warning, which
+    # dask's chunks (a lazily read store) would otherwise raise outside xarray's errstate
+    return (total / count.where(count > 0)).where(values.notnull()).transpose(*da.dims)
