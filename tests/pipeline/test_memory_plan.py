@@ -169,20 +169,23 @@ def test_blocks_cut_for_memory_write_the_same_store(tmp_path, more):
                                       err_msg=name)
 
 
-def test_dask_memory_warnings_are_silenced_and_a_restart_said_in_our_words(caplog):
+def test_dask_memory_warnings_are_silenced_and_a_restart_said_in_our_words(monkeypatch):
     import logging
 
     from barsweep.pipeline.run.cluster import quiet_memory_logs
 
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    monkeypatch.setattr(logging.getLogger("distributed"), "level", logging.WARNING)
+    worker, nanny = (logging.getLogger(f"distributed.{n}.memory") for n in ("worker", "nanny"))
+    for logger in (worker, nanny):
+        monkeypatch.setattr(logger, "handlers", [handler])
+        monkeypatch.setattr(logger, "disabled", False)  # a logging.config of another test
     quiet_memory_logs()
-    with caplog.at_level(logging.WARNING):
-        logging.getLogger("distributed.worker.memory").warning(
-            "Unmanaged memory use is high. This may indicate a memory leak")
-        logging.getLogger("distributed.worker.memory").warning("Worker is at 81%% memory "
-                                                               "usage. Pausing worker.")
-        nanny = logging.getLogger("distributed.nanny.memory")
-        nanny.warning("Worker tcp://1.2.3.4:5 (pid=9) exceeded 95% memory budget. Restarting...")
-        nanny.warning("Worker tcp://1.2.3.4:5 (pid=9) is slow to %s", "terminate")
-    said = [r.getMessage() for r in caplog.records]
+    worker.warning("Unmanaged memory use is high. This may indicate a memory leak")
+    worker.warning("Worker is at 81%% memory usage. Pausing worker.")
+    nanny.warning("Worker tcp://1.2.3.4:5 (pid=9) exceeded 95% memory budget. Restarting...")
+    nanny.warning("Worker tcp://1.2.3.4:5 (pid=9) is slow to %s", "terminate")
     assert said == ["barsweep: a worker ran out of memory and is restarted (its block is "
                     "retried); set run.memory_per_block lower or give the workers more memory"]
