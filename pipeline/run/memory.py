@@ -19,9 +19,10 @@ from ...errors import SpecError
 from ..config.sizes import size_text
 
 #: The share of a worker thread's memory limit its block is planned to: Dask pauses a
-#: worker at 80 % of its limit and counts the interpreter, numba's code and Zarr's
-#: buffers against it, so a block takes half.
-MEMORY_SHARE = 0.5
+#: worker at 80 % of its limit and counts the interpreter, numba's compiled code, Zarr's
+#: buffers and the results waiting to be written against it, and the estimate is an
+#: estimate: a block takes a quarter (3 GiB of a 12 GiB worker).
+MEMORY_SHARE = 0.25
 
 #: float64 columns of ``n_bars`` held besides the table: the bars as read (open, high,
 #: low, close, volume, funding), the kernels' :class:`~barsweep.engine.block.Bars`

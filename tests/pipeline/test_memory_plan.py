@@ -117,8 +117,8 @@ def test_planner_never_exceeds_its_budget(kind, sizes, extra_axis, segments, wf,
 def test_worker_budget_is_a_share_of_each_thread():
     workers = [{"memory_limit": 8 * 2**30, "nthreads": 2}, {"memory_limit": 4 * 2**30,
                                                              "nthreads": 1}]
-    assert worker_budget(workers, 0) == 2 * 2**30
-    assert worker_budget([{"memory_limit": 0, "nthreads": 4}], 16 * 2**30) == 2 * 2**30
+    assert worker_budget(workers, 0) == 2**30
+    assert worker_budget([{"memory_limit": 0, "nthreads": 4}], 16 * 2**30) == 2**30
 
 
 @pytest.mark.parametrize("value", ["lots", "-3GiB", 0, "2 parsecs", True])
