@@ -39,9 +39,10 @@ def hoist(
     keys, rows = plan_rows(strategy, params, n_combos)
     programs = {s.name: s.program for s in strategy.indicators if s.program is not None}
     memo: dict = {}
-    computed = [programs[name](bars, args, memo) if name in programs
-                else compute_indicator(name, bars, args) for name, args in keys]
-    ind = np.stack(computed) if computed else np.empty((0, len(bars["close"])))
+    ind = np.empty((len(keys), len(bars["close"])))  # filled in place, row by row
+    for i, (name, args) in enumerate(keys):
+        ind[i] = (programs[name](bars, args, memo) if name in programs
+                  else compute_indicator(name, bars, args))
     return ind, rows
 
 

@@ -16,6 +16,7 @@ from ...datasets.timeframes import timeframe_seconds
 from ...errors import DataError, Problems
 from .count import MAX_COUNTABLE
 from .files import PathStr
+from .sizes import parse_bytes
 
 __all__ = ["MAX_COMBOS", "SECTION_CONFIG", "AnalysisSpec", "DataSpec", "RunSpec"]
 
@@ -100,6 +101,9 @@ class RunSpec(BaseModel):
     spec is refused before anything runs, a guard against a mistyped range.
     ``progress_every``: seconds between two progress lines when stderr is not a terminal
     (a log); a terminal's line is redrawn in place.
+    ``memory_per_block``: the bytes a block may take (an int or ``"2GiB"``); None
+    (default) is :data:`~barsweep.pipeline.run.memory.MEMORY_SHARE` of a worker thread's
+    memory limit (:func:`~barsweep.pipeline.run.memory.worker_budget`).
     """
 
     model_config = SECTION_CONFIG
@@ -110,6 +114,12 @@ class RunSpec(BaseModel):
     max_combos: int = Field(MAX_COMBOS, gt=0, le=MAX_COUNTABLE, strict=True)
     worker_timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
     progress_every: float = Field(5.0, gt=0, allow_inf_nan=False)
+    memory_per_block: int | str | None = None
+
+    @field_validator("memory_per_block", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> int | None:
+        return None if value is None else parse_bytes(value)
 
 
 class AnalysisSpec(BaseModel):

@@ -267,6 +267,7 @@ class LeaveCtrlCToTheDriver(WorkerPlugin):
         # a task cancelled by Ctrl-C or a failed block logs a warning as the worker closes
         logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
         logging.getLogger("distributed.worker").addFilter(_not_for_people)
+        quiet_memory_logs()
 
 
 #: What a worker of a cluster barsweep starts logs that the driver says better: a failed
@@ -274,6 +275,29 @@ class LeaveCtrlCToTheDriver(WorkerPlugin):
 #: driver closes the cluster (the worker's connections close under the heartbeat in
 #: flight; distributed logs that as an error, with tracebacks).
 _WORKER_NOISE = ("Compute Failed", "Failed to communicate with scheduler during heartbeat")
+
+
+def quiet_memory_logs() -> None:
+    """Dask's memory warnings ("Unmanaged memory use is high", "Pausing worker", "Memory
+    use is high but worker has no data to store to disk") are for Dask's operators, not
+    for a progress line: silenced in this process; a nanny restarting a worker that
+    passed its memory limit says so in one line of ours (:func:`_memory_in_our_words`).
+    """
+    logging.getLogger("distributed.worker.memory").setLevel(logging.ERROR)
+    nanny = logging.getLogger("distributed.nanny.memory")
+    if _memory_in_our_words not in nanny.filters:
+        nanny.addFilter(_memory_in_our_words)
+
+
+def _memory_in_our_words(record) -> bool:
+    """A logging filter: a worker restarted for memory, said in one line of ours; the
+    nanny's other lines about it dropped."""
+    if "exceeded" not in str(record.msg):
+        return False
+    record.msg, record.args = (
+        "barsweep: a worker ran out of memory and is restarted (its block is retried); "
+        "set run.memory_per_block lower or give the workers more memory", ())
+    return True
 
 
 def _not_for_people(record) -> bool:

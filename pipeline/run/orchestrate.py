@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 
 import distributed
 import numpy as np
+import psutil
 from distributed import Client
 
 from ...engine import METRICS
@@ -42,6 +43,7 @@ from .execute import (
     warm_up,
 )
 from .lock import leftovers, out_lock, refuse_locked
+from .memory import worker_budget
 from .plan import Plan, auto_block_size, plan, store_coords
 from .prepare import Prepared, prepare_run
 from .progress import ProgressBar
@@ -310,6 +312,7 @@ def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Pl
     the store it resumes has them (on the backend that store was computed on), else
     ``run.block_size``, ``auto`` sized to ``client``'s worker threads."""
     spec, out = prepared.spec, prepared.out
+    budget = None  # a store resumed keeps its chunks
     if prepared.resume_chunks is not None:
         block_size = math.prod(prepared.resume_chunks)
         stored = (store_attrs(out) or {}).get("backend")
@@ -318,15 +321,17 @@ def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Pl
                                f"{backend[0]} ({backend[1]}); pass --backend {stored}")
     else:
         block_size = spec.run.block_size
+        workers = list(client.scheduler_info(n_workers=-1).get("workers", {}).values())
         if block_size == "auto":
-            workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
             n_workers = max(1, sum(w.get("nthreads", 1) for w in workers))  # threads
             block_size = auto_block_size(prepared.valid_combos, prepared.n_bars, n_workers)
+        budget = spec.run.memory_per_block or worker_budget(
+            workers, psutil.virtual_memory().total)
     run_id = uuid.uuid4().hex[:12]
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
                 is not None else uuid.uuid4().hex)
     return plan(spec, out, block_size, prepared.grid, backend[0], prepared.bars_fingerprint, run_id,
-                store_id, prepared.windows)
+                store_id, prepared.windows, prepared.n_bars, budget)
 
 
 def resumed_blocks(prepared: Prepared, the_plan: Plan,
@@ -450,6 +455,9 @@ def quiet_client_logs() -> None:
     import, which sets its loggers' levels from its configuration."""
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
+    from .cluster import quiet_memory_logs
+
+    quiet_memory_logs()  # a threads worker's, and the nannies' of a local cluster
 
 
 def not_a_closed_comm(record: logging.LogRecord) -> bool:

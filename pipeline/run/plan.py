@@ -15,10 +15,12 @@ import numpy as np
 
 from ...datasets import periods_per_year, to_ns
 from ...engine.simulate import segment_bounds
+from ...engine.strategies import resolve
 from ..config.dims import SAMPLES
 from ..config.grid import Grid
 from ..config.model import Spec
 from .blocks import BarsRef, BlockTask
+from .memory import block_bytes, fit_chunks, table_rows
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
 
 def plan(spec: Spec, out: str, block_size: int,
          grid: Grid | None = None, backend: str = "cpu", fingerprint: dict | None = None,
-         run_id: str = "", store_id: str = "", windows: np.ndarray | None = None) -> Plan:
+         run_id: str = "", store_id: str = "", windows: np.ndarray | None = None,
+         n_bars: int = 0, budget: int | None = None) -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
     ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
@@ -130,6 +133,9 @@ def plan(spec: Spec, out: str, block_size: int,
     ``windows`` (walk-forward: ``(W, 4)`` train and test bounds) makes a block of each
     box and group of :func:`windows_per_block` windows: their train and test runs (the
     indicators hoisted once for all), the store's ``window``/``sample`` dims.
+    ``budget`` (bytes, with ``n_bars`` the bars a block reads) cuts the blocks further,
+    on any axis, until each one's :func:`~barsweep.pipeline.run.memory.block_bytes`
+    fits (:func:`block_chunks`); SpecError when one combo does not.
 
     The grid is never enumerated: each block is decided by interval bounds and counted
     by :meth:`~barsweep.pipeline.config.grid.Grid.block_counts` within a fixed budget, so
@@ -137,7 +143,7 @@ def plan(spec: Spec, out: str, block_size: int,
     number of blocks (``benchmarks/plan_size.py``).
     """
     grid = grid if grid is not None else spec.param_grid
-    chunks = grid.chunks(block_size)
+    chunks = block_chunks(spec, grid, block_size, n_bars, budget, windows)
     per_symbol = grid.n_blocks(chunks)
     if spec.data.year_days is None:
         raise ValueError("plan() takes a prepared spec: data.year_days is measured from the "
@@ -167,6 +173,32 @@ def plan(spec: Spec, out: str, block_size: int,
     return Plan(grid, chunks, n_blocks, tuple(tasks), tuple(excluded), sum(task_combos),
                 bool(exact.all()), tuple(task_combos), store_lead(windows, step), segments,
                 step, store_id, ppy)
+
+
+def block_chunks(spec: Spec, grid: Grid, block_size: int, n_bars: int,
+                 budget: int | None, windows: np.ndarray | None = None) -> tuple[int, ...]:
+    """The chunk shape of blocks of at most ``block_size`` combos (:meth:`Grid.chunks`),
+    cut further until a block's estimated peak fits ``budget`` bytes (None: as is)."""
+    chunks = grid.chunks(block_size)
+    if budget is None:
+        return chunks
+    return fit_chunks(grid.names, chunks, chunk_cost(spec, grid, n_bars, windows), budget)
+
+
+def chunk_cost(spec: Spec, grid: Grid, n_bars: int, windows: np.ndarray | None = None):
+    """The function of a chunk shape giving its block's estimated peak in bytes
+    (:func:`~barsweep.pipeline.run.memory.block_bytes`)."""
+    strategy = resolve(spec.strategy_ref)
+    names = grid.names
+    segments = spec.analysis.pbo_segments if windows is None else 0
+
+    def cost(shape: tuple[int, ...]) -> int:
+        combos = math.prod(shape)
+        runs = 1 if windows is None else 2 * windows_per_block(len(windows), combos)
+        rows = table_rows(strategy, dict(zip(names, shape, strict=True)))
+        return block_bytes(rows, n_bars, combos, runs, segments, len(shape),
+                           len(strategy.indicators))
+    return cost
 
 
 def grid_boxes(grid: Grid, chunks: tuple[int, ...], counts: np.ndarray) -> list[tuple]:
