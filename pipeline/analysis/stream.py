@@ -95,9 +95,10 @@ def done_grid(ds: xr.Dataset, dims: Sequence[str]) -> np.ndarray | None:
 
 
 def slabs(shape: Sequence[int], chunks: Sequence[int],
-          budget: int = SLAB_CELLS) -> Iterator[tuple[slice, ...]]:
+          budget: int | None = None) -> Iterator[tuple[slice, ...]]:
     """Chunk-aligned regions covering ``shape``: whole chunks, grown along the trailing
-    axes first up to ``budget`` cells (at least one chunk)."""
+    axes first up to ``budget`` cells (default :data:`SLAB_CELLS`; at least one chunk)."""
+    budget = SLAB_CELLS if budget is None else budget
     slab = list(chunks)
     cells = math.prod(chunks)
     for axis in reversed(range(len(shape))):
