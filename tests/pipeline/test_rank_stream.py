@@ -2,6 +2,7 @@
 written by real runs (complete, incomplete, several symbols, a walk-forward one)."""
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -119,3 +120,50 @@ def test_streamed_rank_reads_slabs_not_the_grid(stores, monkeypatch):
     chunks = zarr.open_group(str(path), mode="r")["sharpe"].chunks
     assert len(seen) > 10
     assert max(int(np.prod(s)) for s in seen) <= int(np.prod(chunks))
+
+
+#: The address space `rank` runs in below: the streamed rank of the 10^7-combo store
+#: needs 1.2-1.5 GiB of it (mostly the interpreter, numba and dask), the whole-grid
+#: ranking more than 2.5 GiB.
+CAP_BYTES = int(1.75 * 2**30)
+
+
+def capped(*argv):
+    """``argv`` run in a process whose address space is capped at :data:`CAP_BYTES`."""
+    import resource
+    import subprocess
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
+
+    return subprocess.run(argv, preexec_fn=limit, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_rank_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
+    """A real 10^7-combo store (1000 x 10000 on 120 bars): ranked within a cap under
+    which ranking the whole grid in memory fails."""
+    import json
+    import sys
+
+    synth(tmp_path / "bars", 120, seed=1, symbol="AAA")
+    out = run_spec_file(
+        {"data": {"store": str(tmp_path / "bars"), "symbols": ["AAA"], "timeframe": "1h"},
+         "strategy": "ema_cross",
+         "grid": {"fast": {"start": 2, "stop": 1001, "step": 1},
+                  "slow": {"start": 2, "stop": 10001, "step": 1}},
+         "execution": {"fill": "next_open", "fees": 0.001},
+         "run": {"out": str(tmp_path / "big.zarr")}},
+        tmp_path / "big.yaml", "--cluster", "threads")
+    here = Path(__file__).parent
+    whole = capped(sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:3]; "
+                   "from test_rank_stream import rank_whole; rank_whole(sys.argv[3], by='dsr')",
+                   str(here), str(here.parent), str(out))
+    assert whole.returncode != 0 and "MemoryError" in whole.stderr
+    streamed = capped(sys.executable, "-m", "barsweep.pipeline.cli", "rank", str(out),
+                      "--by", "dsr", "--where", "n_trades >= 1", "--json")
+    assert streamed.returncode == 0, streamed.stderr
+    rows = json.loads(streamed.stdout)
+    want = rank(out, by="dsr", where="n_trades >= 1")
+    assert [(r["fast"], r["slow"]) for r in rows] == list(zip(want["fast"], want["slow"]))
