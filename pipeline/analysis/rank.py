@@ -29,9 +29,9 @@ import xarray as xr
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
-from ..config.expr import check_names, parse_expr
 from ..run.results import open_results
 from . import robust, stream
+from .stream import where_mask as _where_mask
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
 COMPUTED = ("psr", "dsr")
@@ -452,25 +452,6 @@ def _flat(ds: xr.Dataset, name: str, index: np.ndarray) -> np.ndarray:
 def _label(value):
     """A coordinate value as a plain Python scalar (for printing and JSON)."""
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
-                shape: tuple[int, ...], names: Sequence[str] = METRICS) -> np.ndarray:
-    """``where`` over metrics ``names`` and the dims (``symbol``, ``sample`` and other
-    text compared with strings), flat over ``dims``."""
-    expr = parse_expr(where, strings=True)
-    text = [d for d in dims if ds[d].dtype.kind in "OUST"]
-    check_names(expr, set(names) | set(dims), what="--where", text=text)
-    env = {}
-    for name in expr.names:
-        if name in names:
-            env[name] = np.asarray(ds[name].transpose(*dims).values,
-                                   dtype=np.float64).ravel()
-        else:
-            axis = dims.index(name)
-            view = ds[name].values.reshape([-1 if i == axis else 1 for i in range(len(dims))])
-            env[name] = np.broadcast_to(view, shape).ravel()
-    return np.asarray(expr.evaluate(env), dtype=bool)
 
 
 def to_records(frame: pd.DataFrame) -> list[dict]:

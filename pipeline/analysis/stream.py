@@ -21,6 +21,7 @@ import xarray as xr
 
 from ...engine import METRICS
 from ..config.dims import NON_PARAM_DIMS
+from ..config.expr import check_names, parse_expr
 from ..run.results import (
     COMPUTED,
     PENDING,
@@ -274,7 +275,6 @@ def stream_top(ds: xr.Dataset, by: str, top: int, where: str | None, ascending: 
         holds ``dsr``.
     """
     from ..config.expr import parse_expr
-    from .rank import _where_mask
 
     chunks = chunk_shape(ds, dims)
     computed = "dsr" in names
@@ -297,7 +297,7 @@ def stream_top(ds: xr.Dataset, by: str, top: int, where: str | None, ascending: 
                  else np.asarray(slab.ds[by].values, dtype=np.float64)).ravel()
         keep = ~np.isnan(score)
         if where:
-            keep &= _where_mask(slab.ds, where, dims, slab.shape, names)
+            keep &= where_mask(slab.ds, where, dims, slab.shape, names)
         pick = np.flatnonzero(keep)
         if not len(pick):
             continue
@@ -347,3 +347,22 @@ def count_computed(ds: xr.Dataset) -> int:
     return sum(int(np.count_nonzero(~np.isnan(Slab(ds, r, dims, ["n_trades"], done,
                                                    chunks).values("n_trades"))))
                for r in regions)
+
+
+def where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
+                shape: tuple[int, ...], names: Sequence[str] = METRICS) -> np.ndarray:
+    """``where`` over metrics ``names`` and the dims (``symbol``, ``sample`` and other
+    text compared with strings), flat over ``dims``."""
+    expr = parse_expr(where, strings=True)
+    text = [d for d in dims if ds[d].dtype.kind in "OUST"]
+    check_names(expr, set(names) | set(dims), what="--where", text=text)
+    env = {}
+    for name in expr.names:
+        if name in names:
+            env[name] = np.asarray(ds[name].transpose(*dims).values,
+                                   dtype=np.float64).ravel()
+        else:
+            axis = dims.index(name)
+            view = ds[name].values.reshape([-1 if i == axis else 1 for i in range(len(dims))])
+            env[name] = np.broadcast_to(view, shape).ravel()
+    return np.asarray(expr.evaluate(env), dtype=bool)
