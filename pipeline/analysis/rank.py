@@ -29,9 +29,9 @@ import xarray as xr
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
-from ..config.expr import check_names, parse_expr
 from ..run.results import open_results
-from . import robust
+from . import robust, stream
+from .stream import where_mask as _where_mask
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
 COMPUTED = ("psr", "dsr")
@@ -88,8 +88,12 @@ def rank(
     agg: str = "median",
     symbol: str | None = None,
     sample: str | None = None,
+    partial: bool = False,
 ) -> pd.DataFrame:
     """The ``top`` combos by metric ``by``.
+
+    Read slab by slab (:mod:`.stream`: memory bounded by a few blocks, whatever the
+    grid's size), except with ``smooth`` or ``across``, which read the grid whole.
 
     Parameters
     ----------
@@ -123,6 +127,9 @@ def rank(
     sample : {"train", "test"}, optional
         A walk-forward store: the sample ranked (default ``"train"``); the frame then
         has ``window`` and ``sample`` columns after ``symbol``.
+    partial : bool
+        Rank an incomplete store (given as a path) as it is: its pending blocks take
+        no part.
 
     Returns
     -------
@@ -133,20 +140,48 @@ def rank(
         doing nothing wins, combos that never traded after those that did; then
         infinite values after finite ones; then by ``by``; ties by position.
     """
-    ds = results if isinstance(results, xr.Dataset) else open_results(results)
     _check_rank(by, top, smooth)
     _check_across(across, agg, symbol)
+    if ascending is None:
+        ascending = by in LOWER_IS_BETTER
+    if not (smooth or across):
+        return _rank_streamed(results, by, top, where, ascending, symbol, sample, partial)
+    ds = (results if isinstance(results, xr.Dataset)
+          else open_results(results, partial=partial))
     ds, names = _with_computed(ds, need=by in COMPUTED)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     value = _kept(ds, by, where, dims, names)
     smoothed = robust.smooth(value, smooth) if smooth else None
-    if ascending is None:
-        ascending = by in LOWER_IS_BETTER
     idle_wins = ascending or by in BEST_WHEN_IDLE
     if across:
         return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
     return _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names)
+
+
+def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial):
+    """:func:`rank` without ``smooth`` and ``across``, read slab by slab."""
+    given = isinstance(results, xr.Dataset)  # its pending blocks already hidden
+    ds = stream.mark_positions(results) if given else stream.open_store(results,
+                                                                         partial=partial)
+    need = by in COMPUTED
+    if need and not robust.has_dsr_inputs(ds):
+        robust.dsr_columns(ds)  # raises, naming what the store lacks
+    names = [*METRICS, *COMPUTED] if need or robust.has_dsr_inputs(ds) else list(METRICS)
+    ds = select(ds, symbol, sample)
+    dims = ("symbol", *param_dims(ds))
+    done = None if given else stream.done_grid(ds, dims)
+    idle_wins = ascending or by in BEST_WHEN_IDLE
+    chosen, sr0 = stream.stream_top(ds, by, top, where, ascending, idle_wins, dims, names,
+                                    done)
+    shape = tuple(ds.sizes[d] for d in dims)
+    index = np.unravel_index(chosen, shape)
+    frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(dims, index)})
+    for name, column in stream.frame_columns(ds, chosen, dims, names, sr0).items():
+        frame[name] = column
+    frame = frame[[*dims, *names]]
+    frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
+    return frame
 
 
 def _check_rank(by: str, top: int, smooth: int | None) -> None:
@@ -417,25 +452,6 @@ def _flat(ds: xr.Dataset, name: str, index: np.ndarray) -> np.ndarray:
 def _label(value):
     """A coordinate value as a plain Python scalar (for printing and JSON)."""
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _where_mask(ds: xr.Dataset, where: str, dims: tuple[str, ...],
-                shape: tuple[int, ...], names: Sequence[str] = METRICS) -> np.ndarray:
-    """``where`` over metrics ``names`` and the dims (``symbol``, ``sample`` and other
-    text compared with strings), flat over ``dims``."""
-    expr = parse_expr(where, strings=True)
-    text = [d for d in dims if ds[d].dtype.kind in "OUST"]
-    check_names(expr, set(names) | set(dims), what="--where", text=text)
-    env = {}
-    for name in expr.names:
-        if name in names:
-            env[name] = np.asarray(ds[name].transpose(*dims).values,
-                                   dtype=np.float64).ravel()
-        else:
-            axis = dims.index(name)
-            view = ds[name].values.reshape([-1 if i == axis else 1 for i in range(len(dims))])
-            env[name] = np.broadcast_to(view, shape).ravel()
-    return np.asarray(expr.evaluate(env), dtype=bool)
 
 
 def to_records(frame: pd.DataFrame) -> list[dict]:

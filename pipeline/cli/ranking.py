@@ -73,6 +73,7 @@ def cmd_walkforward(args) -> int:
 
 def cmd_rank(args) -> int:
     from ..analysis.rank import pareto_front, pbo_table, rank, select, to_records
+    from ..analysis.stream import count_computed, open_store
     from ..run.results import open_results, store_status
 
     clash = next((f"{a} and {b}" for a, b, both in (
@@ -85,7 +86,9 @@ def cmd_rank(args) -> int:
         print(f"barsweep: error: {clash} do not go together; --agg needs --across symbol, "
               f"--pbo stands alone, and --pareto takes no --smooth", file=sys.stderr)
         return 2
-    ds = open_results(args.results, partial=args.partial)
+    streamed = not (args.pbo or args.pareto or args.smooth or args.across)
+    ds = (open_store(args.results, partial=args.partial) if streamed
+          else open_results(args.results, partial=args.partial))
     if args.pbo:
         return print_pbo(pbo_table(select(ds, args.symbol), where=args.where), args.json)
     if args.pareto:
@@ -94,7 +97,8 @@ def cmd_rank(args) -> int:
                              sample=args.sample, across=args.across, agg=args.agg)
         by = metrics[0]
     else:
-        frame = rank(ds, by=args.by, top=args.top, where=args.where, ascending=args.ascending,
+        frame = rank(args.results if streamed else ds, by=args.by, top=args.top,
+                     where=args.where, ascending=args.ascending, partial=args.partial,
                      smooth=args.smooth, across=args.across, agg=args.agg,
                      symbol=args.symbol, sample=args.sample)
         by = args.by
@@ -106,7 +110,8 @@ def cmd_rank(args) -> int:
                 f"sample and chains the tests out of sample", file=sys.stderr)
     pending, total = store_status(args.results)
     if pending:
-        n_done = int(ds["n_trades"].notnull().sum())
+        n_done = (count_computed(ds) if streamed
+                  else int(ds["n_trades"].notnull().sum()))
         n_all = ds.attrs.get("n_combos")
         bound = "" if ds.attrs.get("n_combos_exact", True) else "at most "
         of = f" of {bound}{n_all:,}" if isinstance(n_all, int) else ""
