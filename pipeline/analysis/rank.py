@@ -17,7 +17,6 @@ test are :func:`barsweep.pipeline.analysis.walkforward.walkforward`'s job).
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -29,9 +28,8 @@ import xarray as xr
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
-from ..run.results import open_results
-from . import robust, stream
-from .stream import where_mask as _where_mask
+from ..config.expr import check_names, parse_expr
+from . import robust, stream, stream_fronts, stream_more
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
 COMPUTED = ("psr", "dsr")
@@ -92,8 +90,8 @@ def rank(
 ) -> pd.DataFrame:
     """The ``top`` combos by metric ``by``.
 
-    Read slab by slab (:mod:`.stream`: memory bounded by a few blocks, whatever the
-    grid's size), except with ``smooth`` or ``across``, which read the grid whole.
+    Read slab by slab (:mod:`.stream`, :mod:`.stream_more`: memory bounded by a few
+    blocks, whatever the grid's size).
 
     Parameters
     ----------
@@ -144,42 +142,61 @@ def rank(
     _check_across(across, agg, symbol)
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
-    if not (smooth or across):
-        return _rank_streamed(results, by, top, where, ascending, symbol, sample, partial)
-    ds = (results if isinstance(results, xr.Dataset)
-          else open_results(results, partial=partial))
-    ds, names = _with_computed(ds, need=by in COMPUTED)
-    ds = select(ds, symbol, sample)
-    dims = ("symbol", *param_dims(ds))
-    value = _kept(ds, by, where, dims, names)
-    smoothed = robust.smooth(value, smooth) if smooth else None
+    ds, names, dims, done = _opened(results, by in COMPUTED, symbol, sample, partial)
     idle_wins = ascending or by in BEST_WHEN_IDLE
+    if not (smooth or across):
+        chosen, sr0 = stream.stream_top(ds, by, top, where, ascending, idle_wins, dims,
+                                        names, done)
+        return _frame(ds, chosen, dims, names, sr0)
+    best, sr0 = stream_more.stream_smooth_top(ds, by, top, where, ascending, idle_wins,
+                                              dims, names, done, smooth, bool(across), agg)
     if across:
-        return _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims)
-    return _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names)
+        return _across_frame(ds, best, by, agg, smooth, dims)
+    frame = _frame(ds, best.position, dims, names, sr0)
+    frame[f"{by}_smooth"] = best.score
+    return frame
 
 
-def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial):
-    """:func:`rank` without ``smooth`` and ``across``, read slab by slab."""
-    given = isinstance(results, xr.Dataset)  # its pending blocks already hidden
+def _opened(results, need: bool, symbol, sample, partial):
+    """The selected Dataset of ``results`` read lazily (:func:`.stream.open_store`), the
+    metric names the frame shows (``psr`` and ``dsr`` when the store holds their inputs;
+    refused when ``need`` and it does not), the dims ranked over, and the block flags
+    that hide pending blocks (None for a Dataset given, its pending blocks hidden)."""
+    given = isinstance(results, xr.Dataset)
     ds = stream.mark_positions(results) if given else stream.open_store(results,
                                                                          partial=partial)
-    need = by in COMPUTED
     if need and not robust.has_dsr_inputs(ds):
         robust.dsr_columns(ds)  # raises, naming what the store lacks
     names = [*METRICS, *COMPUTED] if need or robust.has_dsr_inputs(ds) else list(METRICS)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
-    done = None if given else stream.done_grid(ds, dims)
-    idle_wins = ascending or by in BEST_WHEN_IDLE
-    chosen, sr0 = stream.stream_top(ds, by, top, where, ascending, idle_wins, dims, names,
-                                    done)
-    shape = tuple(ds.sizes[d] for d in dims)
-    index = np.unravel_index(chosen, shape)
+    return ds, names, dims, None if given else stream.done_grid(ds, dims)
+
+
+def _frame(ds: xr.Dataset, chosen: np.ndarray, dims: tuple[str, ...],
+           names: Sequence[str], sr0) -> pd.DataFrame:
+    """The rows at flat positions ``chosen`` (over ``dims``): the dims' labels, then
+    metrics ``names``."""
+    index = np.unravel_index(chosen, tuple(ds.sizes[d] for d in dims))
     frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(dims, index)})
     for name, column in stream.frame_columns(ds, chosen, dims, names, sr0).items():
         frame[name] = column
     frame = frame[[*dims, *names]]
+    frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
+    return frame
+
+
+def _across_frame(ds, best, by, agg, smooth, dims) -> pd.DataFrame:
+    """The rows of parameter combos ranked across symbols: the parameters,
+    ``<by>_<agg>`` (and ``<by>_smooth_<agg>``), then ``<by>[<symbol>]`` per symbol."""
+    params = dims[1:]
+    index = np.unravel_index(best.position, tuple(ds.sizes[d] for d in params))
+    frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(params, index)})
+    frame[f"{by}_{agg}"] = best.extra.get("total", np.empty(0))
+    if smooth:
+        frame[f"{by}_smooth_{agg}"] = best.score
+    for k, symbol in enumerate(ds["symbol"].values):
+        frame[f"{by}[{symbol}]"] = best.extra.get(f"s{k}", np.empty(0))
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
 
@@ -194,91 +211,6 @@ def _check_rank(by: str, top: int, smooth: int | None) -> None:
     if smooth is not None and (isinstance(smooth, bool) or not isinstance(smooth, int)
                                or smooth < 1):
         raise SpecError(f"--smooth: expected a positive radius in grid steps, got {smooth!r}")
-
-
-def _kept(ds: xr.Dataset, by: str, where: str | None, dims: tuple[str, ...],
-          names: Sequence[str]) -> xr.DataArray:
-    """``by`` over ``dims`` as float64, NaN where ``where`` does not hold."""
-    shape = tuple(ds.sizes[d] for d in dims)
-    value = ds[by].astype(np.float64).transpose(*dims)
-    keep = value.notnull().values
-    if where:
-        keep &= _where_mask(ds, where, dims, shape, names).reshape(shape)
-    return value.where(xr.DataArray(keep, dims=dims))
-
-
-def _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names):
-    """Rank every symbol's combos by ``by`` (see :func:`rank`)."""
-    shape = tuple(ds.sizes[d] for d in dims)
-    score = np.asarray((value if smoothed is None else smoothed).values).ravel()
-    candidates = np.flatnonzero(~np.isnan(score))
-    order = rank_order(score[candidates], ascending, idle_wins=idle_wins,
-                       ruined=_flat(ds, "ruined", candidates) == 1.0,
-                       traded=_flat(ds, "n_trades", candidates) > 0.0)[:top]
-    chosen = candidates[order]
-    frame = _frame(ds, chosen, dims, shape, names)
-    if smoothed is not None:
-        frame[f"{by}_smooth"] = score[chosen]
-    return frame
-
-
-def _with_computed(ds: xr.Dataset, need: bool) -> tuple[xr.Dataset, list[str]]:
-    """``ds`` with ``psr`` and ``dsr`` when the store holds their inputs (refused when
-    ``need`` and it does not), and the metric names the frame shows."""
-    if not (need or robust.has_dsr_inputs(ds)):
-        return ds, list(METRICS)
-    psr, dsr = robust.dsr_columns(ds)
-    return ds.assign(psr=psr, dsr=dsr), [*METRICS, *COMPUTED]
-
-
-def _frame(ds: xr.Dataset, chosen: np.ndarray, dims: tuple[str, ...],
-           shape: tuple[int, ...], names: Sequence[str]) -> pd.DataFrame:
-    """The rows at flat positions ``chosen``: the dims' labels, then metrics ``names``."""
-    index = np.unravel_index(chosen, shape)
-    points = {d: xr.DataArray(ix, dims="rank") for d, ix in zip(dims, index)}
-    picked = ds[list(names)].isel(points).compute()
-    frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(dims, index)})
-    for name in names:
-        frame[name] = picked[name].values
-    frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
-    return frame
-
-
-def _rank_across(ds, by, value, smoothed, agg, top, ascending, idle_wins, dims):
-    """Rank parameter combos by ``by`` aggregated over symbols (see :func:`rank`)."""
-    params = dims[1:]
-    shape = tuple(ds.sizes[d] for d in params)
-
-    def aggregate(da):
-        return getattr(da, agg)("symbol", skipna=False).transpose(*params)
-
-    total = aggregate(value)
-    score_da = total if smoothed is None else aggregate(smoothed)
-    score = np.asarray(score_da.values).ravel()
-    candidates = np.flatnonzero(~np.isnan(score))
-
-    def over_symbols(name, reduce):
-        if name not in ds.data_vars:
-            return np.zeros(len(candidates))
-        da = reduce(ds[name].astype(np.float64), "symbol").transpose(*params)
-        return np.asarray(da.values).ravel()[candidates]
-
-    ruined = over_symbols("ruined", lambda da, d: da.max(d)) == 1.0       # on any symbol
-    traded = over_symbols("n_trades", lambda da, d: da.sum(d)) > 0.0      # on some symbol
-    order = rank_order(score[candidates], ascending, idle_wins=idle_wins, ruined=ruined,
-                       traded=traded)[:top]
-    chosen = candidates[order]
-    index = np.unravel_index(chosen, shape)
-    frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(params, index)})
-    frame[f"{by}_{agg}"] = np.asarray(total.values).ravel()[chosen]
-    if smoothed is not None:
-        frame[f"{by}_smooth_{agg}"] = score[chosen]
-    per_symbol = np.asarray(value.transpose("symbol", *params).values).reshape(
-        ds.sizes["symbol"], -1)
-    for k, symbol in enumerate(ds["symbol"].values):
-        frame[f"{by}[{symbol}]"] = per_symbol[k, chosen]
-    frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
-    return frame
 
 
 def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str],
@@ -302,9 +234,9 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
         every metric; with ``across``: the parameters, then ``<metric>_<agg>`` for each
         metric.
     """
-    ds = results if isinstance(results, xr.Dataset) else open_results(results)
     metrics = list(metrics)
-    ds, names = _with_computed(ds, need=any(m in COMPUTED for m in metrics))
+    ds, names, dims, done = _opened(results, any(m in COMPUTED for m in metrics), None,
+                                    None, False)
     unknown = [m for m in metrics if m not in names]
     if unknown or len(metrics) < 2 or len(set(metrics)) < len(metrics):
         raise SpecError(f"--pareto: expected two or more distinct metrics separated by "
@@ -313,47 +245,15 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
     _check_across(across, agg, symbol)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
-    shape = tuple(ds.sizes[d] for d in dims)
-    keep = np.ones(int(np.prod(shape)), dtype=bool)
-    if where:
-        keep &= _where_mask(ds, where, dims, shape, names)
-    columns = {m: np.asarray(ds[m].transpose(*dims).values, dtype=np.float64).ravel()
-               for m in metrics}
-    for m in metrics:
-        keep &= ~np.isnan(columns[m])
-    if across:
-        return _pareto_across(ds, metrics, columns, keep, dims, shape, agg)
-    groups = [i for i, d in enumerate(dims) if d in NON_PARAM_DIMS]
-    group_of = np.ravel_multi_index(
-        [ix for i, ix in enumerate(np.unravel_index(np.arange(keep.size), shape))
-         if i in groups], [shape[i] for i in groups])
-    fronts = []
-    for g in np.unique(group_of):
-        rows = np.flatnonzero(keep & (group_of == g))
-        front = rows[robust.pareto({m: c[rows] for m, c in columns.items()}, metrics)]
-        first = columns[metrics[0]][front]
-        fronts.append(front[np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER
-                                        else -first))])
-    chosen = np.concatenate(fronts) if fronts else np.empty(0, dtype=np.int64)
-    return _frame(ds, chosen, dims, shape, names)
-
-
-def _pareto_across(ds, metrics, columns, keep, dims, shape, agg) -> pd.DataFrame:
-    """The front of parameter combos by each metric aggregated over symbols."""
+    chosen, values, sr0 = stream_fronts.stream_pareto(ds, metrics, where, dims, names,
+                                                      done, bool(across), agg)
+    if not across:
+        return _frame(ds, chosen, dims, names, sr0)
     params = dims[1:]
-    n_symbols = shape[0]
-    per_combo = int(np.prod(shape[1:]))
-    ok = keep.reshape(n_symbols, per_combo).all(axis=0)
-    reduce = {"median": np.median, "mean": np.mean, "min": np.min}[agg]
-    values = {m: reduce(c.reshape(n_symbols, per_combo), axis=0) for m, c in columns.items()}
-    rows = np.flatnonzero(ok)
-    front = rows[robust.pareto({m: v[rows] for m, v in values.items()}, metrics)]
-    first = values[metrics[0]][front]
-    front = front[np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER else -first))]
-    index = np.unravel_index(front, shape[1:])
+    index = np.unravel_index(chosen, tuple(ds.sizes[d] for d in params))
     frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(params, index)})
     for m in metrics:
-        frame[f"{m}_{agg}"] = values[m][front]
+        frame[f"{m}_{agg}"] = values[m]
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
 
@@ -361,7 +261,8 @@ def _pareto_across(ds, metrics, columns, keep, dims, shape, agg) -> pd.DataFrame
 def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None, *,
               max_splits: int = 5000, seed: int = 0) -> list[tuple[dict, robust.PBOResult]]:
     """The probability of backtest overfitting of each symbol's grid (and each window's
-    and sample's, where the store has them) from the stored segment sums.
+    and sample's, where the store has them) from the stored segment sums, read slab by
+    slab.
 
     The trials are the combos with a finite ``sharpe`` that pass ``where``.
 
@@ -370,7 +271,8 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
     list of (labels, PBOResult)
         ``labels`` maps the non-parameter dims (``symbol``, ...) to the group's values.
     """
-    ds = results if isinstance(results, xr.Dataset) else open_results(results)
+    given = isinstance(results, xr.Dataset)
+    ds = stream.mark_positions(results) if given else stream.open_store(results)
     missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
     if missing and "window" in ds.dims:
         raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "
@@ -380,31 +282,14 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
                         f"({', '.join(missing)}); rerun the sweep with this version of "
                         f"barsweep")
     dims = ("symbol", *param_dims(ds))
-    shape = tuple(ds.sizes[d] for d in dims)
-    params = [d for d in dims if d not in NON_PARAM_DIMS]
+    if where:  # refused up front, naming what it does not know
+        check_names(parse_expr(where, strings=True), set(METRICS) | set(dims),
+                    what="--where", text=[d for d in dims if ds[d].dtype.kind in "OUST"])
+    done = None if given else stream.done_grid(ds, dims)
     groups = [d for d in dims if d in NON_PARAM_DIMS]
-    keep = np.isfinite(np.asarray(ds["sharpe"].transpose(*dims).values,
-                                  dtype=np.float64)).ravel()
-    if where:
-        keep &= _where_mask(ds, where, dims, shape, list(METRICS))
-    keep_da = xr.DataArray(keep.reshape(shape), dims=dims)
-    out = []
-    for labels in itertools.product(*(range(ds.sizes[g]) for g in groups)):
-        at = dict(zip(groups, labels))
-        sums = ds["seg_sum_r"].isel(at).transpose(*params, "segment")
-        sums2 = ds["seg_sum_r2"].isel(at).transpose(*params, "segment")
-        n_seg = ds.sizes["segment"]
-        mask = np.asarray(keep_da.isel(at).transpose(*params).values).ravel()
-        r = np.asarray(sums.values, dtype=np.float64).reshape(-1, n_seg)[mask]
-        r2 = np.asarray(sums2.values, dtype=np.float64).reshape(-1, n_seg)[mask]
-        seg_n = np.asarray(ds["seg_n"].isel({g: i for g, i in at.items()
-                                             if g in ds["seg_n"].dims}).values)
-        name = {g: _label(ds[g].values[i]) for g, i in at.items()}
-        if len(r) < 2:
-            raise SpecError(f"--pbo: {name}: fewer than two combos with a finite sharpe "
-                            f"to choose among")
-        out.append((name, robust.pbo(r, r2, seg_n, max_splits=max_splits, seed=seed)))
-    return out
+    return [({g: _label(ds[g].values[i]) for g, i in zip(groups, group)}, result)
+            for group, result in stream_fronts.stream_pbo(ds, where, dims, done,
+                                                          max_splits, seed)]
 
 
 def _check_across(across: str | None, agg: str, symbol: str | None) -> None:
@@ -440,13 +325,6 @@ def rank_order(score: np.ndarray, ascending: bool, idle_wins: bool, ruined: np.n
     idle = ~traded if idle_wins else np.zeros(len(score), dtype=bool)
     # np.lexsort: the last key is the primary one
     return np.lexsort((np.arange(len(score)), signed, np.isinf(score), idle, ruined))
-
-
-def _flat(ds: xr.Dataset, name: str, index: np.ndarray) -> np.ndarray:
-    """Metric ``name`` at the flat ``index`` positions (zeros for a store without it)."""
-    if name not in ds.data_vars:
-        return np.zeros(len(index))
-    return np.asarray(ds[name].values, dtype=np.float64).ravel()[index]
 
 
 def _label(value):

@@ -22,14 +22,7 @@ import xarray as xr
 from ...engine import METRICS
 from ..config.dims import NON_PARAM_DIMS
 from ..config.expr import check_names, parse_expr
-from ..run.results import (
-    COMPUTED,
-    PENDING,
-    ResultsError,
-    resume_hint,
-    store_attrs,
-    store_status,
-)
+from ..run.results import COMPUTED, PENDING, check_store
 from .robust import expected_max_sharpe, probabilistic_sharpe
 
 #: The grid cells a slab holds at most (whole blocks: one block when a block is larger).
@@ -46,17 +39,7 @@ def open_store(path: str | os.PathLike, *, partial: bool = False) -> xr.Dataset:
     are not hidden here: :func:`stream_top` hides them slab by slab.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise ResultsError(f"no results store at {path}")
-    attrs = store_attrs(path)
-    if attrs is None:
-        raise ResultsError(f"{path} is not a barsweep results store (no barsweep group "
-                           f"metadata in {os.path.join(path, 'zarr.json')})")
-    pending, total = store_status(path)
-    if pending and not partial:
-        raise ResultsError(f"{path} is incomplete: {pending} of {total} blocks missing; "
-                           f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
-                           f"to read what is there")
+    check_store(path, partial)
     ds = xr.open_zarr(path, consolidated=False, chunks=None)
     ds = ds[[*(m for m in METRICS if m in ds), *(v for v in ds.data_vars if v not in METRICS)]]
     return mark_positions(ds)
@@ -163,12 +146,30 @@ class Slab:
         return out
 
 
-def _regions(ds: xr.Dataset, dims: tuple[str, ...], chunks: tuple[int, ...]):
+def _regions(ds: xr.Dataset, dims: tuple[str, ...], chunks: tuple[int, ...], done=None):
     """The slabs over the selected Dataset ``ds``: its non-parameter dims one position
-    at a time (they may be a selection), the parameters chunk-aligned."""
+    at a time (they may be a selection), the parameters chunk-aligned; those with no
+    computed block (by the flags ``done``) left out."""
     shape = tuple(ds.sizes[d] for d in dims)
     step = tuple(1 if d in NON_PARAM_DIMS else c for d, c in zip(dims, chunks))
-    return shape, slabs(shape, step)
+    regions = slabs(shape, step)
+    if done is not None:
+        regions = (r for r in regions if any_computed(ds, r, dims, done, chunks))
+    return shape, regions
+
+
+def any_computed(ds: xr.Dataset, region: tuple[slice, ...], dims: Sequence[str],
+                 done: np.ndarray, chunks: Sequence[int]) -> bool:
+    """Whether a region of the selected ``ds`` meets a computed block (by the flags
+    ``done`` over the store's block grid), read from the flags alone."""
+    at = []
+    for d, s, c in zip(dims, region, chunks):
+        key = f"{_AT}{d}"
+        if key in ds.coords:
+            at.append(np.unique(np.asarray(ds[key].values[s]) // c))
+        else:
+            at.append(np.arange(s.start // c, -(-s.stop // c)))
+    return bool(np.any(done[np.ix_(*at)] == COMPUTED))
 
 
 def _sharpe_per_bar(slab: Slab, ppy: float) -> np.ndarray:
@@ -193,7 +194,7 @@ def trials_sr0(ds: xr.Dataset, dims: tuple[str, ...], done, chunks) -> np.ndarra
     n = np.zeros(group_shape)
     mean = np.zeros(group_shape)
     m2 = np.zeros(group_shape)
-    _, regions = _regions(ds, dims, chunks)
+    _, regions = _regions(ds, dims, chunks, done)
     for region in regions:
         slab = Slab(ds, region, dims, ["sharpe"], done, chunks)
         sr = _sharpe_per_bar(slab, ppy)
@@ -238,9 +239,11 @@ class TopK:
         self.ruined = np.empty(0, dtype=bool)
         self.traded = np.empty(0, dtype=bool)
         self.position = np.empty(0, dtype=np.int64)
+        self.extra: dict[str, np.ndarray] = {}
 
-    def add(self, score, ruined, traded, position) -> None:
-        """Merge candidates (1-D arrays of one length) into the best ``k``."""
+    def add(self, score, ruined, traded, position, **extra) -> None:
+        """Merge candidates (1-D arrays of one length) into the best ``k``; ``extra``
+        arrays ride along with them (the same names at every call)."""
         score = np.concatenate([self.score, score])
         ruined = np.concatenate([self.ruined, ruined])
         traded = np.concatenate([self.traded, traded])
@@ -250,6 +253,8 @@ class TopK:
         order = np.lexsort((position, signed, np.isinf(score), idle, ruined))[:self.k]
         self.score, self.ruined = score[order], ruined[order]
         self.traded, self.position = traded[order], position[order]
+        self.extra = {n: np.concatenate([self.extra.get(n, np.empty(0)), v])[order]
+                      for n, v in extra.items()}
 
 
 def stream_top(ds: xr.Dataset, by: str, top: int, where: str | None, ascending: bool,
@@ -288,7 +293,7 @@ def stream_top(ds: xr.Dataset, by: str, top: int, where: str | None, ascending: 
     flags = [n for n in ("ruined", "n_trades") if n in ds.data_vars]
     read = [*read, *(f for f in flags if f not in read)]
     best = TopK(top, ascending, idle_wins)
-    shape, regions = _regions(ds, dims, chunks)
+    shape, regions = _regions(ds, dims, chunks, done)
     for region in regions:
         slab = Slab(ds, region, dims, read, done, chunks)
         if used & {"psr", "dsr"}:
@@ -343,7 +348,7 @@ def count_computed(ds: xr.Dataset) -> int:
     computed block, read slab by slab."""
     dims = ds[METRICS[0]].dims
     chunks, done = chunk_shape(ds, dims), done_grid(ds, dims)
-    _, regions = _regions(ds, dims, chunks)
+    _, regions = _regions(ds, dims, chunks, done)
     return sum(int(np.count_nonzero(~np.isnan(Slab(ds, r, dims, ["n_trades"], done,
                                                    chunks).values("n_trades"))))
                for r in regions)

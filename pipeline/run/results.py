@@ -349,17 +349,11 @@ def _check_writable(directory: Path, out: str) -> None:
 EAGER_BYTES = 256 << 20
 
 
-def open_results(path: str | os.PathLike, *, partial: bool = False):
-    """Open a results store with xarray (an ``xarray.Dataset``): read into memory when it
-    holds at most :data:`EAGER_BYTES`, else lazily (dask arrays over its chunks).
-
-    Refuses (ResultsError, one line) a path that is not a barsweep results store, and an
-    incomplete store (blocks still pending: an interrupted or failed run) unless
-    ``partial``, naming how many blocks are missing and the command that resumes it.
-    """
-    import xarray as xr
-
-    path = os.fspath(path)
+def check_store(path: str, partial: bool) -> int:
+    """The pending blocks of the results store at ``path``, after refusing
+    (ResultsError, one line) a path that is not a barsweep results store, and an
+    incomplete store unless ``partial`` (naming how many blocks are missing and the
+    command that resumes it)."""
     if not Path(path).exists():
         raise ResultsError(f"no results store at {path}")
     attrs = store_attrs(path)
@@ -371,6 +365,21 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
         raise ResultsError(f"{path} is incomplete: {pending} of {total} blocks missing; "
                            f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
                            f"to read what is there")
+    return pending
+
+
+def open_results(path: str | os.PathLike, *, partial: bool = False):
+    """Open a results store with xarray (an ``xarray.Dataset``): read into memory when it
+    holds at most :data:`EAGER_BYTES`, else lazily (dask arrays over its chunks).
+
+    Refuses (ResultsError, one line) a path that is not a barsweep results store, and an
+    incomplete store (blocks still pending: an interrupted or failed run) unless
+    ``partial``, naming how many blocks are missing and the command that resumes it.
+    """
+    import xarray as xr
+
+    path = os.fspath(path)
+    pending = check_store(path, partial)
     ds = xr.open_zarr(path, consolidated=False, chunks=None)  # lazy, without dask
     if ds.nbytes <= EAGER_BYTES:  # read at once: no task graph behind every later step
         ds = ds.load()

@@ -8,34 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
+from rank_reference import rank_whole
 from runs import run_spec_file, synth
 
-from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER
 from barsweep.pipeline.analysis import stream
-from barsweep.pipeline.analysis.rank import (
-    COMPUTED,
-    _kept,
-    _rank_each,
-    _with_computed,
-    param_dims,
-    rank,
-    select,
-)
-from barsweep.pipeline.run.results import PENDING, open_results
-
-
-def rank_whole(path, by="sharpe", top=20, where=None, ascending=None, symbol=None,
-               sample=None, partial=False):
-    """The ranking of the whole grid read into memory at once (the reference)."""
-    ds = open_results(path, partial=partial).load()
-    ds, names = _with_computed(ds, need=by in COMPUTED)
-    ds = select(ds, symbol, sample)
-    dims = ("symbol", *param_dims(ds))
-    value = _kept(ds, by, where, dims, names)
-    if ascending is None:
-        ascending = by in LOWER_IS_BETTER
-    return _rank_each(ds, by, value, None, top, ascending, ascending or by in BEST_WHEN_IDLE,
-                      dims, names)
+from barsweep.pipeline.analysis.rank import rank
+from barsweep.pipeline.run.results import PENDING
 
 
 def assert_same(got, want):

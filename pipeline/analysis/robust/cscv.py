@@ -118,18 +118,103 @@ def pbo(seg_sum_r, seg_sum_r2, seg_n, *, max_splits: int = 5000, seed: int = 0,
     (0.0, 70, False)
     """
     sum_r, sum_r2, counts, rows = _finite_sums(seg_sum_r, seg_sum_r2, seg_n)
-    splits, sampled = _cscv_splits(len(counts), max_splits, seed)
-    winner, sharpe_is, sharpe_oos, n_below = _cscv(sum_r, sum_r2, counts, splits, chunk)
-    n_combos = len(rows)
+    plan = cscv_plan(counts, max_splits, seed)
+    best, arg = half_best(plan, sum_r, sum_r2, chunk)
+    winner = arg[plan.is_half]
+    sharpe_oos = half_sharpes(plan, sum_r, sum_r2, winner)
+    threshold = np.full(len(best), np.nan)              # per half, as an OOS half
+    threshold[plan.oos_half] = sharpe_oos
+    n_below = count_below(plan, sum_r, sum_r2, threshold, chunk)[plan.oos_half]
+    return cscv_result(plan, rows[winner], best[plan.is_half], sharpe_oos, n_below,
+                       len(rows))
+
+
+@dataclass(frozen=True)
+class CSCVPlan:
+    """The splits of a CSCV and the halves its kernels compute.
+
+    Attributes
+    ----------
+    splits : list of tuple of int
+        The in-sample segments of each split.
+    sampled : bool
+    canon : ndarray, shape (P, S/2), int64
+        The canonical halves (those holding segment 0).
+    is_half, oos_half : ndarray, shape (n_splits,), int
+        Each split's in- and out-of-sample half: ``2 p`` is canonical half ``p``,
+        ``2 p + 1`` its complement.
+    n_in, n_out : ndarray, shape (P,), float64
+        Bars in each canonical half and in its complement.
+    """
+
+    splits: list
+    sampled: bool
+    canon: np.ndarray
+    is_half: np.ndarray
+    oos_half: np.ndarray
+    n_in: np.ndarray
+    n_out: np.ndarray
+
+
+def cscv_plan(counts: np.ndarray, max_splits: int, seed: int) -> CSCVPlan:
+    """The CSCV splits of segments with ``counts`` bars each (see :func:`pbo`);
+    DataError when a half holds fewer than two bars."""
+    n_seg = len(counts)
+    splits, sampled = _cscv_splits(n_seg, max_splits, seed)
+    canon, is_half, oos_half = _canonical_halves(splits, n_seg)
+    n_in = np.array([counts[list(h)].sum() for h in canon])
+    n_out = counts.sum() - n_in
+    if (n_in < 2).any() or (n_out < 2).any():
+        raise DataError("pbo: every half of the segments needs at least two bars")
+    return CSCVPlan(splits, sampled, np.array(canon, dtype=np.int64), is_half, oos_half,
+                    n_in, n_out)
+
+
+def half_best(plan: CSCVPlan, sum_r, sum_r2, chunk: int = 4096):
+    """Per half, the best Sharpe ratio of the rows of ``sum_r`` and its row (the first of
+    ties; -inf and -1 without rows)."""
+    n_halves = 2 * len(plan.canon)
+    n_chunks = max(1, -(-len(sum_r) // chunk))
+    best = np.empty((n_chunks, n_halves))
+    arg = np.empty((n_chunks, n_halves), dtype=np.int64)
+    _cscv_best_cpu(sum_r, sum_r2, plan.canon, plan.n_in, plan.n_out, chunk, best, arg)
+    pick = np.argmax(best, axis=0)                      # the first chunk of a tie
+    return best[pick, np.arange(n_halves)], arg[pick, np.arange(n_halves)]
+
+
+def half_sharpes(plan: CSCVPlan, sum_r, sum_r2, winner: np.ndarray) -> np.ndarray:
+    """Row ``winner[j]``'s Sharpe ratio over split ``j``'s out-of-sample half."""
+    out = np.empty(len(winner))
+    values = np.empty(2 * len(plan.canon))
+    for j, (w, b) in enumerate(zip(winner, plan.oos_half)):
+        _cscv_combo_cpu(sum_r, sum_r2, w, plan.canon, plan.n_in, plan.n_out, values)
+        out[j] = values[b]
+    return out
+
+
+def count_below(plan: CSCVPlan, sum_r, sum_r2, threshold, chunk: int = 4096):
+    """Per half, the rows whose Sharpe ratio there is below ``threshold`` (none where it
+    is NaN)."""
+    n_chunks = max(1, -(-len(sum_r) // chunk))
+    below = np.zeros((n_chunks, len(threshold)), dtype=np.int64)
+    _cscv_below_cpu(sum_r, sum_r2, plan.canon, plan.n_in, plan.n_out, chunk, threshold,
+                    below)
+    return below.sum(axis=0)
+
+
+def cscv_result(plan: CSCVPlan, winner, sharpe_is, sharpe_oos, n_below,
+                n_combos: int) -> PBOResult:
+    """The :class:`PBOResult` of the splits' winners (rows), their Sharpe ratios and the
+    combos below them out of sample, among ``n_combos``."""
     omega = (n_below + 1.0) / (n_combos + 1.0)
     logit = np.log(omega / (1.0 - omega))
     slope, intercept = _ols(sharpe_is, sharpe_oos)
     q = np.percentile(logit, [25.0, 50.0, 75.0])
     return PBOResult(
-        pbo=float(np.mean(logit <= 0.0)), n_splits=len(splits), sampled=sampled,
+        pbo=float(np.mean(logit <= 0.0)), n_splits=len(plan.splits), sampled=plan.sampled,
         n_combos=n_combos, logit_quartiles=(float(q[0]), float(q[1]), float(q[2])),
-        slope=slope, intercept=intercept, is_segments=np.array(splits, dtype=np.int64),
-        winner=rows[winner], sharpe_is=sharpe_is, sharpe_oos=sharpe_oos, omega=omega,
+        slope=slope, intercept=intercept, is_segments=np.array(plan.splits, dtype=np.int64),
+        winner=winner, sharpe_is=sharpe_is, sharpe_oos=sharpe_oos, omega=omega,
         logit=logit)
 
 
@@ -154,38 +239,6 @@ def _finite_sums(seg_sum_r, seg_sum_r2, seg_n):
         raise DataError(f"pbo: needs at least two combos with finite segment sums, got "
                          f"{len(rows)}")
     return sum_r[rows], sum_r2[rows], counts, rows
-
-
-def _cscv(sum_r, sum_r2, counts, splits, chunk: int):
-    """Per split: the in-sample winner (a row of ``sum_r``), its Sharpe ratio in and out
-    of sample, and the combos below it out of sample."""
-    n_seg = len(counts)
-    canon, is_half, oos_half = _canonical_halves(splits, n_seg)
-    n_in = np.array([counts[list(h)].sum() for h in canon])
-    n_out = counts.sum() - n_in
-    if (n_in < 2).any() or (n_out < 2).any():
-        raise DataError("pbo: every half of the segments needs at least two bars")
-    canon = np.array(canon, dtype=np.int64)
-    n_chunks = -(-len(sum_r) // chunk)
-    n_halves = 2 * len(canon)
-    best = np.empty((n_chunks, n_halves))
-    arg = np.empty((n_chunks, n_halves), dtype=np.int64)
-    _cscv_best_cpu(sum_r, sum_r2, canon, n_in, n_out, chunk, best, arg)
-    pick = np.argmax(best, axis=0)                      # the first chunk of a tie
-    half_best = best[pick, np.arange(n_halves)]
-    half_arg = arg[pick, np.arange(n_halves)]
-    winner = half_arg[is_half]
-    sharpe_is = half_best[is_half]
-    sharpe_oos = np.empty(len(splits))
-    values = np.empty(n_halves)
-    for j, (w, b) in enumerate(zip(winner, oos_half)):
-        _cscv_combo_cpu(sum_r, sum_r2, w, canon, n_in, n_out, values)  # same arithmetic
-        sharpe_oos[j] = values[b]
-    threshold = np.full(n_halves, np.nan)               # per half, as an OOS half
-    threshold[oos_half] = sharpe_oos
-    below = np.zeros((n_chunks, n_halves), dtype=np.int64)
-    _cscv_below_cpu(sum_r, sum_r2, canon, n_in, n_out, chunk, threshold, below)
-    return winner, sharpe_is, sharpe_oos, below.sum(axis=0)[oos_half]
 
 
 def _cscv_splits(n_seg: int, max_splits: int, seed: int) -> tuple[list[tuple[int, ...]], bool]:
