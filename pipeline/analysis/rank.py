@@ -216,7 +216,7 @@ def _check_rank(by: str, top: int, smooth: int | None) -> None:
 def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str],
                  where: str | None = None, *, symbol: str | None = None,
                  sample: str | None = None, across: str | None = None,
-                 agg: str = "median") -> pd.DataFrame:
+                 agg: str = "median", partial: bool = False) -> pd.DataFrame:
     """The non-dominated combos by ``metrics``, each in its own better direction
     (:func:`barsweep.pipeline.analysis.robust.pareto`): one front per symbol (and per window in
     a walk-forward store), each best first by the first metric; with
@@ -224,8 +224,9 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
     the symbols with ``agg`` (a combo takes part where every metric is defined on every
     symbol).
 
-    Rows with a NaN metric, or failing ``where``, take no part. ``symbol`` and
-    ``sample`` choose as in :func:`rank`.
+    Rows with a NaN metric, or failing ``where``, take no part. ``symbol``,
+    ``sample`` and ``partial`` choose as in :func:`rank`. Read slab by slab, a running
+    front per group (:mod:`.stream_fronts`).
 
     Returns
     -------
@@ -236,7 +237,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
     """
     metrics = list(metrics)
     ds, names, dims, done = _opened(results, any(m in COMPUTED for m in metrics), None,
-                                    None, False)
+                                    None, partial)
     unknown = [m for m in metrics if m not in names]
     if unknown or len(metrics) < 2 or len(set(metrics)) < len(metrics):
         raise SpecError(f"--pareto: expected two or more distinct metrics separated by "
@@ -259,12 +260,14 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
 
 
 def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None, *,
-              max_splits: int = 5000, seed: int = 0) -> list[tuple[dict, robust.PBOResult]]:
+              max_splits: int = 5000, seed: int = 0, symbol: str | None = None,
+              partial: bool = False) -> list[tuple[dict, robust.PBOResult]]:
     """The probability of backtest overfitting of each symbol's grid (and each window's
     and sample's, where the store has them) from the stored segment sums, read slab by
     slab.
 
-    The trials are the combos with a finite ``sharpe`` that pass ``where``.
+    The trials are the combos with a finite ``sharpe`` that pass ``where``; ``symbol``
+    and ``partial`` choose as in :func:`rank`.
 
     Returns
     -------
@@ -272,7 +275,9 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
         ``labels`` maps the non-parameter dims (``symbol``, ...) to the group's values.
     """
     given = isinstance(results, xr.Dataset)
-    ds = stream.mark_positions(results) if given else stream.open_store(results)
+    ds = stream.mark_positions(results) if given else stream.open_store(results,
+                                                                         partial=partial)
+    ds = select(ds, symbol)
     missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
     if missing and "window" in ds.dims:
         raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "

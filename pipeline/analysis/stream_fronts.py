@@ -106,7 +106,8 @@ def stream_pareto(ds: xr.Dataset, metrics: Sequence[str], where: str | None,
             keep = keep.ravel()
         rows = np.flatnonzero(keep)
         if len(rows):
-            fronts.add(group, position[rows], {m: c[rows] for m, c in columns.items()})
+            fronts.add(() if across else group, position[rows],   # across: one front
+                       {m: c[rows] for m, c in columns.items()})
     parts = fronts.ordered()
     chosen = (np.concatenate([p for p, _ in parts]) if parts
               else np.empty(0, dtype=np.int64))

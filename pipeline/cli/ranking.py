@@ -72,9 +72,9 @@ def cmd_walkforward(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    from ..analysis.rank import pareto_front, pbo_table, rank, select, to_records
+    from ..analysis.rank import pareto_front, pbo_table, rank, to_records
     from ..analysis.stream import count_computed, open_store
-    from ..run.results import open_results, store_status
+    from ..run.results import store_status
 
     clash = next((f"{a} and {b}" for a, b, both in (
         ("--agg", "no --across", args.agg != "median" and not args.across),
@@ -86,21 +86,21 @@ def cmd_rank(args) -> int:
         print(f"barsweep: error: {clash} do not go together; --agg needs --across symbol, "
               f"--pbo stands alone, and --pareto takes no --smooth", file=sys.stderr)
         return 2
-    streamed = not (args.pbo or args.pareto or args.smooth or args.across)
-    ds = (open_store(args.results, partial=args.partial) if streamed
-          else open_results(args.results, partial=args.partial))
+    ds = open_store(args.results, partial=args.partial)
     if args.pbo:
-        return print_pbo(pbo_table(select(ds, args.symbol), where=args.where), args.json)
+        return print_pbo(pbo_table(args.results, where=args.where, symbol=args.symbol,
+                                   partial=args.partial), args.json)
     if args.pareto:
         metrics = [m.strip() for m in args.pareto.split(",")]
-        frame = pareto_front(ds, metrics, where=args.where, symbol=args.symbol,
-                             sample=args.sample, across=args.across, agg=args.agg)
+        frame = pareto_front(args.results, metrics, where=args.where, symbol=args.symbol,
+                             sample=args.sample, across=args.across, agg=args.agg,
+                             partial=args.partial)
         by = metrics[0]
     else:
-        frame = rank(args.results if streamed else ds, by=args.by, top=args.top,
-                     where=args.where, ascending=args.ascending, partial=args.partial,
-                     smooth=args.smooth, across=args.across, agg=args.agg,
-                     symbol=args.symbol, sample=args.sample)
+        frame = rank(args.results, by=args.by, top=args.top, where=args.where,
+                     ascending=args.ascending, partial=args.partial, smooth=args.smooth,
+                     across=args.across, agg=args.agg, symbol=args.symbol,
+                     sample=args.sample)
         by = args.by
     if "sample" in ds.dims:
         sample = args.sample or "train"
@@ -110,8 +110,7 @@ def cmd_rank(args) -> int:
                 f"sample and chains the tests out of sample", file=sys.stderr)
     pending, total = store_status(args.results)
     if pending:
-        n_done = (count_computed(ds) if streamed
-                  else int(ds["n_trades"].notnull().sum()))
+        n_done = count_computed(ds)
         n_all = ds.attrs.get("n_combos")
         bound = "" if ds.attrs.get("n_combos_exact", True) else "at most "
         of = f" of {bound}{n_all:,}" if isinstance(n_all, int) else ""
