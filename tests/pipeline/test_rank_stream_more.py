@@ -150,7 +150,7 @@ def assert_same_pbo(got, want):
 
 
 @pytest.mark.parametrize("budget", [200, 1])
-@pytest.mark.parametrize("case", [{}, {"where": "n_trades >= 3 and symbol != 'AAA'"},
+@pytest.mark.parametrize("case", [{}, {"where": "n_trades >= 3 and slow > 20"},
                                   {"where": "fast > 5", "max_splits": 3, "seed": 2}])
 def test_streamed_pbo_equals_the_whole_grid(stores, monkeypatch, case, budget):
     monkeypatch.setattr(stream, "SLAB_CELLS", budget)
@@ -160,6 +160,14 @@ def test_streamed_pbo_equals_the_whole_grid(stores, monkeypatch, case, budget):
         got = pbo_table(results, **case)
         assert len(want) == 3 and want[0][1].n_combos > 10
         assert_same_pbo(got, want)
+
+
+def test_pbo_of_a_symbol_without_trials_is_refused_as_before(stores):
+    from barsweep.errors import SpecError
+
+    for call in (pbo_whole, pbo_table):
+        with pytest.raises(SpecError, match=r"\{'symbol': 'AAA'\}: fewer than two combos"):
+            call(stores / "plain.zarr", where="symbol != 'AAA'")
 
 
 def test_pbo_and_pareto_refuse_an_incomplete_store_given_as_a_path(stores):
