@@ -30,6 +30,7 @@ from ...errors import SpecError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from ..config.expr import check_names, parse_expr
 from . import robust, stream, stream_fronts, stream_more
+from .stream import where_mask as _where_mask  # noqa: F401  (walkforward imports it here)
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
 COMPUTED = ("psr", "dsr")
