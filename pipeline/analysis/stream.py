@@ -117,7 +117,8 @@ class Slab:
         self.region = region
         self.dims = dims
         at = dict(zip(dims, region))
-        self.ds = ds[list(names)].isel(at).transpose(*dims, ...).load()
+        # loaded before the transpose: a lazily transposed array is read point by point
+        self.ds = ds[list(names)].isel(at).load().transpose(*dims, ...)
         self.shape = tuple(s.stop - s.start for s in region)
         self.computed = None if done is None else self._computed(done, chunks)
 

@@ -186,6 +186,8 @@ def _pbo_of(plan, trials, at, ds) -> robust.PBOResult:
     n_halves = 2 * len(plan.canon)
     best = np.full(n_halves, -np.inf)
     best_at = np.full(n_halves, np.iinfo(np.int64).max)
+    best_r = np.zeros((n_halves, ds.sizes["segment"]))
+    best_r2 = np.zeros_like(best_r)
     n_trials = n_combos = 0
     for trial, r, r2, position in trials():
         n_trials += len(trial)
@@ -196,6 +198,7 @@ def _pbo_of(plan, trials, at, ds) -> robust.PBOResult:
         pos = position[np.maximum(arg, 0)]
         better = (arg >= 0) & ((value > best) | ((value == best) & (pos < best_at)))
         best, best_at = np.where(better, value, best), np.where(better, pos, best_at)
+        best_r[better], best_r2[better] = r[arg[better]], r2[arg[better]]
     if n_trials < 2:
         name = {d: _label(ds[d].values[g]) for d, g in at.items()}
         raise SpecError(f"--pbo: {name}: fewer than two combos with a finite sharpe "
@@ -205,8 +208,7 @@ def _pbo_of(plan, trials, at, ds) -> robust.PBOResult:
                         f"{n_combos}")
     won = best_at[plan.is_half]
     unique, which = np.unique(won, return_inverse=True)
-    ur, ur2 = _sums_at(ds, at, unique)
-    sharpe_oos = cscv.half_sharpes(plan, ur, ur2, which)
+    sharpe_oos = cscv.half_sharpes(plan, best_r, best_r2, plan.is_half)  # winners' rows
     threshold = np.full(n_halves, np.nan)
     threshold[plan.oos_half] = sharpe_oos
     below = np.zeros(n_halves, dtype=np.int64)
@@ -217,17 +219,6 @@ def _pbo_of(plan, trials, at, ds) -> robust.PBOResult:
             below += cscv.count_below(plan, r, r2, threshold)
     return cscv.cscv_result(plan, before[which], best[plan.is_half], sharpe_oos,
                             below[plan.oos_half], n_combos)
-
-
-def _sums_at(ds, at, positions) -> tuple[np.ndarray, np.ndarray]:
-    """The segment sums of one group's combos at flat parameter ``positions``."""
-    one = ds[["seg_sum_r", "seg_sum_r2"]].isel(at)
-    params = [d for d in one["seg_sum_r"].dims if d != "segment"]
-    index = np.unravel_index(positions, [one.sizes[d] for d in params])
-    points = {d: xr.DataArray(ix, dims="row") for d, ix in zip(params, index)}
-    picked = one.isel(points).transpose("row", "segment")
-    return (np.ascontiguousarray(picked[n].values, dtype=np.float64)
-            for n in ("seg_sum_r", "seg_sum_r2"))
 
 
 def _label(value):
