@@ -5,6 +5,7 @@ block or two (and of one cell's budget)."""
 
 import dataclasses
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -200,3 +201,37 @@ def test_pending_slabs_are_not_read(stores, monkeypatch):
         got = rank(path, partial=True, top=1000, **kwargs)
         assert_same(got, rank_whole(path, partial=True, top=1000, **kwargs))
         assert 1 <= len(seen) <= 2, kwargs       # (trials_sr0 reads it too)
+
+
+@pytest.mark.slow
+def test_smooth_across_pareto_pbo_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
+    """A real 10^7-combo store (10 symbols x 1000 x 1000 on 1200 bars, 10 PBO segments:
+    about 3 GiB of arrays): each analysis runs within the cap of test_rank_stream, under
+    which the whole-grid implementations fail, and prints what they print."""
+    import subprocess
+    import sys
+
+    from test_rank_stream import capped
+
+    symbols = [f"S{k:02d}" for k in range(10)]
+    for k, symbol in enumerate(symbols):
+        synth(tmp_path / "bars", 1200, seed=k + 1, symbol=symbol)
+    out = run_spec_file(
+        {"data": {"store": str(tmp_path / "bars"), "symbols": symbols, "timeframe": "1h"},
+         "strategy": "ema_cross",
+         "grid": {"fast": {"start": 2, "stop": 1001, "step": 1},
+                  "slow": {"start": 2, "stop": 1001, "step": 1}},
+         "execution": {"fill": "next_open", "fees": 0.001},
+         "run": {"out": str(tmp_path / "big.zarr")}},
+        tmp_path / "big.yaml", "--cluster", "threads")
+    cli = [sys.executable, "-m", "barsweep.pipeline.cli", "rank", str(out), "--json"]
+    for flags in (["--smooth", "1"], ["--across", "symbol", "--agg", "mean"],
+                  ["--pareto", "sharpe,max_drawdown"], ["--pbo"]):
+        streamed = capped(*cli, *flags)
+        assert streamed.returncode == 0, (flags, streamed.stderr)
+        free = subprocess.run([*cli, *flags], capture_output=True, text=True, timeout=600)
+        assert streamed.stdout == free.stdout, flags
+    whole = capped(sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:3]; "
+                   "from rank_reference import pbo_whole; pbo_whole(sys.argv[3])",
+                   str(Path(__file__).parent.parent), str(Path(__file__).parent), str(out))
+    assert whole.returncode != 0 and "MemoryError" in whole.stderr
