@@ -6,12 +6,12 @@ state or GUI backend is touched."""
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
 from ...engine import LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
+from ..config.dims import NON_PARAM_DIMS
 from .formatting import metric as metric_text
 from .formatting import param
 
@@ -34,41 +34,45 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
                 reduce: str = "max", sample: str | None = None, window: int | None = None):
     """``metric`` over the parameter dims ``x`` (and ``y``): a DataArray with dims
     ``(y, x)`` (or ``(x,)``), every other dim reduced by ``reduce`` (NaN ignored; a cell
-    every combo of which is excluded stays NaN)."""
+    every combo of which is excluded stays NaN).
+
+    Read slab by slab (:func:`~.grids.reduced_grid`: memory bounded by a slab and the
+    drawn cells, whatever the grid's size); ``ds``, a whole store's Dataset, may be lazy
+    (:func:`~.stream.open_store`, whose pending blocks read as NaN) or in memory.
+    """
+    import xarray as xr
+
+    from .grids import marked, reduced_grid
+
     if metric not in ds:
         raise SpecError(f"--metric: no metric {metric!r}; metrics: {', '.join(METRICS)}")
     if reduce not in REDUCERS:
         raise SpecError(f"--reduce: expected one of {', '.join(REDUCERS)}, got {reduce!r}")
-    da = ds[metric]
-    if "symbol" in da.dims:
+    ds = marked(ds)
+    if "symbol" in ds[metric].dims:
         symbols = ds["symbol"].values.tolist()
         if symbol is None and len(symbols) > 1:
             raise SpecError(f"--symbol: the store holds {', '.join(symbols)}: choose one")
         if symbol is not None and symbol not in symbols:
             raise SpecError(f"--symbol: no symbol {symbol!r}; symbols: {', '.join(symbols)}")
-        da = da.sel(symbol=symbol or symbols[0])
+        ds = ds.isel(symbol=[symbols.index(symbol or symbols[0])])
     for dim, value, flag in (("sample", sample, "--sample"), ("window", window, "--window")):
-        if dim in da.dims:
-            da = da.sel({dim: value if value is not None else (
-                "test" if dim == "sample" else da[dim].values[0])})
+        if dim in ds[metric].dims:
+            value = value if value is not None else (
+                "test" if dim == "sample" else ds[dim].values[0])
+            ds = ds.sel({dim: [value]})
         elif value is not None:
             raise SpecError(f"{flag}: the store has no {dim} dim (not a walk-forward run)")
+    dims = [d for d in ds[metric].dims if d not in NON_PARAM_DIMS]
     kept = [x] if y is None else [y, x]
     for name, flag in zip(kept[::-1], ("--x", "--y"), strict=False):
-        if name not in da.dims:
-            raise SpecError(f"{flag}: no parameter {name!r}; parameters: {', '.join(da.dims)}")
+        if name not in dims:
+            raise SpecError(f"{flag}: no parameter {name!r}; parameters: {', '.join(dims)}")
     if y is not None and x == y:
         raise SpecError("--x and --y name the same parameter")
-    others = [d for d in da.dims if d not in kept]
-    values = da.transpose(*kept, *others).values
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells: excluded combos
-        flat = values.reshape(*values.shape[:len(kept)], -1)
-        reduced = REDUCERS[reduce](flat, axis=-1) if others else flat[..., 0]
-    coords = {d: da[d].values for d in kept}
-    import xarray as xr
-
-    return xr.DataArray(reduced, dims=kept, coords=coords, name=metric)
+    reduced = reduced_grid(ds, metric, kept, reduce)
+    return xr.DataArray(reduced, dims=kept, coords={d: ds[d].values for d in kept},
+                        name=metric)
 
 
 def bin_best(values: np.ndarray, factors: tuple[int, int], better_low: bool) -> np.ndarray:

@@ -41,11 +41,11 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
     store's top table ranks the train samples of every window; its walk-forward section
     chooses in each window's train sample and chains the tests.
     """
-    from ..run.results import open_results
     from .rank import select
     from .rebuild import stored_spec
+    from .stream import open_store
 
-    ds = open_results(results)
+    ds = open_store(results)  # lazy: every part below reads it slab by slab
     walk = "window" in ds.dims
     select(ds, symbol)  # refuses an unknown symbol before anything is drawn
     symbols = [symbol] if symbol else [str(s) for s in ds["symbol"].values]
@@ -84,18 +84,14 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
 
 def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     """Parameter pairs ordered by how much the metric moves along them: each parameter's
-    importance is the spread (max - min) of the metric's best value per parameter value;
-    the two pairs are (1st, 2nd) and (1st, 3rd). One parameter: ``[(it, None)]``."""
-    metric = ds[by]
-    params = [d for d in metric.dims if d not in NON_PARAM_DIMS]
-    finite = metric.where(np.isfinite(metric))  # infinities would hide the spread
+    importance is the spread (max - min) of the metric's best finite value per parameter
+    value (:func:`~.grids.spreads`, read slab by slab); the two pairs are (1st, 2nd) and
+    (1st, 3rd). One parameter: ``[(it, None)]``."""
+    from .grids import marked, spreads
 
-    def spread(name: str) -> float:
-        best = finite.max([d for d in metric.dims if d != name])  # NaN-skipping
-        value = float(best.max() - best.min())
-        return value if np.isfinite(value) else 0.0
-
-    ranked = sorted(params, key=lambda p: -spread(p))
+    params = [d for d in ds[by].dims if d not in NON_PARAM_DIMS]
+    spread = spreads(marked(ds), by, params)
+    ranked = sorted(params, key=lambda p: -spread[p])
     if len(ranked) == 1:
         return [(ranked[0], None)]
     return [(ranked[0], other) for other in ranked[1:3]]

@@ -1,0 +1,199 @@
+"""`plot heatmap`, `walkforward` and `report` read the store slab by slab: the heatmap's
+grid equals the whole grid reduced in memory at once, the walk-forward choices are
+those of the whole train grid ranked in memory, and the report leaks no numpy warning;
+on stores written by real runs (several symbols, constraints, a walk-forward one, an
+incomplete one, one with combos that never trade)."""
+
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+from runs import run_spec_file, synth
+
+from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
+from barsweep.pipeline.analysis import stream
+from barsweep.pipeline.analysis.plots import idle_cells, metric_grid
+from barsweep.pipeline.analysis.rank import _where_mask, rank_order
+from barsweep.pipeline.analysis.walkforward import walkforward
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.run.results import PENDING, open_results
+
+REDUCERS = {"max": np.nanmax, "mean": np.nanmean, "median": np.nanmedian}
+
+
+def metric_grid_whole(ds, metric, x, y=None, *, symbol=None, reduce="max", sample=None,
+                      window=None):
+    """The heatmap's grid from the whole grid read into memory at once (the reference:
+    select, transpose, reshape, one numpy reduction)."""
+    da = ds[metric]
+    if "symbol" in da.dims:
+        da = da.sel(symbol=symbol or ds["symbol"].values[0])
+    for dim, value in (("sample", sample), ("window", window)):
+        if dim in da.dims:
+            da = da.sel({dim: value if value is not None else (
+                "test" if dim == "sample" else da[dim].values[0])})
+    kept = [x] if y is None else [y, x]
+    others = [d for d in da.dims if d not in kept]
+    values = np.asarray(da.transpose(*kept, *others).values, dtype=np.float64)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        flat = values.reshape(*values.shape[:len(kept)], -1)
+        return REDUCERS[reduce](flat, axis=-1) if others else flat[..., 0]
+
+
+def choose_whole(ds, symbol, w, by, where):
+    """Window ``w``'s choice from its whole train grid ranked in memory (the reference)."""
+    train = ds[list(METRICS)].sel(symbol=symbol).isel(window=w).sel(sample="train")
+    params = tuple(d for d in train[METRICS[0]].dims)
+    shape = tuple(train.sizes[p] for p in params)
+    score = np.asarray(train[by].transpose(*params).values, dtype=np.float64).ravel()
+    keep = ~np.isnan(score)
+    if where:
+        one = train.drop_vars("symbol", errors="ignore").expand_dims(symbol=[symbol])
+        keep &= _where_mask(one, where, ("symbol", *params), (1, *shape))
+    candidates = np.flatnonzero(keep)
+    if not len(candidates):
+        return -1
+
+    def column(name):
+        return np.asarray(train[name].transpose(*params).values).ravel()[candidates]
+
+    ascending = by in LOWER_IS_BETTER
+    order = rank_order(score[candidates], ascending, ascending or by in BEST_WHEN_IDLE,
+                       column("ruined") == 1.0, column("n_trades") > 0.0)
+    return int(candidates[order[0]])
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """``plain.zarr`` (two symbols, constraints, stop_loss a third parameter, blocks of
+    a few combos), ``partial.zarr`` (the same, a third of its blocks pending), ``wf.zarr``
+    (walk-forward) and ``idle.zarr`` (300 bars: the slowest averages never cross)."""
+    root = tmp_path_factory.mktemp("views")
+    synth(root / "bars", 900, seed=3, symbol="AAA")
+    synth(root / "bars", 900, seed=4, symbol="BBB")
+    synth(root / "bars", 300, seed=4, symbol="CCC")
+    base = {"data": {"store": str(root / "bars"), "symbols": ["AAA", "BBB"],
+                     "timeframe": "1h"},
+            "strategy": "ema_cross",
+            "grid": {"fast": {"start": 2, "stop": 30, "step": 2},
+                     "slow": {"start": 10, "stop": 80, "step": 5},
+                     "stop_loss": [0.01, 0.03, 0.1]},
+            "constraints": ["fast < slow"],
+            "execution": {"fill": "next_open", "fees": 0.001}}
+    idle = {"data": {**base["data"], "symbols": ["CCC"]},
+            "grid": {"fast": {"start": 2, "stop": 400, "step": 40},
+                     "slow": {"start": 10, "stop": 1000, "step": 90},
+                     "stop_loss": [0.02, 0.2]},
+            "constraints": ["fast < slow", "slow < 900"]}
+    for name, extra in (("plain", {}), ("wf", {"walk_forward": {"train": 300, "test": 150}}),
+                        ("idle", idle)):
+        run_spec_file({**base, **extra, "run": {"out": str(root / f"{name}.zarr"),
+                                                 "block_size": 40}},
+                      root / f"{name}.yaml", "--cluster", "threads")
+    shutil.copytree(root / "plain.zarr", root / "partial.zarr")
+    done = zarr.open_group(str(root / "partial.zarr"), mode="r+")["done"]
+    flags = done[:]
+    flags[::3] = PENDING
+    done[:] = flags
+    return root
+
+
+GRIDS = [
+    ("plain", {"x": "fast", "y": "slow"}),
+    ("plain", {"x": "slow", "y": "stop_loss", "symbol": "BBB"}),
+    ("plain", {"x": "stop_loss"}),
+    ("partial", {"x": "fast", "y": "slow", "symbol": "BBB"}),
+    ("partial", {"x": "stop_loss", "y": "fast"}),
+    ("wf", {"x": "fast", "y": "slow"}),
+    ("wf", {"x": "slow", "y": "fast", "window": 1, "sample": "train", "symbol": "BBB"}),
+    ("idle", {"x": "slow", "y": "fast"}),
+]
+
+
+@pytest.mark.parametrize("reduce", ["max", "mean", "median"])
+@pytest.mark.parametrize(("store", "case"), GRIDS, ids=[f"{s}-{'-'.join(map(str, c.values()))}"
+                                                        for s, c in GRIDS])
+@pytest.mark.parametrize("metric", ["sharpe", "max_drawdown"])
+def test_streamed_heatmap_grid_equals_the_whole_grid_reduced(stores, monkeypatch, store, case,
+                                                            reduce, metric):
+    monkeypatch.setattr(stream, "SLAB_CELLS", 30)  # many slabs of a block or two
+    path = stores / f"{store}.zarr"
+    partial = store == "partial"
+    kw = {k: v for k, v in case.items() if k not in ("x", "y")}
+    if store != "idle":
+        kw.setdefault("symbol", "AAA")
+    want = metric_grid_whole(open_results(path, partial=partial).load(), metric, case["x"],
+                             case.get("y"), reduce=reduce, **kw)
+    ds = stream.open_store(path, partial=partial)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = metric_grid(ds, metric, case["x"], case.get("y"), reduce=reduce, **kw)
+    assert got.dims == ((case["x"],) if "y" not in case else (case["y"], case["x"]))
+    if case.get("y") == "slow":
+        assert np.isnan(want).any()  # fast >= slow: excluded by the constraints
+    if reduce == "mean":  # a running sum: another order of additions than numpy's
+        np.testing.assert_allclose(got.values, want, rtol=1e-12, atol=1e-15)
+    else:
+        np.testing.assert_array_equal(got.values, want)
+    idle = idle_cells(ds, case["x"], case.get("y"), **kw)
+    want_idle = metric_grid_whole(open_results(path, partial=partial), "n_trades", case["x"],
+                                  case.get("y"), **kw) == 0
+    np.testing.assert_array_equal(idle, want_idle)
+    if store == "idle" and metric == "sharpe":
+        assert idle.any() and (np.isnan(want) & ~idle).any()  # never traded; excluded
+
+
+def test_the_heatmap_reads_slabs_not_the_grid(stores, monkeypatch):
+    """Slabs of at most one block (max), of one band of cells with the other dims whole
+    (median); the grid is the same."""
+    seen = []
+    read = stream.Slab.__init__
+
+    def spy(self, ds, region, *args):
+        read(self, ds, region, *args)
+        seen.append(self.shape)
+
+    monkeypatch.setattr(stream, "SLAB_CELLS", 1)
+    monkeypatch.setattr(stream.Slab, "__init__", spy)
+    path = stores / "plain.zarr"
+    chunks = zarr.open_group(str(path), mode="r")["sharpe"].chunks  # symbol, fast, slow, sl
+    ds = stream.open_store(path)
+    got = metric_grid(ds, "sharpe", "fast", "slow", symbol="BBB")
+    np.testing.assert_array_equal(got.values, metric_grid_whole(
+        open_results(path), "sharpe", "fast", "slow", symbol="BBB"))
+    assert len(seen) > 10 and max(int(np.prod(s)) for s in seen) <= int(np.prod(chunks))
+    seen.clear()
+    metric_grid(ds, "sharpe", "fast", "slow", reduce="median", symbol="BBB")
+    band = chunks[1] * chunks[2] * ds.sizes["stop_loss"]
+    assert len(seen) > 10 and max(int(np.prod(s)) for s in seen) <= band
+
+
+@pytest.mark.parametrize(("by", "where"), [("sharpe", None), ("volatility", None),
+                                           ("total_return", "n_trades >= 3 and fast < 10"),
+                                           ("n_trades", None), ("calmar", "win_rate > 2")])
+@pytest.mark.parametrize("symbol", ["AAA", "BBB"])
+def test_walkforward_chooses_as_the_whole_train_grid_ranked(stores, monkeypatch, by, where,
+                                                            symbol):
+    monkeypatch.setattr(stream, "SLAB_CELLS", 30)
+    path = stores / "wf.zarr"
+    wf = walkforward(path, by=by, where=where, symbol=symbol)
+    ds = open_results(path)
+    want = [choose_whole(ds, symbol, w, by, where) for w in range(ds.sizes["window"])]
+    assert wf.windows["combo"].tolist() == want
+    assert (max(want) >= 0) == (where != "win_rate > 2")
+
+
+@pytest.mark.parametrize("store", ["plain", "wf", "idle"])
+def test_report_leaks_no_warning(stores, monkeypatch, tmp_path, store, capsys):
+    """Every warning is an error here: the report of a store with excluded cells, combos
+    that never trade, or windows, is written all the same."""
+    monkeypatch.setattr(stream, "SLAB_CELLS", 30)
+    page = tmp_path / "r.html"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["report", str(stores / f"{store}.zarr"), "--out", str(page)]) == 0
+    assert page.read_text().count("data:image/png;base64,") >= 2
+    assert capsys.readouterr().err == ""
