@@ -62,9 +62,9 @@ def reduced_grid(ds: xr.Dataset, name: str, kept: Sequence[str], reduce: str) ->
 
     Examples
     --------
-    >>> ds = stream.mark_positions(xr.Dataset({"sharpe": (("symbol", "a", "b"),
-    ...                                         np.arange(6.0).reshape(1, 2, 3))}))
-    >>> reduced_grid(ds, "sharpe", ["a"], "max")
+    >>> values = np.arange(6.0).reshape(1, 2, 3)
+    >>> ds = stream.mark_positions(xr.Dataset({"total_return": (("symbol", "a", "b"), values)}))
+    >>> reduced_grid(ds, "total_return", ["a"], "max")
     array([2., 5.])
     """
     dims, chunks, done = blocks_of(ds, name)

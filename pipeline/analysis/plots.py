@@ -112,7 +112,7 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idl
     drawn in bins, each its best cell (:func:`bin_best`). Cells the constraints exclude
     are blank (white); cells whose combos never traded (``idle``, bool like ``grid``,
     e.g. ``n_trades == 0``) grey, with a legend. The ticks are the grid's values as it
-    wrote them (every k-th when there are more than :data:`MAX_TICKS`).
+    wrote them (every k-th when more labels would crowd the axis: :func:`_grid_ticks`).
     Returns the matplotlib Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
@@ -209,11 +209,38 @@ def _cell_legend(values: np.ndarray, idle) -> list:
 
 
 def _grid_ticks(axis, values: np.ndarray) -> None:
-    """Ticks at the grid's values (every k-th past :data:`MAX_TICKS`), labelled as the
-    grid wrote them."""
-    every = -(-len(values) // MAX_TICKS)
+    """Ticks at the grid's values, labelled as the grid wrote them: every k-th, k the
+    smallest that keeps at most :data:`MAX_TICKS` labels and leaves each label room
+    along the axis (:func:`tick_every`)."""
+    labels = [param(v) for v in values]
+    ax = axis.axes
+    horizontal = axis is ax.xaxis
+    room = ax.bbox.width if horizontal else ax.bbox.height
+    em = _tick_em(ax.figure.dpi)
+    every = tick_every(len(labels), room, max(map(len, labels)) * 0.64 * em + 0.5 * em
+                       if horizontal else 1.6 * em)
     shown = np.asarray(values)[::every]
-    axis.set_ticks(np.asarray(shown, dtype=float), [param(v) for v in shown])
+    axis.set_ticks(np.asarray(shown, dtype=float), labels[::every])
+
+
+def tick_every(n: int, room: float, per_label: float) -> int:
+    """Label every k-th of ``n`` values along ``room`` pixels, each label taking
+    ``per_label`` pixels: the smallest k that fits, and leaves at most
+    :data:`MAX_TICKS` labels.
+
+    >>> tick_every(48, 500.0, 26.0), tick_every(2500, 500.0, 44.0), tick_every(5, 500.0, 9e9)
+    (3, 228, 5)
+    """
+    most = max(1, min(MAX_TICKS, int(room // per_label)))
+    return max(1, -(-n // most))
+
+
+def _tick_em(dpi: float) -> float:
+    """The tick labels' font size in pixels at ``dpi``."""
+    from matplotlib import rcParams
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=rcParams["xtick.labelsize"]).get_size_in_points() * dpi / 72
 
 
 def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | None = None,

@@ -197,3 +197,24 @@ def test_report_leaks_no_warning(stores, monkeypatch, tmp_path, store, capsys):
         assert main(["report", str(stores / f"{store}.zarr"), "--out", str(page)]) == 0
     assert page.read_text().count("data:image/png;base64,") >= 2
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("n_x", "start"), [(9996, 5), (2500, 2), (48, 2), (300, 100_000)])
+def test_x_tick_labels_of_a_wide_heatmap_do_not_overlap(tmp_path, n_x, start):
+    """1000 x 9996 cells (and narrower, longer-labelled ones): the x labels, drawn, stand
+    apart from each other, and there are at least three of them."""
+    import xarray as xr
+
+    from barsweep.pipeline.analysis.plots import plot_heatmap
+
+    ys, xs = np.arange(2, 1002), np.arange(start, start + n_x)
+    values = np.sin(ys[:, None] / 97.0) * np.cos(xs[None, :] / 1500.0)
+    grid = xr.DataArray(values, dims=("fast", "slow"), coords={"fast": ys, "slow": xs},
+                        name="sharpe")
+    fig = plot_heatmap(grid, tmp_path / "wide.png")
+    renderer = fig.canvas.get_renderer()
+    for labels in (fig.axes[0].get_xticklabels(), fig.axes[0].get_yticklabels()):
+        boxes = sorted((t.get_window_extent(renderer) for t in labels if t.get_text()),
+                       key=lambda b: (b.x0, b.y0))
+        assert len(boxes) >= 3
+        assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
