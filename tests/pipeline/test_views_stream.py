@@ -218,3 +218,38 @@ def test_x_tick_labels_of_a_wide_heatmap_do_not_overlap(tmp_path, n_x, start):
                        key=lambda b: (b.x0, b.y0))
         assert len(boxes) >= 3
         assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+
+
+@pytest.mark.slow
+def test_heatmap_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
+    """A real 10^7-combo store (1000 x 10000 on 120 bars; its variables, uncompressed, take
+    more than the cap): its heatmap and its median heatmap drawn in a process capped at
+    test_rank_stream.CAP_BYTES, in many small slabs, equal to the whole grid reduced."""
+    import sys
+
+    from test_rank_stream import CAP_BYTES, capped
+
+    synth(tmp_path / "bars", 120, seed=1, symbol="AAA")
+    out = run_spec_file(
+        {"data": {"store": str(tmp_path / "bars"), "symbols": ["AAA"], "timeframe": "1h"},
+         "strategy": "ema_cross",
+         "grid": {"fast": {"start": 2, "stop": 1001, "step": 1},
+                  "slow": {"start": 2, "stop": 10001, "step": 1}},
+         "constraints": ["fast < slow"],
+         "execution": {"fill": "next_open", "fees": 0.001},
+         "run": {"out": str(tmp_path / "big.zarr")}},
+        tmp_path / "big.yaml", "--cluster", "threads")
+    ds = open_results(out)
+    assert ds.nbytes > CAP_BYTES
+    for reduce in ("max", "median"):
+        grid = tmp_path / f"{reduce}.npy"
+        code = ("import sys; import numpy as np; from barsweep.pipeline.analysis import stream;"
+                "from barsweep.pipeline.analysis.plots import metric_grid, plot_heatmap;"
+                "stream.SLAB_CELLS = 1 << 16; ds = stream.open_store(sys.argv[1]);"
+                "g = metric_grid(ds, 'sharpe', 'slow', 'fast', reduce=sys.argv[2]);"
+                "np.save(sys.argv[3], g.values); plot_heatmap(g, sys.argv[4])")
+        done = capped(sys.executable, "-c", code, str(out), reduce, str(grid),
+                      str(tmp_path / f"{reduce}.png"))
+        assert done.returncode == 0, done.stderr
+        want = metric_grid_whole(ds, "sharpe", "slow", "fast", reduce=reduce)
+        np.testing.assert_array_equal(np.load(grid), want)
