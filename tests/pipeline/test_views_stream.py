@@ -253,3 +253,27 @@ def test_heatmap_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
         assert done.returncode == 0, done.stderr
         want = metric_grid_whole(ds, "sharpe", "slow", "fast", reduce=reduce)
         np.testing.assert_array_equal(np.load(grid), want)
+
+
+@pytest.mark.parametrize("walk", [False, True])
+def test_check_says_the_size_and_time_line_the_run_says(tmp_path, capsys, walk):
+    import yaml
+
+    synth(tmp_path / "bars", 700, seed=2, symbol="AAA")
+    spec = {"data": {"store": str(tmp_path / "bars"), "symbols": ["AAA"], "timeframe": "1h"},
+            "strategy": "ema_cross",
+            "grid": {"fast": {"start": 2, "stop": 30, "step": 2},
+                     "slow": {"start": 10, "stop": 80, "step": 5}},
+            "constraints": ["fast < slow"],
+            "run": {"out": str(tmp_path / "r.zarr")},
+            **({"walk_forward": {"train": 300, "test": 150}} if walk else {})}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 0
+    said = [line.split("run: ", 1)[1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  run: ")]
+    assert main(["run", str(path), "--cluster", "threads", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    ran = [line for line in (out.out + out.err).splitlines() if " combos: ~" in line]
+    assert len(said) == 1 and said == ran
