@@ -247,12 +247,19 @@ def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | No
                symbol: str | None = None) -> str:
     """The title of :func:`barsweep.pipeline.analysis.rebuild.best_backtest`'s picture: the
     symbol, strategy and parameters of combo ``rank`` of the ranking, then its metrics."""
-    from .formatting import metrics_text, params_text
-    from .rank import param_dims
     from .rank import rank as ranked
-    from .rebuild import stored_spec
 
     row = ranked(ds, by=by, top=rank, where=where, symbol=symbol).iloc[rank - 1]
+    return combo_title(ds, row, result, rank=rank, by=by)
+
+
+def combo_title(ds, row, result, *, rank: int, by: str) -> str:
+    """The title of a ranked combo's picture: ``row`` (a row of a ranking) names its
+    symbol and parameters; ``result`` (its rebuilt backtest) gives the metrics."""
+    from .formatting import metrics_text, params_text
+    from .rank import param_dims
+    from .rebuild import stored_spec
+
     spec, _ = stored_spec(ds, "plot best")
     params = {p: row[p] for p in param_dims(ds)}
     return (f"{row['symbol']} {spec.strategy_name} {params_text(params)} (#{rank} by {by}): "

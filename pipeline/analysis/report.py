@@ -196,11 +196,22 @@ def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str
 
 
 def _best(ds, by: str, symbol: str) -> str:
-    from .plots import best_title
-    from .rebuild import best_backtest
+    """The best combo of ``symbol`` by ``by`` rebuilt and drawn, or a note when none of
+    its combos has a defined ``by``."""
+    from .plots import combo_title
+    from .rank import param_dims, rank
+    from .rebuild import rebuild_combo
 
-    result = best_backtest(ds, rank=1, by=by, symbol=symbol)
-    title = best_title(ds, result, by=by, symbol=symbol)
+    top = rank(ds, by=by, top=1, symbol=symbol)
+    if not len(top):
+        return (f"<p class=\"note\">No combo of {html.escape(symbol)} has a defined "
+                f"{html.escape(by)} (none traded, or the constraints exclude them all): "
+                f"there is no best combo to draw.</p>")
+    row = top.iloc[0]
+    params = {p: row[p].item() if isinstance(row[p], np.generic) else row[p]
+              for p in param_dims(ds)}
+    result = rebuild_combo(ds, row["symbol"], params, "report")
+    title = combo_title(ds, row, result, rank=1, by=by)
     return _png(lambda f: result.plot(title=title).savefig(f, format="png", dpi=80))
 
 

@@ -70,7 +70,8 @@ def choose_whole(ds, symbol, w, by, where):
 def stores(tmp_path_factory):
     """``plain.zarr`` (two symbols, constraints, stop_loss a third parameter, blocks of
     a few combos), ``partial.zarr`` (the same, a third of its blocks pending), ``wf.zarr``
-    (walk-forward) and ``idle.zarr`` (300 bars: the slowest averages never cross)."""
+    (walk-forward), ``idle.zarr`` (300 bars: the slowest averages never cross) and
+    ``never.zarr`` (DDD's 80 bars: none of its combos ever trades)."""
     root = tmp_path_factory.mktemp("views")
     synth(root / "bars", 900, seed=3, symbol="AAA")
     synth(root / "bars", 900, seed=4, symbol="BBB")
@@ -88,8 +89,13 @@ def stores(tmp_path_factory):
                      "slow": {"start": 10, "stop": 1000, "step": 90},
                      "stop_loss": [0.02, 0.2]},
             "constraints": ["fast < slow", "slow < 900"]}
+    synth(root / "bars", 80, seed=9, symbol="DDD")
+    never = {"data": {**base["data"], "symbols": ["AAA", "DDD"]},
+             "grid": {"fast": {"start": 50, "stop": 90, "step": 10},
+                      "slow": {"start": 100, "stop": 400, "step": 50},
+                      "stop_loss": [0.02, 0.2]}}
     for name, extra in (("plain", {}), ("wf", {"walk_forward": {"train": 300, "test": 150}}),
-                        ("idle", idle)):
+                        ("idle", idle), ("never", never)):
         run_spec_file({**base, **extra, "run": {"out": str(root / f"{name}.zarr"),
                                                  "block_size": 40}},
                       root / f"{name}.yaml", "--cluster", "threads")
@@ -186,17 +192,20 @@ def test_walkforward_chooses_as_the_whole_train_grid_ranked(stores, monkeypatch,
     assert (max(want) >= 0) == (where != "win_rate > 2")
 
 
-@pytest.mark.parametrize("store", ["plain", "wf", "idle"])
+@pytest.mark.parametrize("store", ["plain", "wf", "idle", "never"])
 def test_report_leaks_no_warning(stores, monkeypatch, tmp_path, store, capsys):
     """Every warning is an error here: the report of a store with excluded cells, combos
-    that never trade, or windows, is written all the same."""
+    that never trade, a symbol none of whose combos trades, or windows, is written all
+    the same."""
     monkeypatch.setattr(stream, "SLAB_CELLS", 30)
     page = tmp_path / "r.html"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert main(["report", str(stores / f"{store}.zarr"), "--out", str(page)]) == 0
-    assert page.read_text().count("data:image/png;base64,") >= 2
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") >= 2
     assert capsys.readouterr().err == ""
+    assert ("No combo of DDD has a defined sharpe" in text) == (store == "never")
 
 
 @pytest.mark.parametrize(("n_x", "start"), [(9996, 5), (2500, 2), (48, 2), (300, 100_000)])
