@@ -40,6 +40,7 @@ from ..config.dims import NON_PARAM_DIMS
 from ..config.windows import BOUND_NAMES
 from . import stream
 from .formatting import metric, param
+from .grids import marked
 from .rank import to_records
 from .rebuild import stored_bars, stored_spec
 
@@ -133,8 +134,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     combos' train runs chained likewise (``in_sample_cagr``), NaN unless that is > 0.
     Every rule: docs/EXECUTION.md, "Walk-forward windows".
     """
-    ds = (stream.mark_positions(results) if hasattr(results, "data_vars")
-          else stream.open_store(results))
+    ds = marked(results) if hasattr(results, "data_vars") else stream.open_store(results)
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
     dims = ds[METRICS[0]].dims
