@@ -6,12 +6,12 @@ state or GUI backend is touched."""
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
 from ...engine import LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
+from ..config.dims import NON_PARAM_DIMS
 from .formatting import metric as metric_text
 from .formatting import param
 
@@ -34,41 +34,45 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
                 reduce: str = "max", sample: str | None = None, window: int | None = None):
     """``metric`` over the parameter dims ``x`` (and ``y``): a DataArray with dims
     ``(y, x)`` (or ``(x,)``), every other dim reduced by ``reduce`` (NaN ignored; a cell
-    every combo of which is excluded stays NaN)."""
+    every combo of which is excluded stays NaN).
+
+    Read slab by slab (:func:`~.grids.reduced_grid`: memory bounded by a slab and the
+    drawn cells, whatever the grid's size); ``ds``, a whole store's Dataset, may be lazy
+    (:func:`~.stream.open_store`, whose pending blocks read as NaN) or in memory.
+    """
+    import xarray as xr
+
+    from .grids import marked, reduced_grid
+
     if metric not in ds:
         raise SpecError(f"--metric: no metric {metric!r}; metrics: {', '.join(METRICS)}")
     if reduce not in REDUCERS:
         raise SpecError(f"--reduce: expected one of {', '.join(REDUCERS)}, got {reduce!r}")
-    da = ds[metric]
-    if "symbol" in da.dims:
+    ds = marked(ds)
+    if "symbol" in ds[metric].dims:
         symbols = ds["symbol"].values.tolist()
         if symbol is None and len(symbols) > 1:
             raise SpecError(f"--symbol: the store holds {', '.join(symbols)}: choose one")
         if symbol is not None and symbol not in symbols:
             raise SpecError(f"--symbol: no symbol {symbol!r}; symbols: {', '.join(symbols)}")
-        da = da.sel(symbol=symbol or symbols[0])
+        ds = ds.isel(symbol=[symbols.index(symbol or symbols[0])])
     for dim, value, flag in (("sample", sample, "--sample"), ("window", window, "--window")):
-        if dim in da.dims:
-            da = da.sel({dim: value if value is not None else (
-                "test" if dim == "sample" else da[dim].values[0])})
+        if dim in ds[metric].dims:
+            value = value if value is not None else (
+                "test" if dim == "sample" else ds[dim].values[0])
+            ds = ds.sel({dim: [value]})
         elif value is not None:
             raise SpecError(f"{flag}: the store has no {dim} dim (not a walk-forward run)")
+    dims = [d for d in ds[metric].dims if d not in NON_PARAM_DIMS]
     kept = [x] if y is None else [y, x]
     for name, flag in zip(kept[::-1], ("--x", "--y"), strict=False):
-        if name not in da.dims:
-            raise SpecError(f"{flag}: no parameter {name!r}; parameters: {', '.join(da.dims)}")
+        if name not in dims:
+            raise SpecError(f"{flag}: no parameter {name!r}; parameters: {', '.join(dims)}")
     if y is not None and x == y:
         raise SpecError("--x and --y name the same parameter")
-    others = [d for d in da.dims if d not in kept]
-    values = da.transpose(*kept, *others).values
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells: excluded combos
-        flat = values.reshape(*values.shape[:len(kept)], -1)
-        reduced = REDUCERS[reduce](flat, axis=-1) if others else flat[..., 0]
-    coords = {d: da[d].values for d in kept}
-    import xarray as xr
-
-    return xr.DataArray(reduced, dims=kept, coords=coords, name=metric)
+    reduced = reduced_grid(ds, metric, kept, reduce)
+    return xr.DataArray(reduced, dims=kept, coords={d: ds[d].values for d in kept},
+                        name=metric)
 
 
 def bin_best(values: np.ndarray, factors: tuple[int, int], better_low: bool) -> np.ndarray:
@@ -108,7 +112,7 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idl
     drawn in bins, each its best cell (:func:`bin_best`). Cells the constraints exclude
     are blank (white); cells whose combos never traded (``idle``, bool like ``grid``,
     e.g. ``n_trades == 0``) grey, with a legend. The ticks are the grid's values as it
-    wrote them (every k-th when there are more than :data:`MAX_TICKS`).
+    wrote them (every k-th when more labels would crowd the axis: :func:`_grid_ticks`).
     Returns the matplotlib Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
@@ -205,23 +209,57 @@ def _cell_legend(values: np.ndarray, idle) -> list:
 
 
 def _grid_ticks(axis, values: np.ndarray) -> None:
-    """Ticks at the grid's values (every k-th past :data:`MAX_TICKS`), labelled as the
-    grid wrote them."""
-    every = -(-len(values) // MAX_TICKS)
+    """Ticks at the grid's values, labelled as the grid wrote them: every k-th, k the
+    smallest that keeps at most :data:`MAX_TICKS` labels and leaves each label room
+    along the axis (:func:`tick_every`)."""
+    labels = [param(v) for v in values]
+    ax = axis.axes
+    horizontal = axis is ax.xaxis
+    room = ax.bbox.width if horizontal else ax.bbox.height
+    em = _tick_em(ax.figure.dpi)
+    every = tick_every(len(labels), room, max(map(len, labels)) * 0.64 * em + 0.5 * em
+                       if horizontal else 1.6 * em)
     shown = np.asarray(values)[::every]
-    axis.set_ticks(np.asarray(shown, dtype=float), [param(v) for v in shown])
+    axis.set_ticks(np.asarray(shown, dtype=float), labels[::every])
+
+
+def tick_every(n: int, room: float, per_label: float) -> int:
+    """Label every k-th of ``n`` values along ``room`` pixels, each label taking
+    ``per_label`` pixels: the smallest k that fits, and leaves at most
+    :data:`MAX_TICKS` labels.
+
+    >>> tick_every(48, 500.0, 26.0), tick_every(2500, 500.0, 44.0), tick_every(5, 500.0, 9e9)
+    (3, 228, 5)
+    """
+    most = max(1, min(MAX_TICKS, int(room // per_label)))
+    return max(1, -(-n // most))
+
+
+def _tick_em(dpi: float) -> float:
+    """The tick labels' font size in pixels at ``dpi``."""
+    from matplotlib import rcParams
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=rcParams["xtick.labelsize"]).get_size_in_points() * dpi / 72
 
 
 def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | None = None,
                symbol: str | None = None) -> str:
     """The title of :func:`barsweep.pipeline.analysis.rebuild.best_backtest`'s picture: the
     symbol, strategy and parameters of combo ``rank`` of the ranking, then its metrics."""
-    from .formatting import metrics_text, params_text
-    from .rank import param_dims
     from .rank import rank as ranked
-    from .rebuild import stored_spec
 
     row = ranked(ds, by=by, top=rank, where=where, symbol=symbol).iloc[rank - 1]
+    return combo_title(ds, row, result, rank=rank, by=by)
+
+
+def combo_title(ds, row, result, *, rank: int, by: str) -> str:
+    """The title of a ranked combo's picture: ``row`` (a row of a ranking) names its
+    symbol and parameters; ``result`` (its rebuilt backtest) gives the metrics."""
+    from .formatting import metrics_text, params_text
+    from .rank import param_dims
+    from .rebuild import stored_spec
+
     spec, _ = stored_spec(ds, "plot best")
     params = {p: row[p] for p in param_dims(ds)}
     return (f"{row['symbol']} {spec.strategy_name} {params_text(params)} (#{rank} by {by}): "

@@ -41,11 +41,11 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
     store's top table ranks the train samples of every window; its walk-forward section
     chooses in each window's train sample and chains the tests.
     """
-    from ..run.results import open_results
     from .rank import select
     from .rebuild import stored_spec
+    from .stream import open_store
 
-    ds = open_results(results)
+    ds = open_store(results)  # lazy: every part below reads it slab by slab
     walk = "window" in ds.dims
     select(ds, symbol)  # refuses an unknown symbol before anything is drawn
     symbols = [symbol] if symbol else [str(s) for s in ds["symbol"].values]
@@ -84,18 +84,14 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
 
 def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     """Parameter pairs ordered by how much the metric moves along them: each parameter's
-    importance is the spread (max - min) of the metric's best value per parameter value;
-    the two pairs are (1st, 2nd) and (1st, 3rd). One parameter: ``[(it, None)]``."""
-    metric = ds[by]
-    params = [d for d in metric.dims if d not in NON_PARAM_DIMS]
-    finite = metric.where(np.isfinite(metric))  # infinities would hide the spread
+    importance is the spread (max - min) of the metric's best finite value per parameter
+    value (:func:`~.grids.spreads`, read slab by slab); the two pairs are (1st, 2nd) and
+    (1st, 3rd). One parameter: ``[(it, None)]``."""
+    from .grids import marked, spreads
 
-    def spread(name: str) -> float:
-        best = finite.max([d for d in metric.dims if d != name])  # NaN-skipping
-        value = float(best.max() - best.min())
-        return value if np.isfinite(value) else 0.0
-
-    ranked = sorted(params, key=lambda p: -spread(p))
+    params = [d for d in ds[by].dims if d not in NON_PARAM_DIMS]
+    spread = spreads(marked(ds), by, params)
+    ranked = sorted(params, key=lambda p: -spread[p])
     if len(ranked) == 1:
         return [(ranked[0], None)]
     return [(ranked[0], other) for other in ranked[1:3]]
@@ -200,11 +196,22 @@ def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str
 
 
 def _best(ds, by: str, symbol: str) -> str:
-    from .plots import best_title
-    from .rebuild import best_backtest
+    """The best combo of ``symbol`` by ``by`` rebuilt and drawn, or a note when none of
+    its combos has a defined ``by``."""
+    from .plots import combo_title
+    from .rank import param_dims, rank
+    from .rebuild import rebuild_combo
 
-    result = best_backtest(ds, rank=1, by=by, symbol=symbol)
-    title = best_title(ds, result, by=by, symbol=symbol)
+    top = rank(ds, by=by, top=1, symbol=symbol)
+    if not len(top):
+        return (f"<p class=\"note\">No combo of {html.escape(symbol)} has a defined "
+                f"{html.escape(by)} (none traded, or the constraints exclude them all): "
+                f"there is no best combo to draw.</p>")
+    row = top.iloc[0]
+    params = {p: row[p].item() if isinstance(row[p], np.generic) else row[p]
+              for p in param_dims(ds)}
+    result = rebuild_combo(ds, row["symbol"], params, "report")
+    title = combo_title(ds, row, result, rank=1, by=by)
     return _png(lambda f: result.plot(title=title).savefig(f, format="png", dpi=80))
 
 

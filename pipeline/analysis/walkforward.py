@@ -38,9 +38,10 @@ from ...engine.metrics import (
 from ...errors import DataError, SpecError
 from ..config.dims import NON_PARAM_DIMS
 from ..config.windows import BOUND_NAMES
-from ..run.results import open_results
+from . import stream
 from .formatting import metric, param
-from .rank import _where_mask, rank_order, to_records
+from .grids import marked
+from .rank import to_records
 from .rebuild import stored_bars, stored_spec
 
 __all__ = ["STITCHED_METRICS", "WalkForward", "format_walkforward", "walkforward"]
@@ -133,7 +134,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     combos' train runs chained likewise (``in_sample_cagr``), NaN unless that is > 0.
     Every rule: docs/EXECUTION.md, "Walk-forward windows".
     """
-    ds = results if hasattr(results, "data_vars") else open_results(results)
+    ds = marked(results) if hasattr(results, "data_vars") else stream.open_store(results)
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
     dims = ds[METRICS[0]].dims
@@ -143,6 +144,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
                         f"symbol, window, sample, then the parameters)")
     params = dims[3:]
     symbol = _one_symbol(ds, symbol)
+    one = ds.sel(symbol=[symbol])  # dims kept: slabs find their blocks' flags
     ds = ds.sel(symbol=symbol)
     spec, ppy = stored_spec(ds, "walkforward")
     shape = tuple(ds.sizes[p] for p in params)
@@ -150,8 +152,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
                        for n in BOUND_NAMES], axis=1)
     rows, combos = [], []
     for w in range(ds.sizes["window"]):
-        train = ds[list(METRICS)].isel(window=w).sel(sample="train")
-        flat = _choose(train, by, where, params, shape, symbol)
+        flat = _choose(one.isel(window=[w]).sel(sample=["train"]), by, where)
         at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
         combo = {p: _scalar(ds[p].values[i]) for p, i in at.items()} if flat >= 0 else None
         combos.append(combo)
@@ -187,27 +188,17 @@ def _one_symbol(ds, symbol: str | None) -> str:
     return symbol
 
 
-def _choose(train, by: str, where: str | None, params: tuple[str, ...],
-            shape: tuple[int, ...], symbol: str) -> int:
-    """The flat index of the best train combo (rank's rules), or -1 when none qualifies."""
-    score = np.asarray(train[by].transpose(*params).values, dtype=np.float64).ravel()
-    keep = ~np.isnan(score)
-    if where:  # rank's --where, over this window's train metrics
-        one = train.drop_vars("symbol", errors="ignore").transpose(*params)
-        keep &= _where_mask(one.expand_dims(symbol=[symbol]), where, ("symbol", *params),
-                            (1, *shape))
-    candidates = np.flatnonzero(keep)
-    if not len(candidates):
-        return -1
-
-    def column(name):
-        return np.asarray(train[name].transpose(*params).values,
-                          dtype=np.float64).ravel()[candidates]
-
+def _choose(train, by: str, where: str | None) -> int:
+    """The flat index over the parameters of the best combo of ``train`` (one symbol's,
+    window's and train sample's grid, those dims kept as length 1, marked by
+    :func:`~.stream.mark_positions` before the selection) by rank's rules, or -1 when
+    none qualifies; read slab by slab (:func:`~.stream.stream_top`)."""
+    dims = tuple(train[METRICS[0]].dims)
     ascending = by in LOWER_IS_BETTER
-    order = rank_order(score[candidates], ascending, idle_wins=ascending or by in BEST_WHEN_IDLE,
-                       ruined=column("ruined") == 1.0, traded=column("n_trades") > 0.0)
-    return int(candidates[order[0]])
+    done = stream.done_grid(train, dims) if "done" in train.variables else None
+    chosen, _ = stream.stream_top(train, by, 1, where, ascending,
+                                  ascending or by in BEST_WHEN_IDLE, dims, list(METRICS), done)
+    return int(chosen[0]) if len(chosen) else -1
 
 
 def _stitch(windows: pd.DataFrame, combos: list, spec, bars,

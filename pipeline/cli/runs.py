@@ -185,7 +185,24 @@ def cmd_check(args) -> int:
           f"{valid:,} valid")
     print(f"  results: {prepared.out}" + (" holds earlier results: `barsweep run` needs "
                                           "--overwrite or --resume" if earlier else ""))
+    print(f"  run: {check_size_line(prepared)}")
     return 0
+
+
+def check_size_line(prepared) -> str:
+    """What the run of a checked spec will cost, as the run says it (its store's size
+    and time), on the workers a cluster started here would have: one per core this
+    process may use; said as such for a cluster elsewhere."""
+    from ..config.cluster import STARTED_HERE
+    from ..run.cluster import default_workers
+    from ..run.orchestrate import prepared_size_line
+
+    spec = prepared.spec
+    segments = spec.analysis.pbo_segments if prepared.windows is None else 0
+    line = prepared_size_line(prepared, segments, default_workers())
+    return line + ("" if spec.cluster.kind in STARTED_HERE
+                   else f" (this machine's cores; the run is on its {spec.cluster.kind} "
+                        f"cluster)")
 
 
 def cmd_warm(args) -> int:

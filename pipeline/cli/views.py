@@ -92,9 +92,9 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_plot_heatmap(args) -> int:
     from ..analysis.plots import idle_cells, metric_grid, plot_heatmap
-    from ..run.results import open_results
+    from ..analysis.stream import open_store
 
-    ds = open_results(args.results)
+    ds = open_store(args.results)
     grid = metric_grid(ds, args.metric, args.x, args.y, symbol=args.symbol,
                        reduce=args.reduce, sample=args.sample, window=args.window)
     symbol = args.symbol or ds["symbol"].values[0]

@@ -300,11 +300,17 @@ def plan_size_line(prepared: Prepared, the_plan: Plan, client: Client) -> str:
     threads (:func:`~barsweep.pipeline.run.estimate.size_line`)."""
     workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
     n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
+    return prepared_size_line(prepared, the_plan.segments, n_threads)
+
+
+def prepared_size_line(prepared: Prepared, segments: int, n_threads: int) -> str:
+    """The prepared run's combos, its store's size on disk (with ``segments`` PBO
+    segments) and its time on ``n_threads`` worker threads
+    (:func:`~barsweep.pipeline.run.estimate.size_line`)."""
     n_symbols = len(prepared.spec.data.symbols)
     runs = 1 if prepared.windows is None else 2 * len(prepared.windows)
     n_combos = prepared.valid_combos * n_symbols  # excluded cells compress to nothing
-    return size_line(n_combos, n_combos * runs,
-                     the_plan.segments, prepared.combo_bars(), n_threads)
+    return size_line(n_combos, n_combos * runs, segments, prepared.combo_bars(), n_threads)
 
 
 def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Plan:
