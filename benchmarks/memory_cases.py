@@ -12,8 +12,9 @@ Cases (bars are the project's own synthetic ones, ``barsweep data synth``, seed 
   ``--time-limit`` seconds; its partial store is kept for ``d``.
 - ``c``: ``ema_cross`` fast 2..5,001 x slow 502..2,501 (10,000,000 combos) on ``--bars``
   hourly bars, run by each ``--venv`` in turn, ``--repeats`` times, alternating.
-- ``d``: ``barsweep rank`` (``--partial`` where the store is partial; ``--by sharpe``
-  and ``--by dsr``) of ``--store`` by each ``--venv``: the driver's peak RSS.
+- ``d``: ``barsweep rank --by sharpe`` and ``--by dsr`` (with ``--partial`` if given) of
+  each ``--store`` by its ``--venv`` (the n-th store by the n-th venv): the driver's
+  peak RSS.
 
 Every command runs as a child process; a thread reads, every 50 ms, the RSS and the
 kernel's high-water mark (``VmHWM`` of ``/proc/PID/status``, the true peak of a process
@@ -230,7 +231,9 @@ def main() -> None:
     parser.add_argument("--bars", type=int, default=26_280, help="case c: hourly bars")
     parser.add_argument("--repeats", type=int, default=2, help="case c: runs per venv")
     parser.add_argument("--time-limit", type=float, default=None, help="SIGINT after S s")
-    parser.add_argument("--store", type=Path, help="case d: the results store ranked")
+    parser.add_argument("--store", type=Path, action="append",
+                        help="case d: the store each --venv ranks (repeatable, in order)")
+    parser.add_argument("--partial", action="store_true", help="case d: rank --partial")
     parser.add_argument("--keep", action="store_true", help="case c: keep every store")
     args = parser.parse_args()
     work = args.work.resolve()
@@ -240,15 +243,12 @@ def main() -> None:
         print(rows(work))
         return
     if args.case == "d":
-        for venv in venvs:
+        for venv, store in zip(venvs, args.store, strict=True):
             for by in ("sharpe", "dsr"):
-                cmd = [str(venv / "bin/barsweep"), "rank", str(args.store), "--by", by,
-                       "--top", "20", "--partial"]
+                cmd = [str(venv / "bin/barsweep"), "rank", str(store), "--by", by,
+                       "--top", "20", *(["--partial"] if args.partial else [])]
                 rec = measure(cmd, work / f"d_{venv.parent.name}_{by}.err", args.time_limit)
-                if rec["rc"] != 0 and "--partial" in " ".join(rec["stderr_tail"]):
-                    cmd.remove("--partial")  # a version without --partial on complete stores
-                    rec = measure(cmd, work / f"d_{venv.parent.name}_{by}.err", args.time_limit)
-                report({"case": "d", "venv": str(venv), "by": by, "store": str(args.store),
+                report({"case": "d", "venv": str(venv), "by": by, "store": str(store),
                         **rec}, work)
         return
     grid = dict(GRIDS[args.case])
