@@ -29,6 +29,7 @@ import xarray as xr
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
+from ..run.order import rank_order
 from ..run.results import open_results
 from . import robust, stream
 from .stream import where_mask as _where_mask
@@ -416,30 +417,6 @@ def _check_across(across: str | None, agg: str, symbol: str | None) -> None:
     if across and symbol is not None:
         raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
                         f"symbol has nothing to aggregate across")
-
-
-def rank_order(score: np.ndarray, ascending: bool, idle_wins: bool, ruined: np.ndarray,
-               traded: np.ndarray) -> np.ndarray:
-    """The order of candidates, best first (a permutation of their positions).
-
-    Parameters
-    ----------
-    score : ndarray, shape (n,), float64, no NaN
-        The ranked metric of each candidate.
-    ascending : bool
-        Whether a smaller score ranks first.
-    idle_wins : bool
-        Whether a combo that never traded would win by doing nothing (volatility 0, ...):
-        such combos then rank after every combo that traded.
-    ruined, traded : ndarray, shape (n,), bool
-
-    Ruined combos rank after every other, infinite scores after every finite one
-    (within those groups); ties keep the candidates' order.
-    """
-    signed = score if ascending else -score
-    idle = ~traded if idle_wins else np.zeros(len(score), dtype=bool)
-    # np.lexsort: the last key is the primary one
-    return np.lexsort((np.arange(len(score)), signed, np.isinf(score), idle, ruined))
 
 
 def _flat(ds: xr.Dataset, name: str, index: np.ndarray) -> np.ndarray:
