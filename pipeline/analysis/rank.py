@@ -90,6 +90,7 @@ def rank(
     symbol: str | None = None,
     sample: str | None = None,
     partial: bool = False,
+    rung: int | None = None,
 ) -> pd.DataFrame:
     """The ``top`` combos by metric ``by``.
 
@@ -131,6 +132,11 @@ def rank(
     partial : bool
         Rank an incomplete store (given as a path) as it is: its pending blocks take
         no part.
+    rung : int, optional
+        A search store (dims ``symbol``, ``combo``): rank the combos whose last rung
+        is this one (0 first); default the last rung, whose combos ran every bar. The
+        frame then has the parameters after ``combo``, and ``rung`` and ``bars_run``
+        after the metrics.
 
     Returns
     -------
@@ -146,10 +152,14 @@ def rank(
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
     if not (smooth or across):
-        return _rank_streamed(results, by, top, where, ascending, symbol, sample, partial)
+        return _rank_streamed(results, by, top, where, ascending, symbol, sample, partial,
+                              rung)
     ds = (results if isinstance(results, xr.Dataset)
           else open_results(results, partial=partial))
     ds, names = _with_computed(ds, need=by in COMPUTED)
+    if "combo" in ds.dims:
+        raise SpecError("--smooth and --across rank a grid's neighbours and symbols; a "
+                        "search store's combos are drawn apart: rank it without them")
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     value = _kept(ds, by, where, dims, names)
@@ -160,7 +170,7 @@ def rank(
     return _rank_each(ds, by, value, smoothed, top, ascending, idle_wins, dims, names)
 
 
-def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial):
+def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial, rung=None):
     """:func:`rank` without ``smooth`` and ``across``, read slab by slab."""
     given = isinstance(results, xr.Dataset)  # its pending blocks already hidden
     ds = stream.mark_positions(results) if given else stream.open_store(results,
@@ -169,6 +179,7 @@ def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial):
     if need and not robust.has_dsr_inputs(ds):
         robust.dsr_columns(ds)  # raises, naming what the store lacks
     names = [*METRICS, *COMPUTED] if need or robust.has_dsr_inputs(ds) else list(METRICS)
+    where, names = searched(ds, rung, where, names)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     done = None if given else stream.done_grid(ds, dims)
@@ -180,9 +191,44 @@ def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial):
     frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(dims, index)})
     for name, column in stream.frame_columns(ds, chosen, dims, names, sr0).items():
         frame[name] = column
-    frame = frame[[*dims, *names]]
+    frame = with_params(ds, frame[[*dims, *names]])
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
+
+
+def searched(ds: xr.Dataset, rung: int | None, where: str | None,
+             names: list[str]) -> tuple[str | None, list[str]]:
+    """For a search store: ``where`` limited to the combos whose last rung is ``rung``
+    (default: the last, every bar), and ``names`` with ``rung`` and ``bars_run``; as
+    given otherwise (``rung`` refused)."""
+    if "combo" not in ds.dims or "rung" not in ds.data_vars:
+        if rung is not None:
+            raise SpecError("--rung: not a search store (no rungs)")
+        return where, names
+    rungs = int(ds.attrs.get("search_rungs", 1))
+    rung = rungs - 1 if rung is None else rung
+    if not 0 <= rung < rungs:
+        raise SpecError(f"--rung: the search ran rungs 0 to {rungs - 1}, got {rung}")
+    limit = f"rung == {rung}"
+    return (limit if not where else f"({limit}) and ({where})"), [*names, "rung", "bars_run"]
+
+
+def with_params(ds: xr.Dataset, frame: pd.DataFrame) -> pd.DataFrame:
+    """A search store's frame with each combo's parameters after ``combo``."""
+    if "combo" not in frame:
+        return frame
+    at = frame.columns.get_loc("combo") + 1
+    for k, name in enumerate(search_params(ds)):
+        frame.insert(at + k, name, ds[name].values[frame["combo"].to_numpy()])
+    return frame
+
+
+def search_params(ds: xr.Dataset) -> list[str]:
+    """A search store's parameters, in the grid's order (coordinates along ``combo``)."""
+    import json
+
+    names = ds.attrs.get("search_params", [])
+    return json.loads(names) if isinstance(names, str) else list(names)
 
 
 def _check_rank(by: str, top: int, smooth: int | None) -> None:

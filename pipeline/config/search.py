@@ -121,7 +121,7 @@ def draw(grid: Grid, n: int, seed: int, method: str = "random") -> np.ndarray:
     if grid.size > MAX_BOX:
         raise SpecError(f"search: the grid's {grid.size:.3g} combos are over the {MAX_BOX:.3g} "
                         f"a search draws from; use fewer values")
-    valid, exact = grid.estimate_valid()
+    valid, exact = grid.estimate_valid() if grid.size <= MAX_DRAW_FACTOR * n else (0, False)
     if exact and valid < n:
         raise SpecError(f"search: the grid holds {valid:,} valid combos, fewer than the "
                         f"{n:,} the search draws; run it as a grid (search.method: grid)")

@@ -213,7 +213,7 @@ def search_attrs(spec: Spec, plan: SearchPlan) -> dict:
             "search_budget": int(search.budget), "search_by": search.by,
             "search_eta": search.eta, "search_rungs": search.n_rungs,
             "n_evaluated": plan.n_evaluated * plan.n_symbols, "promoted": 0,
-            "rung_sizes": list(plan.sizes)}
+            "rung_sizes": list(plan.sizes), "search_params": list(plan.values)}
 
 
 def box_size_text(n: int) -> str:
