@@ -231,6 +231,12 @@ def search_params(ds: xr.Dataset) -> list[str]:
     return json.loads(names) if isinstance(names, str) else list(names)
 
 
+def combo_params(ds: xr.Dataset) -> list[str]:
+    """The names that make a ranked row's combo: a search store's parameters, else the
+    dims after ``symbol`` (:func:`param_dims`)."""
+    return search_params(ds) or list(param_dims(ds))
+
+
 def _check_rank(by: str, top: int, smooth: int | None) -> None:
     """Refuse an unknown metric, a count below one or a radius that is not a positive int."""
     if by not in METRICS and by not in COMPUTED:
@@ -358,6 +364,10 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
                         f"commas, e.g. sharpe,max_drawdown; got {','.join(metrics)!r}"
                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     _check_across(across, agg, symbol)
+    if across and "combo" in ds.dims:
+        raise SpecError("--across: a search store's combos differ by symbol after its "
+                        "first rung; rank each symbol")
+    where, names = searched(ds, None, where, names)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     shape = tuple(ds.sizes[d] for d in dims)
@@ -382,7 +392,7 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
         fronts.append(front[np.lexsort((front, first if metrics[0] in LOWER_IS_BETTER
                                         else -first))])
     chosen = np.concatenate(fronts) if fronts else np.empty(0, dtype=np.int64)
-    return _frame(ds, chosen, dims, shape, names)
+    return with_params(ds, _frame(ds, chosen, dims, shape, names))
 
 
 def _pareto_across(ds, metrics, columns, keep, dims, shape, agg) -> pd.DataFrame:
@@ -419,6 +429,10 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
     """
     ds = results if isinstance(results, xr.Dataset) else open_results(results)
     missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
+    if missing and "combo" in ds.dims:
+        raise SpecError("--pbo: a halving search's pruned combos ran only the most recent "
+                        "bars, so its trials have no returns over every segment; search "
+                        "with method random or sobol to estimate PBO over the combos drawn")
     if missing and "window" in ds.dims:
         raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "
                         "its out-of-sample test): see `barsweep walkforward`")

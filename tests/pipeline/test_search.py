@@ -197,3 +197,48 @@ def test_a_search_sigkilled_then_resumed_equals_an_undisturbed_one(bars, halving
     assert store_attrs(out)["complete"] is False
     assert main(["run", str(spec), "--resume", "--workers", "2", "--no-progress"]) == 0
     assert_same_store(out, halving_store)
+
+
+def test_views_of_a_search_store(halving_store, tmp_path, capsys):
+    assert main(["plot", "heatmap", str(halving_store), "--symbol", "AAA", "--x", "fast",
+                 "--y", "slow", "--out", str(tmp_path / "h.png")]) == 0
+    from barsweep.pipeline.analysis.plots import metric_grid
+    ds = xr.open_zarr(halving_store, consolidated=False)
+    grid = metric_grid(ds, "sharpe", "fast", "slow", symbol="AAA")
+    assert grid.shape == (291, 59)  # the grid's axes, not only the values drawn
+    last = ds.sel(symbol="AAA")
+    ran = last["rung"].values == 2
+    best = np.nanmax(np.where(np.isfinite(last["sharpe"].values[ran]),
+                              last["sharpe"].values[ran], np.nan))
+    assert np.nanmax(grid.values) == best
+    assert int(np.isfinite(grid.values).sum()) == int(
+        np.isfinite(last["sharpe"].values[ran]).sum())  # one combo per cell
+    # plot best rebuilds the best combo with backtest() and checks every metric
+    assert main(["plot", "best", str(halving_store), "--out", str(tmp_path / "b.png")]) == 0
+    top = rank(halving_store, top=1, symbol="BBB").iloc[0]
+    assert main(["trades", str(halving_store), "--symbol", "BBB", "--params",
+                 f"fast={top['fast']},slow={top['slow']}"]) == 0
+    assert main(["report", str(halving_store), "--out", str(tmp_path / "r.html")]) == 0
+    assert "sharpe of AAA over" in (tmp_path / "r.html").read_text()
+    capsys.readouterr()
+    assert main(["rank", str(halving_store), "--pbo"]) == 2
+    assert "search with method random or sobol" in capsys.readouterr().err
+    assert main(["rank", str(halving_store), "--pareto", "sharpe,max_drawdown",
+                 "--json"]) == 0
+    front = yaml.safe_load(capsys.readouterr().out)
+    assert front and all(r["rung"] == 2 and "fast" in r for r in front)
+
+
+def test_sweep_searches_from_python_and_pbo_counts_the_random_draw(bars, tmp_path):
+    from barsweep import sweep
+    from barsweep.pipeline.analysis.rank import pbo_table
+
+    ds = sweep(bars, "ema_cross", {"fast": range(2, 60), "slow": range(10, 300)},
+               ["fast < slow"], symbols=["AAA"], timeframe="1h", cluster="threads",
+               search={"method": "sobol", "budget": 800, "seed": 3},
+               out=tmp_path / "s.zarr")
+    assert dict(ds.sizes)["combo"] == 800 and ds.attrs["search_method"] == "sobol"
+    assert ds.attrs["n_evaluated"] == 800
+    (labels, result), = pbo_table(ds)
+    assert labels == {"symbol": "AAA"} and result.n_combos == int(
+        np.isfinite(ds["sharpe"].values).sum())
