@@ -227,6 +227,9 @@ def test_views_of_a_search_store(halving_store, tmp_path, capsys):
                  "--json"]) == 0
     front = yaml.safe_load(capsys.readouterr().out)
     assert front and all(r["rung"] == 2 and "fast" in r for r in front)
+    assert main(["rank", str(halving_store), "--rung", "0", "--top", "3", "--json"]) == 0
+    rows = yaml.safe_load(capsys.readouterr().out)
+    assert [r["rung"] for r in rows] == [0, 0, 0] and all(r["bars_run"] < 1500 for r in rows)
 
 
 def test_sweep_searches_from_python_and_pbo_counts_the_random_draw(bars, tmp_path):
