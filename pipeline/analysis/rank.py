@@ -32,6 +32,7 @@ from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from ..run.order import rank_order
 from ..run.results import open_results
 from . import robust, stream
+from .search_views import search_params, searched, with_params
 from .stream import where_mask as _where_mask
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
@@ -194,41 +195,6 @@ def _rank_streamed(results, by, top, where, ascending, symbol, sample, partial, 
     frame = with_params(ds, frame[[*dims, *names]])
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
-
-
-def searched(ds: xr.Dataset, rung: int | None, where: str | None,
-             names: list[str]) -> tuple[str | None, list[str]]:
-    """For a search store: ``where`` limited to the combos whose last rung is ``rung``
-    (default: the last, every bar), and ``names`` with ``rung`` and ``bars_run``; as
-    given otherwise (``rung`` refused)."""
-    if "combo" not in ds.dims or "rung" not in ds.data_vars:
-        if rung is not None:
-            raise SpecError("--rung: not a search store (no rungs)")
-        return where, names
-    rungs = int(ds.attrs.get("search_rungs", 1))
-    rung = rungs - 1 if rung is None else rung
-    if not 0 <= rung < rungs:
-        raise SpecError(f"--rung: the search ran rungs 0 to {rungs - 1}, got {rung}")
-    limit = f"rung == {rung}"
-    return (limit if not where else f"({limit}) and ({where})"), [*names, "rung", "bars_run"]
-
-
-def with_params(ds: xr.Dataset, frame: pd.DataFrame) -> pd.DataFrame:
-    """A search store's frame with each combo's parameters after ``combo``."""
-    if "combo" not in frame:
-        return frame
-    at = frame.columns.get_loc("combo") + 1
-    for k, name in enumerate(search_params(ds)):
-        frame.insert(at + k, name, ds[name].values[frame["combo"].to_numpy()])
-    return frame
-
-
-def search_params(ds: xr.Dataset) -> list[str]:
-    """A search store's parameters, in the grid's order (coordinates along ``combo``)."""
-    import json
-
-    names = ds.attrs.get("search_params", [])
-    return json.loads(names) if isinstance(names, str) else list(names)
 
 
 def combo_params(ds: xr.Dataset) -> list[str]:

@@ -1,5 +1,6 @@
-"""A search store (dims ``symbol``, ``combo``) seen as a grid: its combos binned on two
-parameters for a heatmap, a combo found by its parameter values.
+"""A search store (dims ``symbol``, ``combo``) read as a grid's would be: ranked on its
+last rung with the parameters as columns, its combos binned on two parameters for a
+heatmap, a combo found by its parameter values.
 
 The combos drawn are scattered over the grid's box; a heatmap cell holds the combos
 whose two parameters take its values (``reduce`` over them: the best, the mean, the
@@ -14,9 +15,44 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from ...errors import SpecError
-from .rank import search_params
+
+
+def searched(ds: xr.Dataset, rung: int | None, where: str | None,
+             names: list[str]) -> tuple[str | None, list[str]]:
+    """For a search store: ``where`` limited to the combos whose last rung is ``rung``
+    (default: the last, every bar), and ``names`` with ``rung`` and ``bars_run``; as
+    given otherwise (``rung`` refused)."""
+    if "combo" not in ds.dims or "rung" not in ds.data_vars:
+        if rung is not None:
+            raise SpecError("--rung: not a search store (no rungs)")
+        return where, names
+    rungs = int(ds.attrs.get("search_rungs", 1))
+    rung = rungs - 1 if rung is None else rung
+    if not 0 <= rung < rungs:
+        raise SpecError(f"--rung: the search ran rungs 0 to {rungs - 1}, got {rung}")
+    limit = f"rung == {rung}"
+    return (limit if not where else f"({limit}) and ({where})"), [*names, "rung", "bars_run"]
+
+
+def with_params(ds: xr.Dataset, frame: pd.DataFrame) -> pd.DataFrame:
+    """A search store's frame with each combo's parameters after ``combo``."""
+    if "combo" not in frame:
+        return frame
+    at = frame.columns.get_loc("combo") + 1
+    for k, name in enumerate(search_params(ds)):
+        frame.insert(at + k, name, ds[name].values[frame["combo"].to_numpy()])
+    return frame
+
+
+def search_params(ds: xr.Dataset) -> list[str]:
+    """A search store's parameters, in the grid's order (coordinates along ``combo``)."""
+    import json
+
+    names = ds.attrs.get("search_params", [])
+    return json.loads(names) if isinstance(names, str) else list(names)
 
 
 def is_search(ds) -> bool:
@@ -50,9 +86,10 @@ def search_grid(ds, metric: str, x: str, y: str | None, symbol: str | None,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         cells = frame.groupby(kept)["value"].agg(reduce)
-    from .rebuild import stored_spec
+    from ..config.model import parse_spec
 
-    grid_axes = dict(stored_spec(ds, "plot heatmap")[0].param_grid.axes)
+    grid_axes = dict(parse_spec(ds.attrs["spec"], source="the results store's spec")
+                     .param_grid.axes)
     axes = {name: grid_axes[name] for name in kept}  # the grid's values: true spacing
     full = cells.reindex(pd.MultiIndex.from_product([axes[n] for n in kept], names=kept)
                          if len(kept) > 1 else pd.Index(axes[x], name=x))

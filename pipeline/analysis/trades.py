@@ -16,9 +16,10 @@ from ...engine.backtest import BacktestResult
 from ...engine.stats import stat_units
 from ...errors import ResultsError, SpecError
 from ..run.results import open_results
-from .rank import combo_params, param_dims, search_params
+from .rank import combo_params, param_dims
 from .rank import rank as ranked
 from .rebuild import rebuild_combo, stored_spec
+from .search_views import search_params
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from .cluster import STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import Grid
-from .search import MAX_BOX, SearchSpec
+from .search import SearchSpec, too_big_search
 from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RuleSpec, RunSpec
 from .windows import WalkForwardSpec, bars_of
 
@@ -243,7 +243,7 @@ class Spec(BaseModel):
             problems.append(("search", "a search runs every bar (its rungs the most recent "
                              "ones); walk-forward windows are not searched yet: remove "
                              "walk_forward or search"))
-        too_big = (_too_big_search(grid, self.search, len(self.data.symbols),
+        too_big = (too_big_search(grid, self.search, len(self.data.symbols),
                                    self.run.max_combos) if searched else
                    _too_big(grid, len(self.data.symbols), self.run.max_combos))
         if too_big:
@@ -398,20 +398,6 @@ def _too_big(grid: Grid, n_symbols: int, max_combos: int) -> str | None:
             "--max-combos or run.max_combos, or sample a subset (a smaller grid: a coarser "
             "step, fewer values, tighter constraints), or search it: search.method random, "
             "sobol or halving with a budget (docs/SEARCH.md)")
-
-
-def _too_big_search(grid: Grid, search: SearchSpec, n_symbols: int,
-                    max_combos: int) -> str | None:
-    """Why a search of ``grid`` is too large (its box, or the combos it evaluates), or
-    None."""
-    if grid.size > MAX_BOX:
-        return (f"{grid.size:.3g} combos: over the {MAX_BOX:.3g} a search draws from; use "
-                f"fewer values")
-    total = search.first_rung() * n_symbols
-    if total > max_combos:
-        return (f"search: {total:,} combos drawn exceed run.max_combos ({max_combos:,}); "
-                f"lower search.budget or raise run.max_combos")
-    return None
 
 
 def _all_excluded(grid: Grid) -> str | None:

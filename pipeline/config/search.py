@@ -26,7 +26,7 @@ from ...errors import SpecError
 from .grid import Grid
 from .sections import SECTION_CONFIG
 
-__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span"]
+__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span", "too_big_search"]
 
 #: Search methods beyond ``grid`` (every combo).
 METHODS = ("random", "sobol", "halving")
@@ -75,6 +75,20 @@ class SearchSpec(BaseModel):
         if self.method != "halving":
             return int(self.budget)
         return max(1, math.floor(self.budget * self.eta ** (self.rungs - 1) / self.rungs))
+
+
+def too_big_search(grid: Grid, search: SearchSpec, n_symbols: int,
+                    max_combos: int) -> str | None:
+    """Why a search of ``grid`` over ``n_symbols`` symbols is too large (its box, or
+    the combos it draws past ``max_combos``), or None."""
+    if grid.size > MAX_BOX:
+        return (f"{grid.size:.3g} combos: over the {MAX_BOX:.3g} a search draws from; use "
+                f"fewer values")
+    total = search.first_rung() * n_symbols
+    if total > max_combos:
+        return (f"search: {total:,} combos drawn exceed run.max_combos ({max_combos:,}); "
+                f"lower search.budget or raise run.max_combos")
+    return None
 
 
 def rung_sizes(n_first: int, eta: int, rungs: int) -> tuple[int, ...]:
