@@ -11,11 +11,12 @@ reference), then per seed halving (eta 3, rungs 3 and 4) and random at the same 
 the best last-rung combo's sharpe, its share of the grid ranked at or above it, and the
 share of the grid's combo-bars the search ran (from the store's ``rung`` and
 ``bars_run``). ``big``: the 4-parameter rsi/sma rule, 1,000 values each (10^12 combos),
-random at ``budget`` against an 18^4 grid of the same rule, alternated, each run in a
-fresh interpreter: wall time, the driver's peak RSS, and the Python memory the plan
-(the draw included) allocated at its peak (``tracemalloc``). ``bookkeeping``: halving at
-``budget`` on a 10^7-combo ema_cross box: seconds spent drawing, promoting and writing
-against the blocks' kernel and indicator seconds.
+random at ``budget`` against an 18^4 grid of the same rule, alternated after one
+uncounted grid run that compiles the rule, each run in a fresh interpreter: wall time,
+the driver's peak RSS, and the Python memory the plan (the draw included) allocated at
+its peak (``tracemalloc``). ``draw``: the draw alone, boxes of 10^6 to 10^15.
+``bookkeeping``: halving at ``budget`` on a 10^7-combo ema_cross box: seconds spent
+drawing, promoting and writing against the blocks' kernel and indicator seconds.
 
 Every line printed carries the load average (``uptime``'s 1-minute figure).
 """
@@ -224,6 +225,8 @@ def big(args) -> None:
     import numpy as np
 
     store = bars_store(args.bars)
+    run_child(Path(__file__), "big", {"kind": "grid", "store": store,  # compiles the rule
+                                      "budget": args.budget})
     records = []
     for i in range(args.repeats):
         for kind in (("random", "grid") if i % 2 == 0 else ("grid", "random")):
