@@ -201,7 +201,7 @@ def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.nd
     group = zarr.open_group(path, mode="r+")
     for name, array in values.items():
         where = (region[0], slice(None), *region[1:]) if name in SEGMENT_SUMS else region
-        if cells is not None:
+        if cells is not None and len(cells) < array.shape[-1]:  # keep the other cells
             merged = group[name][where]
             merged[..., cells] = array[..., cells]
             array = merged
