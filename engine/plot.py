@@ -7,11 +7,15 @@ state, GUI backend or global style is touched.
 from __future__ import annotations
 
 import os
+import textwrap
 
 import numpy as np
 import pandas as pd
 
 #: Marker colors of the exit reasons of ``BacktestResult.trades``.
+#: The characters a title line holds in the 12-inch figure; longer titles wrap.
+TITLE_CHARS = 120
+
 EXIT_COLORS = {
     "signal": "black",
     "stop": "tab:red",
@@ -77,7 +81,8 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     if len(x) > 1:
         ax_dd.set_xlim(x[0], x[-1])
 
-    fig.suptitle(title if title is not None else _summary(result.metrics))
+    text = title if title is not None else _summary(result.metrics)
+    fig.suptitle("\n".join(textwrap.wrap(text, TITLE_CHARS)))  # long titles on two lines
     if path is not None:
         fig.savefig(path, dpi=100, format="png")
     return fig

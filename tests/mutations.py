@@ -157,10 +157,23 @@ MUTATIONS = (
         "a resumed run's blocks write no PBO segment sums",
         "pipeline/run/orchestrate.py",
         "    todo = tuple(t for t in the_plan.tasks if done[t.block_id] == PENDING)",
-        "    todo = tuple(dataclasses.replace(t, segments=0) for t in the_plan.tasks "
-        "if done[t.block_id] == PENDING)",
+        "    todo = tuple(__import__('dataclasses').replace(t, segments=0) for t in "
+        "the_plan.tasks if done[t.block_id] == PENDING)",
         ("tests/pipeline/test_faults.py::"
          "test_driver_sigkilled_then_resumed_equals_an_undisturbed_run",)),
+    Mutation(
+        "halving promotes the worst of each rung",
+        "pipeline/run/search.py",
+        "        reach[s, candidates[order[:size]]] = rung",
+        "        reach[s, candidates[order[::-1][:size]]] = rung",
+        ("tests/pipeline/test_search.py::"
+         "test_promotion_keeps_the_best_of_each_symbol_as_rank_orders_them",)),
+    Mutation(
+        "a search block writes its whole region over the earlier rungs' cells",
+        "pipeline/run/results.py",
+        "        if cells is not None:",
+        "        if False:",
+        ("tests/pipeline/test_search.py::test_the_last_rung_equals_the_grid_bit_for_bit",)),
     Mutation(
         "a rule's past value before the first bar wraps to the last bars",
         "engine/rules/runtime.py",

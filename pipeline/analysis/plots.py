@@ -55,6 +55,10 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
             raise SpecError(f"--symbol: the store holds {', '.join(symbols)}: choose one")
         if symbol is not None and symbol not in symbols:
             raise SpecError(f"--symbol: no symbol {symbol!r}; symbols: {', '.join(symbols)}")
+        if "combo" in ds.dims:  # a search store: its combos binned on x and y
+            from .search_views import search_grid
+
+            return search_grid(ds, metric, x, y, symbol or symbols[0], reduce)
         ds = ds.isel(symbol=[symbols.index(symbol or symbols[0])])
     for dim, value, flag in (("sample", sample, "--sample"), ("window", window, "--window")):
         if dim in ds[metric].dims:
@@ -152,7 +156,8 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idl
         cmap = "RdYlGn_r" if better_low else "RdYlGn"
         mesh = _draw_cells(ax, values, xs, ys, better_low, idle, cmap=cmap, norm=norm)
         fig.colorbar(mesh, ax=ax, label=metric + (" (0 centred)" if centred else ""))
-        handles = _cell_legend(values, idle)
+        handles = _cell_legend(values, idle, **({"blank": grid.attrs["blank"]}
+                                                if "blank" in grid.attrs else {}))
         if best is not None:
             handles.insert(0, ax.plot(
                 xs[best[1]], ys[best[0]], marker="o", ms=12, mfc="none", mec="black", mew=2,
@@ -193,8 +198,9 @@ def _one_colour(colour: str):
     return ListedColormap([colour])
 
 
-def _cell_legend(values: np.ndarray, idle) -> list:
-    """Legend patches for the cells without a value: never traded, excluded."""
+def _cell_legend(values: np.ndarray, idle, blank: str = "excluded by the constraints") -> list:
+    """Legend patches for the cells without a value: never traded, ``blank`` (excluded,
+    or not drawn by a search)."""
     from matplotlib.patches import Patch
 
     idle = np.zeros(values.shape, bool) if idle is None else np.asarray(idle, dtype=bool)
@@ -203,8 +209,7 @@ def _cell_legend(values: np.ndarray, idle) -> list:
     if (empty & idle).any():
         handles.append(Patch(facecolor=IDLE_COLOUR, edgecolor="0.4", label="never traded"))
     if (empty & ~idle).any():
-        handles.append(Patch(facecolor="white", edgecolor="0.4",
-                             label="excluded by the constraints"))
+        handles.append(Patch(facecolor="white", edgecolor="0.4", label=blank))
     return handles
 
 
@@ -257,11 +262,11 @@ def combo_title(ds, row, result, *, rank: int, by: str) -> str:
     """The title of a ranked combo's picture: ``row`` (a row of a ranking) names its
     symbol and parameters; ``result`` (its rebuilt backtest) gives the metrics."""
     from .formatting import metrics_text, params_text
-    from .rank import param_dims
+    from .rank import combo_params
     from .rebuild import stored_spec
 
     spec, _ = stored_spec(ds, "plot best")
-    params = {p: row[p] for p in param_dims(ds)}
+    params = {p: row[p] for p in combo_params(ds)}
     return (f"{row['symbol']} {spec.strategy_name} {params_text(params)} (#{rank} by {by}): "
             f"{metrics_text(result.metrics)}")
 

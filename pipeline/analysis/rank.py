@@ -29,7 +29,9 @@ from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from ...errors import SpecError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from ..config.expr import check_names, parse_expr
+from ..run.order import rank_order  # noqa: F401  (the order rank applies, kept here)
 from . import robust, stream, stream_fronts, stream_more
+from .search_views import search_params, searched, with_params
 from .stream import where_mask as _where_mask  # noqa: F401  (walkforward imports it here)
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
@@ -88,6 +90,7 @@ def rank(
     symbol: str | None = None,
     sample: str | None = None,
     partial: bool = False,
+    rung: int | None = None,
 ) -> pd.DataFrame:
     """The ``top`` combos by metric ``by``.
 
@@ -129,6 +132,11 @@ def rank(
     partial : bool
         Rank an incomplete store (given as a path) as it is: its pending blocks take
         no part.
+    rung : int, optional
+        A search store (dims ``symbol``, ``combo``): rank the combos whose last rung
+        is this one (0 first); default the last rung, whose combos ran every bar. The
+        frame then has the parameters after ``combo``, and ``rung`` and ``bars_run``
+        after the metrics.
 
     Returns
     -------
@@ -144,6 +152,10 @@ def rank(
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
     ds, names, dims, done = _opened(results, by in COMPUTED, symbol, sample, partial)
+    if (smooth or across) and "combo" in ds.dims:
+        raise SpecError("--smooth and --across rank a grid's neighbours and symbols; a "
+                        "search store's combos are drawn apart: rank it without them")
+    where, names = searched(ds, rung, where, names)
     idle_wins = ascending or by in BEST_WHEN_IDLE
     if not (smooth or across):
         chosen, sr0 = stream.stream_top(ds, by, top, where, ascending, idle_wins, dims,
@@ -182,7 +194,7 @@ def _frame(ds: xr.Dataset, chosen: np.ndarray, dims: tuple[str, ...],
     frame = pd.DataFrame({d: ds[d].values[ix] for d, ix in zip(dims, index)})
     for name, column in stream.frame_columns(ds, chosen, dims, names, sr0).items():
         frame[name] = column
-    frame = frame[[*dims, *names]]
+    frame = with_params(ds, frame[[*dims, *names]])
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
 
@@ -200,6 +212,12 @@ def _across_frame(ds, best, by, agg, smooth, dims) -> pd.DataFrame:
         frame[f"{by}[{symbol}]"] = best.extra.get(f"s{k}", np.empty(0))
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="rank")
     return frame
+
+
+def combo_params(ds: xr.Dataset) -> list[str]:
+    """The names that make a ranked row's combo: a search store's parameters, else the
+    dims after ``symbol`` (:func:`param_dims`)."""
+    return search_params(ds) or list(param_dims(ds))
 
 
 def _check_rank(by: str, top: int, smooth: int | None) -> None:
@@ -245,6 +263,10 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
                         f"commas, e.g. sharpe,max_drawdown; got {','.join(metrics)!r}"
                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     _check_across(across, agg, symbol)
+    if across and "combo" in ds.dims:
+        raise SpecError("--across: a search store's combos differ by symbol after its "
+                        "first rung; rank each symbol")
+    where, names = searched(ds, None, where, names)
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     chosen, values, sr0 = stream_fronts.stream_pareto(ds, metrics, where, dims, names,
@@ -280,6 +302,10 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
                                                                          partial=partial)
     ds = select(ds, symbol)
     missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
+    if missing and "combo" in ds.dims:
+        raise SpecError("--pbo: a halving search's pruned combos ran only the most recent "
+                        "bars, so its trials have no returns over every segment; search "
+                        "with method random or sobol to estimate PBO over the combos drawn")
     if missing and "window" in ds.dims:
         raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "
                         "its out-of-sample test): see `barsweep walkforward`")
@@ -307,30 +333,6 @@ def _check_across(across: str | None, agg: str, symbol: str | None) -> None:
     if across and symbol is not None:
         raise SpecError(f"--symbol {symbol} and --across symbol do not go together: one "
                         f"symbol has nothing to aggregate across")
-
-
-def rank_order(score: np.ndarray, ascending: bool, idle_wins: bool, ruined: np.ndarray,
-               traded: np.ndarray) -> np.ndarray:
-    """The order of candidates, best first (a permutation of their positions).
-
-    Parameters
-    ----------
-    score : ndarray, shape (n,), float64, no NaN
-        The ranked metric of each candidate.
-    ascending : bool
-        Whether a smaller score ranks first.
-    idle_wins : bool
-        Whether a combo that never traded would win by doing nothing (volatility 0, ...):
-        such combos then rank after every combo that traded.
-    ruined, traded : ndarray, shape (n,), bool
-
-    Ruined combos rank after every other, infinite scores after every finite one
-    (within those groups); ties keep the candidates' order.
-    """
-    signed = score if ascending else -score
-    idle = ~traded if idle_wins else np.zeros(len(score), dtype=bool)
-    # np.lexsort: the last key is the primary one
-    return np.lexsort((np.arange(len(score)), signed, np.isinf(score), idle, ruined))
 
 
 def _label(value):

@@ -58,7 +58,9 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
     if len(top) < rank:
         raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
     row = top.iloc[rank - 1]
-    params = {name: _plain(row[name]) for name in ds[METRICS[0]].dims if name != "symbol"}
+    from .rank import combo_params
+
+    params = {name: _plain(row[name]) for name in combo_params(ds)}
     return rebuild_combo(ds, row["symbol"], params, "plot best")
 
 
@@ -74,9 +76,17 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     at = {} if window is None else {"window": window, "sample": sample}
     span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
                                         int(ds[f"{sample}_end_bar"].sel(window=window)))
-    stored_metrics = ds[list(METRICS)].sel(symbol=symbol, **at, **params).load()
     spec, ppy = stored_spec(ds, what)
     bars = stored_bars(spec, symbol)
+    if "combo" in ds.dims:  # a search store: the combo drawn, over the bars its rung ran
+        from .search_views import combo_at
+
+        one = ds.isel(combo=combo_at(ds, params)).sel(symbol=symbol)
+        stored_metrics = one[list(METRICS)].load()
+        ran, n = int(one["bars_run"]), len(bars["close"])
+        span = None if ran >= n else (n - ran, n)
+    else:
+        stored_metrics = ds[list(METRICS)].sel(symbol=symbol, **at, **params).load()
     strategy_params, stops = split_combo(params)
     result = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy, span=span,
                       **{**spec.execution.model_dump(), **stops})

@@ -85,9 +85,15 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
 def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     """Parameter pairs ordered by how much the metric moves along them: each parameter's
     importance is the spread (max - min) of the metric's best finite value per parameter
-    value (:func:`~.grids.spreads`, read slab by slab); the two pairs are (1st, 2nd) and
-    (1st, 3rd). One parameter: ``[(it, None)]``."""
+    value (:func:`~.grids.spreads`, read slab by slab; a search store's over its last
+    rung's combos); the two pairs are (1st, 2nd) and (1st, 3rd). One parameter:
+    ``[(it, None)]``."""
     from .grids import marked, spreads
+
+    if "combo" in ds.dims:
+        from .search_views import search_pairs
+
+        return search_pairs(ds, by)
 
     params = [d for d in ds[by].dims if d not in NON_PARAM_DIMS]
     spread = spreads(marked(ds), by, params)
@@ -187,7 +193,7 @@ def _heatmap(ds, by: str, x: str, y: str | None, symbol: str, walk: bool) -> str
 
     kw = {"window": int(ds["window"].values[-1]), "sample": "test"} if walk else {}
     grid = metric_grid(ds, by, x, y, symbol=symbol, **kw)
-    others = [d for d in ds[by].dims if d not in (*NON_PARAM_DIMS, x, y)]
+    others = [d for d in ds[by].dims if d not in (*NON_PARAM_DIMS, "combo", x, y)]
     where = f", window {kw['window']}'s test" if walk else ""
     reduced = f" (max over {', '.join(others)})" if others else ""
     idle = idle_cells(ds, x, y, symbol=symbol, **kw)

@@ -71,11 +71,13 @@ def done_grid(ds: xr.Dataset, dims: Sequence[str]) -> np.ndarray | None:
     """The ``done`` flags of a store opened by :func:`open_store`, shaped as its whole
     block grid (None when no block is pending)."""
     flags = np.asarray(ds["done"].values)
-    if not np.any(flags == PENDING):
-        return None
     sizes = [ds[f"{_AT}{d}"].attrs["size"] if f"{_AT}{d}" in ds.coords else ds.sizes[d]
              for d in dims]
-    return flags.reshape([-(-n // c) for n, c in zip(sizes, chunk_shape(ds, dims))])
+    counts = [-(-n // c) for n, c in zip(sizes, chunk_shape(ds, dims))]
+    flags = flags[:math.prod(counts)]  # a search's later rungs: cells hold rung 0 on
+    if not np.any(flags == PENDING):
+        return None
+    return flags.reshape(counts)
 
 
 def slabs(shape: Sequence[int], chunks: Sequence[int],

@@ -16,9 +16,10 @@ from ...engine.backtest import BacktestResult
 from ...engine.stats import stat_units
 from ...errors import ResultsError, SpecError
 from ..run.results import open_results
-from .rank import param_dims
+from .rank import combo_params, param_dims
 from .rank import rank as ranked
 from .rebuild import rebuild_combo, stored_spec
+from .search_views import search_params
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def ranked_point(ds, symbol: str, rank_n: int, by: str, where: str | None) -> di
         raise ResultsError(f"--rank {rank_n}: only {len(top)} combos of {symbol}{passing} "
                            f"have a defined {by}")
     row = top.iloc[rank_n - 1]
-    return {name: _plain(row[name]) for name in param_dims(ds)}
+    return {name: _plain(row[name]) for name in combo_params(ds)}
 
 
 def parse_params(text: str) -> dict[str, str]:
@@ -165,6 +166,10 @@ def parse_params(text: str) -> dict[str, str]:
 def grid_point(ds, symbol: str, asked: Mapping) -> dict:
     """The grid's coordinate values for the parameter values ``asked``, refused when a
     name or value is not in the grid or the constraints exclude the combo."""
+    if search_params(ds):  # a search store: one of the combos it drew
+        from .search_views import search_point
+
+        return search_point(ds, asked, search_params(ds))
     dims = param_dims(ds)
     unknown = [name for name in asked if name not in dims]
     if unknown:

@@ -33,6 +33,9 @@ def add_rank_parsers(sub: argparse._SubParsersAction) -> None:
                            "window) unless --across symbol")
     rank.add_argument("--pbo", action="store_true",
                       help="print the probability of backtest overfitting (CSCV) per symbol")
+    rank.add_argument("--rung", type=int, metavar="N",
+                      help="a search store: rank the combos whose last rung was N (0 "
+                           "first; default the last rung, whose combos ran every bar)")
     rank.set_defaults(func=cmd_rank)
 
     wf = sub.add_parser("walkforward", help="a walk-forward store: the combo chosen in each "
@@ -100,7 +103,7 @@ def cmd_rank(args) -> int:
         frame = rank(args.results, by=args.by, top=args.top, where=args.where,
                      ascending=args.ascending, partial=args.partial, smooth=args.smooth,
                      across=args.across, agg=args.agg, symbol=args.symbol,
-                     sample=args.sample)
+                     sample=args.sample, rung=args.rung)
         by = args.by
     if "sample" in ds.dims:
         sample = args.sample or "train"

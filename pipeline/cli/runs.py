@@ -183,6 +183,15 @@ def cmd_check(args) -> int:
     print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}")
     print(f"  grid: {prepared.grid.size:,} combos per symbol, {'' if exact else 'at most '}"
           f"{valid:,} valid")
+    if spec.search.method != "grid":
+        from ..config.search import rung_sizes
+
+        search = spec.search
+        sizes = rung_sizes(search.first_rung(), search.eta, search.n_rungs)
+        rungs = (f" in {len(sizes)} rungs of {', '.join(f'{n:,}' for n in sizes)}"
+                 if len(sizes) > 1 else "")
+        print(f"  search: {search.method}, seed {search.seed}: {sizes[0]:,} combos drawn per "
+              f"symbol{rungs}")
     print(f"  results: {prepared.out}" + (" holds earlier results: `barsweep run` needs "
                                           "--overwrite or --resume" if earlier else ""))
     print(f"  run: {check_size_line(prepared)}")

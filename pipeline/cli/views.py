@@ -101,7 +101,7 @@ def cmd_plot_heatmap(args) -> int:
     where = "".join(f", {k} {v}" for k, v in (("window", args.window),
                                                ("sample", args.sample)) if v is not None)
     others = [d for d in ds[args.metric].dims
-              if d not in (*NON_PARAM_DIMS, args.x, args.y)]
+              if d not in (*NON_PARAM_DIMS, "combo", args.x, args.y)]
     reduced = f" ({args.reduce} over {', '.join(others)})" if others else ""
     idle = idle_cells(ds, args.x, args.y, symbol=args.symbol, sample=args.sample,
                       window=args.window)

@@ -43,6 +43,7 @@ from .cluster import STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import Grid
+from .search import SearchSpec, too_big_search
 from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RuleSpec, RunSpec
 from .windows import WalkForwardSpec, bars_of
 
@@ -105,6 +106,7 @@ class Spec(BaseModel):
     execution: Execution = Field(default_factory=Execution)
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
     walk_forward: WalkForwardSpec | None = None
+    search: SearchSpec = Field(default_factory=SearchSpec)
     run: RunSpec = Field(default_factory=RunSpec)
     cluster: ClusterSpec = Field(default_factory=lambda: ClusterSpec())
     n_workers: int | None = Field(None, gt=0, strict=True)
@@ -236,7 +238,14 @@ class Spec(BaseModel):
         self._strategy = strategy
         grid = Grid(axes, tuple(parse_expr(text) for text in
                                 (*self.constraints, *strategy.requirement_texts)))
-        too_big = _too_big(grid, len(self.data.symbols), self.run.max_combos)
+        searched = self.search.method != "grid"
+        if searched and self.walk_forward is not None:
+            problems.append(("search", "a search runs every bar (its rungs the most recent "
+                             "ones); walk-forward windows are not searched yet: remove "
+                             "walk_forward or search"))
+        too_big = (too_big_search(grid, self.search, len(self.data.symbols),
+                                   self.run.max_combos) if searched else
+                   _too_big(grid, len(self.data.symbols), self.run.max_combos))
         if too_big:
             problems.append(("grid", too_big))
         else:
@@ -387,7 +396,8 @@ def _too_big(grid: Grid, n_symbols: int, max_combos: int) -> str | None:
     split = f" ({grid.size:,} per symbol x {n_symbols} symbols)" if n_symbols > 1 else ""
     return (f"{total:,} combos{split} exceed run.max_combos ({max_combos:,}); raise it with "
             "--max-combos or run.max_combos, or sample a subset (a smaller grid: a coarser "
-            "step, fewer values, tighter constraints); random/halving search is planned")
+            "step, fewer values, tighter constraints), or search it: search.method random, "
+            "sobol or halving with a budget (docs/SEARCH.md)")
 
 
 def _all_excluded(grid: Grid) -> str | None:

@@ -84,6 +84,14 @@ class BlockTask:
     segments : int
         Equal segments of the bars over which the returns' sums are kept for PBO
         (``seg_sum_r``, ``seg_sum_r2``); 0: none.
+    cells : ndarray of int64, optional
+        A search's block: the combos it runs, as offsets in its region's ``combo``
+        slice; ``axes`` then hold one value per listed combo (not a box) and the block
+        writes only those cells of its region (with their ``rung`` and ``bars_run``).
+        None: the block runs its box.
+    rung : int
+        The search rung the block runs (-1: not a search); ``spans`` then holds the
+        rung's one span (None on the last rung: every bar).
     """
 
     block_id: int
@@ -101,6 +109,8 @@ class BlockTask:
     store_id: str = ""
     spans: tuple[tuple[int, int], ...] | None = None
     segments: int = 0
+    cells: np.ndarray | None = None
+    rung: int = -1
 
 
 @dataclass(frozen=True)
@@ -135,7 +145,13 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
     t0 = time.perf_counter()
     bars = task.bars.arrays()
     phases["open_bars"] = time.perf_counter() - t0
-    shape = tuple(len(values) for _, values in task.axes)
+    if task.cells is not None:  # a search's combos, scattered into the region
+        keep = np.zeros(task.region[-1].stop - task.region[-1].start, dtype=bool)
+        keep[task.cells] = True
+        params = {name: np.zeros(keep.size, values.dtype) for name, values in task.axes}
+        for name, values in task.axes:
+            params[name][task.cells] = values
+    shape = keep.shape if task.cells is not None else tuple(len(v) for _, v in task.axes)
     runs = 1 if task.spans is None else len(task.spans)
     metrics = np.full((N_METRICS, runs, keep.size), np.nan)
     segs = np.full((2, task.segments, keep.size), np.nan)
@@ -148,12 +164,17 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
         metrics[:, :, keep] = out.reshape(runs, n_kept, N_METRICS).transpose(2, 0, 1)
         if sums is not None:
             segs[:, :, keep] = sums.transpose(2, 1, 0)
-    lead = (1,) if task.spans is None else (1, runs // 2, 2)  # (symbol, window, sample)
+    walk = task.spans is not None and task.rung < 0
+    lead = (1, runs // 2, 2) if walk else (1,)  # (symbol, window, sample) or (symbol,)
     values = {name: metrics[k].reshape(*lead, *shape) for k, name in enumerate(METRICS)}
     if task.segments:
         values.update({name: segs[k].reshape(1, task.segments, *shape)
                        for k, name in enumerate(SEGMENT_SUMS)})
-    return values, n_kept, bars_run(task, len(bars["close"]))
+    n_run = bars_run(task, len(bars["close"]))
+    if task.rung >= 0:
+        values["rung"] = np.where(keep, float(task.rung), np.nan).reshape(1, *shape)
+        values["bars_run"] = np.where(keep, float(n_run), np.nan).reshape(1, *shape)
+    return values, n_kept, n_run
 
 
 def bars_run(task: BlockTask, n_bars: int) -> int:
@@ -165,11 +186,14 @@ def bars_run(task: BlockTask, n_bars: int) -> int:
 
 
 def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The block's combos (its box, flattened) and which of them the constraints keep,
-    with this process ready to run its kernel (threads limited, strategy modules in)."""
+    """The block's combos (its box, flattened; a search's listed combos) and which of
+    them the constraints keep, with this process ready to run its kernel (threads
+    limited, strategy modules in)."""
     limit_threads(task.threads)
     for module in task.modules:
         import_strategy_module(module)
+    if task.cells is not None:  # drawn among the valid combos
+        return dict(task.axes), np.ones(len(task.cells), dtype=bool)
     params = box_combos(task.axes)
     return params, constraint_mask(task.constraints, params)
 
@@ -197,7 +221,8 @@ def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
     params, keep = block_combos(task)
     keep = np.flatnonzero(keep)[:2]
     n = len(head["close"])
-    warm = dataclasses.replace(task, spans=None if task.spans is None else ((0, n),) * 2)
+    warm = dataclasses.replace(task, spans=None if task.spans is None
+                               else ((0, n),) * len(task.spans))
     sums = np.empty((len(keep), task.segments, 2)) if task.segments else None
     block_sweep(warm, head, {k: v[keep] for k, v in params.items()}, bars_key=None,
                 seg_sums=sums)
@@ -216,7 +241,7 @@ def run_block(task: BlockTask) -> BlockReport:
     if task_cancelled():
         metrics = None
     elif can_write(task.out, task.store_id):
-        write_block(task.out, task.region, metrics, task.block_id)
+        write_block(task.out, task.region, metrics, task.block_id, task.cells)
         metrics = None
         phases["write"] = time.perf_counter() - t_write
     return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0, metrics,

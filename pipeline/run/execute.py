@@ -127,7 +127,8 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
                     pending.add(retry)
                     continue
                 if report.metrics is not None:  # its worker cannot write the store
-                    write_block(task.out, task.region, report.metrics, task.block_id)
+                    write_block(task.out, task.region, report.metrics, task.block_id,
+                                task.cells)
                     report = dataclasses.replace(report, metrics=None,
                                                  written_by_driver=True)
                 reports.append(report)
@@ -158,7 +159,9 @@ def block_annotations(task: BlockTask) -> dict:
     """What the dashboard shows of a block besides its key: its symbol, and its
     walk-forward windows (``"0-14"``) when it has some."""
     where = {"symbol": task.bars.symbol}
-    if task.spans is not None:
+    if task.rung >= 0:
+        where["rung"] = task.rung
+    elif task.spans is not None:
         where["windows"] = f"{task.region[1].start}-{task.region[1].stop - 1}"
     return where
 

@@ -13,8 +13,6 @@ tells them and how: a :class:`Voice`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import logging
 import math
 import os
@@ -23,30 +21,19 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import distributed
-import numpy as np
 import psutil
 from distributed import Client
 
-from ...engine import METRICS
 from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
-from ...version import __version__
 from ..config.cluster import ClusterSpec
 from ..config.model import Spec
-from .blocks import BlockReport, BlockTask
+from .blocks import BlockTask
 from .estimate import size_line
-from .execute import (
-    execute,
-    kernel_cached,
-    resolve_backend,
-    shipped_modules,
-    wait_for_workers,
-    warm_up,
-)
+from .execute import resolve_backend, shipped_modules, wait_for_workers
 from .lock import leftovers, out_lock, refuse_locked
 from .memory import worker_budget
 from .plan import Plan, auto_block_size, plan, store_coords
 from .prepare import Prepared, prepare_run
-from .progress import ProgressBar
 from .results import (
     PENDING,
     block_tally,
@@ -57,61 +44,17 @@ from .results import (
     resume_hint,
     store_attrs,
 )
-from .shipping import BarsShipper
+from .search_run import execute_search
+from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
 
-
-@dataclasses.dataclass(frozen=True)
-class Voice:
-    """What a run tells the one who started it, and how.
-
-    Attributes
-    ----------
-    say : callable or None
-        Hears lines for people as the run goes: the bars a year the metrics are
-        annualised with, the kernel compiling, the cluster (and its dashboard), the bars
-        shipped, a resume's blocks already done. None: nothing is said.
-    note : callable or None
-        Hears what a killed run had left beside the store, cleared as the lock is taken.
-    progress : bool
-        The progress line on stderr (:class:`~barsweep.pipeline.run.progress.ProgressBar`).
-    one_line : bool
-        Stops and failures in one line, as the command line gives them: Ctrl-C or
-        SIGTERM raises :class:`~barsweep.errors.Interrupted` saying what is done and the
-        command that resumes; a RunError, once the store was written, ends with that
-        command; Dask's logs of a lost fetch or a connection closed under a callback
-        (which those lines say better) are silenced for the process. False:
-        KeyboardInterrupt and RunError pass as they come, logging is left as it is.
-    """
-
-    say: Callable[[str], None] | None = None
-    note: Callable[[str], None] | None = None
-    progress: bool = False
-    one_line: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSummary:
-    """What a run did: its store, the combos and blocks it computed, the combo-bars its
-    blocks ran, the seconds they took (planned to finished), the backend, and the
-    blocks an earlier run had done (``--resume``)."""
-
-    out: str
-    n_combos: int
-    n_blocks: int
-    combo_bars: int
-    seconds: float
-    backend: str
-    blocks_skipped: int = 0
-
-    @property
-    def combo_bars_per_second(self) -> float:
-        return self.combo_bars / self.seconds if self.seconds > 0 else float("nan")
+#: A run that tells nothing.
+QUIET = Voice()
 
 
 def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
              resume: bool = False, spec_path: str | None = None,
              client: Client | None = None, cluster: tuple[str, str] | None = None,
-             n_workers: int | None = None, voice: Voice = Voice(),
+             n_workers: int | None = None, voice: Voice = QUIET,
              perf_report: str | None = None) -> RunSummary:
     """Run ``spec`` into its results store and return what was done.
 
@@ -261,6 +204,8 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     """Plan the prepared run for ``client``'s workers, create its store (or take the
     earlier one it resumes), compute every pending block and mark the store complete,
     with its timings. The caller holds the store's lock."""
+    if prepared.spec.search.method != "grid":
+        return execute_search(prepared, client, where, voice)
     t0 = time.perf_counter()
     spec = prepared.spec
     wait_for_workers(client, spec.run.worker_timeout)
@@ -276,7 +221,7 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     skipped = len(the_plan.tasks) - len(todo)
     combos_of = dict(zip((t.block_id for t in the_plan.tasks), the_plan.task_combos))
     todo_ids = {t.block_id for t in todo}
-    reports, t_plan, shipped_to = compute(client, prepared, the_plan, todo,
+    reports, t_plan, shipped_to = compute(client, prepared, the_plan.tasks, todo,
                                           sum(combos_of[b] for b in todo_ids), voice)
     t_done = time.perf_counter()
     n_combos = sum(r.n_combos for r in reports) + sum(  # exact: the plan's may be a bound
@@ -363,81 +308,15 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
                      where: tuple[str, str]) -> None:
     """Make the run's results store: its dims and coordinates from the plan, every
     block pending but those the constraints exclude, and the attributes that say what
-    made it (the spec, the version, the bars' fingerprint, backend and cluster, why)."""
+    made it (:func:`~.stages.run_attrs`)."""
     spec = prepared.spec
-    attrs = {
-        "store_id": the_plan.store_id,
-        "spec": spec.to_yaml(),
-        "spec_path": prepared.spec_path or "",
-        "barsweep_version": __version__,
-        "bars_fingerprint": json.dumps(prepared.bars_fingerprint),
-        "backend": backend[0],
-        "backend_requested": spec.run.backend,
-        "backend_reason": backend[1],
-        "cluster": where[0],
-        "cluster_reason": where[1],
-        "metrics": json.dumps(list(METRICS)),
-        "n_combos": the_plan.n_combos,  # exact once complete; maybe a bound until then
-        "n_combos_exact": the_plan.n_combos_exact,
-        "periods_per_year": the_plan.ppy,
-        "annualised": prepared.annualised,
-        "strategy": spec.strategy_name,
-        "rule": spec.strategy_def.doc if not isinstance(spec.strategy, str) else "",
-    }
+    attrs = run_attrs(prepared, backend, where, the_plan.store_id, the_plan.ppy,
+                      the_plan.n_combos, the_plan.n_combos_exact)
     create_store(prepared.out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, attrs, excluded=the_plan.excluded,
                  segments=the_plan.segments, lead=the_plan.lead,
                  coords={**store_coords(spec, prepared.symbol_bars),
                          **(prepared.window_times or {})})
-
-
-def compute(client: Client, prepared: Prepared, the_plan: Plan, todo: tuple[BlockTask, ...],
-            todo_combos: int, voice: Voice) -> tuple[list[BlockReport], float, list[str]]:
-    """Compute the ``todo`` blocks (``todo_combos`` combos) on ``client``: the bars
-    shipped to workers that cannot read them, the kernel warmed once per cluster, then
-    every block, with the progress line. Returns the blocks' reports, when the warm-up
-    ended (``time.perf_counter``) and the workers the bars were shipped to."""
-    spec, say = prepared.spec, voice.say
-    shipper = BarsShipper(client, dict.fromkeys(t.bars for t in the_plan.tasks))
-    try:
-        shipped = shipper.ensure() if todo else None
-        if shipped and say is not None:
-            say(shipped)
-        compiling = bool(todo) and the_plan.tasks[0].backend == "cpu" and not kernel_cached(
-            spec.strategy_ref)
-        if compiling and say is not None:
-            say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba "
-                f"caches it; `barsweep warm` does it ahead of time)")
-        t_warm = time.perf_counter()
-        warm_up(client, todo)
-        t_plan = time.perf_counter()
-        if compiling and say is not None:
-            say(f"compiled in {t_plan - t_warm:.1f} s")
-        bar = ProgressBar(len(todo), todo_combos, every_s=spec.run.progress_every
-                          ) if voice.progress and todo else None
-        try:
-            reports = execute(client, todo, bar.update if bar else None,
-                              worker_timeout=spec.run.worker_timeout,
-                              on_workers=bar.workers if bar else None, ship=shipper.ensure)
-        finally:
-            if bar:
-                bar.close()
-    finally:
-        shipper.close()
-    return reports, t_plan, sorted(shipper.shipped_to)
-
-
-def phase_summary(reports: list[BlockReport]) -> dict:
-    """Per phase of a block (``open_bars``, ``indicators``, ``kernel``, ``write``; the
-    GPU's stages on ``cuda``): the total seconds over the blocks and the 50th, 90th and
-    100th percentiles of one block's, for the report and the store's attributes."""
-    phases: dict[str, list[float]] = {}
-    for report in reports:
-        for name, seconds in report.phases.items():
-            phases.setdefault(name, []).append(seconds)
-    return {name: {"total": round(float(np.sum(s)), 6),
-                   **{f"p{q}": round(float(np.percentile(s, q)), 6) for q in (50, 90, 100)}}
-            for name, s in phases.items()}
 
 
 def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:

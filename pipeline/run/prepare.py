@@ -214,7 +214,7 @@ def walk_forward_windows(spec: Spec, times: list[np.ndarray]) -> tuple[np.ndarra
 
 #: The spec's sections that decide a store's contents: a resume must not change them.
 RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution",
-                   "analysis", "walk_forward")
+                   "analysis", "walk_forward", "search")
 
 
 def resumable_chunks(out: str, spec: Spec, bars_fingerprint: dict) -> tuple[int, ...]:

@@ -8,6 +8,7 @@ chunked exactly as the blocks, so each Dask task writes its own chunks; a
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -51,6 +52,7 @@ def create_store(
     lead: Sequence[tuple[str, np.ndarray, int]] = (),
     segments: int = 0,
     coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]] | None = None,
+    extra: Sequence[str] = (),
 ) -> None:
     """Write the store's metadata and coordinates; no metric chunk is written.
 
@@ -82,9 +84,12 @@ def create_store(
         *params)``, one chunk over the segments.
     coords : mapping of name to (dims, values), optional
         More coordinates (``n_bars`` over symbol, the windows' bounds over window...).
+    extra : sequence of str
+        More float64 variables chunked as the metrics, NaN until written (a search's
+        ``rung``, ``bars_run`` and ``reach``).
     """
     ds, encoding = empty_store(symbols, axes, chunks, n_blocks, attrs, lead=lead,
-                               segments=segments, coords=coords)
+                               segments=segments, coords=coords, extra=extra)
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
@@ -104,7 +109,7 @@ def create_store(
 def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
                 chunks: Sequence[int], n_blocks: int, attrs: Mapping[str, str], *,
                 lead: Sequence[tuple[str, np.ndarray, int]] = (), segments: int = 0,
-                coords: Mapping | None = None) -> tuple:
+                coords: Mapping | None = None, extra: Sequence[str] = ()) -> tuple:
     """The results store of :func:`create_store`'s arguments as an ``xarray.Dataset``
     of lazy NaN metrics (dask arrays, nothing computed), and its Zarr encoding: each
     metric chunked as the blocks, with its long name, units and which way is better."""
@@ -120,7 +125,8 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
     every.update({name: values for name, values in axes})
     every.update(coords or {})
     data_vars = {
-        name: (dims, da.full(shape, np.nan, chunks=block, dtype=np.float64)) for name in METRICS
+        name: (dims, da.full(shape, np.nan, chunks=block, dtype=np.float64))
+        for name in (*METRICS, *extra)
     }
     seg_block = (1, segments, *chunks)
     if segments:
@@ -139,7 +145,7 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
                                **({"units": units} if units else {})})
     ds["done"].attrs["flag_values"] = [PENDING, COMPUTED, EXCLUDED]
     ds["done"].attrs["flag_meanings"] = "pending computed excluded"
-    encoding = {name: {"chunks": block, "fill_value": np.nan} for name in METRICS}
+    encoding = {name: {"chunks": block, "fill_value": np.nan} for name in (*METRICS, *extra)}
     if segments:
         encoding.update({name: {"chunks": seg_block, "fill_value": np.nan}
                          for name in SEGMENT_SUMS})
@@ -149,6 +155,9 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
         encoding[name] = {"chunks": (len(values),)}
     for name, values, _ in lead:
         encoding[name] = {"chunks": (len(values),)}
+    for name, (_, values) in (coords or {}).items():
+        if name not in encoding and np.ndim(values) == 1:
+            encoding[name] = {"chunks": (len(values),)}
     return ds, encoding
 
 
@@ -172,7 +181,7 @@ def put_in_place(made: Path, final: Path, old: Path) -> None:
 
 
 def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.ndarray],
-                block_id: int) -> None:
+                block_id: int, cells: np.ndarray | None = None) -> None:
     """Write one block's variables, then mark it done.
 
     Parameters
@@ -183,12 +192,19 @@ def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.nd
     values : mapping of variable name to ndarray, or ndarray, float64
         Each variable's region (``blocks.block_metrics``), or the metrics' regions in
         ``METRICS`` order as one array; NaN where a combo is excluded.
+    cells : ndarray of int64, optional
+        Write only these offsets along the region's last dim (a search rung's combos),
+        keeping what the region holds elsewhere.
     """
     if isinstance(values, np.ndarray):
         values = dict(zip(METRICS, values, strict=True))
     group = zarr.open_group(path, mode="r+")
     for name, array in values.items():
         where = (region[0], slice(None), *region[1:]) if name in SEGMENT_SUMS else region
+        if cells is not None and len(cells) < array.shape[-1]:  # keep the other cells
+            merged = group[name][where]
+            merged[..., cells] = array[..., cells]
+            array = merged
         group[name][where] = array
     group["done"][block_id] = COMPUTED
 
@@ -231,7 +247,8 @@ def done_mask(path: str) -> np.ndarray:
     group = zarr.open_group(str(path), mode="r")
     shape, chunks = group[METRICS[0]].shape, group[METRICS[0]].chunks
     counts = [-(-n // c) for n, c in zip(shape, chunks)]
-    blocks = (done_flags(path) == COMPUTED).reshape(counts)
+    # a search's later rungs flag their blocks after these: its cells hold rung 0 on
+    blocks = (done_flags(path)[:math.prod(counts)] == COMPUTED).reshape(counts)
     for axis, c in enumerate(chunks):
         blocks = np.repeat(blocks, c, axis=axis)
     return blocks[tuple(slice(0, n) for n in shape)]

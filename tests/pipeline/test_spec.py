@@ -417,8 +417,8 @@ def test_huge_grid_is_refused_up_front():
     assert message == (
         "invalid sweep spec s.yaml: grid: 1,000,000,000,000 combos exceed run.max_combos "
         "(1,000,000,000); raise it with --max-combos or run.max_combos, or sample a subset "
-        "(a smaller grid: a coarser step, fewer values, tighter constraints); "
-        "random/halving search is planned")
+        "(a smaller grid: a coarser step, fewer values, tighter constraints), or search "
+        "it: search.method random, sobol or halving with a budget (docs/SEARCH.md)")
     two = refused(spec_with(**huge, data__symbols=["A", "B"], run={"max_combos": 10**12}))
     assert "grid: 2,000,000,000,000 combos (1,000,000,000,000 per symbol x 2 symbols)" in two
     spec = parse_spec(spec_with(**huge, run={"max_combos": 10**12}))
