@@ -10,6 +10,7 @@ across processes.
 from __future__ import annotations
 
 import hashlib
+import time
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -154,6 +155,7 @@ def sweep_portfolio(
     ppy: float,
     *,
     max_positions=None,
+    timings: dict[str, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
     ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
@@ -173,6 +175,9 @@ def sweep_portfolio(
     max_positions : None, int, or ndarray of int, shape (n_combos,)
         At most this many positions open at once, each ``1 / K`` of the value; None:
         every symbol may be held, each ``1 / N``.
+    timings : dict, optional
+        Receives the seconds spent hoisting the indicators (``indicators``) and in the
+        kernel (``kernel``).
 
     Returns
     -------
@@ -195,6 +200,7 @@ def sweep_portfolio(
     >>> m.shape, s.shape
     ((2, 18), (2, 2, 2))
     """
+    t0 = time.perf_counter()
     execution = execution_of(execution)
     check_portfolio_execution(execution)
     if strategy.signal is None:
@@ -219,8 +225,12 @@ def sweep_portfolio(
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
     metrics = np.empty((first.n_combos, N_METRICS))
     per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
-    run_portfolio_kernel(portfolio_kernel(strategy.signal), sbars, ind, combos, kmax, run,
-                         bench, metrics, per_symbol)
+    kernel = portfolio_kernel(strategy.signal)
+    t1 = time.perf_counter()
+    run_portfolio_kernel(kernel, sbars, ind, combos, kmax, run, bench, metrics, per_symbol)
+    if timings is not None:
+        timings["indicators"] = t1 - t0
+        timings["kernel"] = time.perf_counter() - t1
     out, out_sym = np.empty_like(metrics), np.empty_like(per_symbol)
     out[order] = metrics
     out_sym[order] = per_symbol
