@@ -38,15 +38,22 @@ import numpy as np
 from numba import njit
 
 from {engine}.portfolio_sim import N_STATE, simulate_portfolio
+from {engine}.simulate import scan_flat
 {import_signal}
 {step}
 
+@njit(cache={cache})
+def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
+    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+
+
 @njit(nogil=True, cache={cache})
-def portfolio_kernel(sbars, ind, combos, max_positions, run, bench, out, per_symbol):
+def portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
+                     per_symbol):
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
-        simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, state,
-                           out, per_symbol)
+        simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
+                           state, out, per_symbol)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}
@@ -56,7 +63,7 @@ def portfolio_kernel(signal):
     """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5 or
     8 arguments), written and imported once per process.
 
-    It is called ``portfolio_kernel(sbars, ind, combos, max_positions, run, bench, out,
+    It is called ``portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
     per_symbol)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
     """
     module = _COMPILED.get(signal)
@@ -220,6 +227,7 @@ def sweep_portfolio(
     order = locality_order(rows)
     combos = first.combos(rows, order)
     sbars = tuple(b.bars for b in blocks)
+    px = np.stack([[b.bars.open for b in blocks], [b.bars.close for b in blocks]])
     bench = equal_weight_benchmark(np.stack([b.bars.close for b in blocks]))
     run = run_settings(execution, ppy, bench)
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
@@ -227,7 +235,7 @@ def sweep_portfolio(
     per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
     kernel = portfolio_kernel(strategy.signal)
     t1 = time.perf_counter()
-    run_portfolio_kernel(kernel, sbars, ind, combos, kmax, run, bench, metrics, per_symbol)
+    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
@@ -241,20 +249,20 @@ def sweep_portfolio(
 PIECE_COMBOS = 16
 
 
-def run_portfolio_kernel(kernel, sbars, ind, combos, kmax, run, bench, metrics,
+def run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics,
                          per_symbol) -> None:
     """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
     contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``)."""
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
     if n_threads <= 1:
-        kernel(sbars, ind, combos, kmax, run, bench, metrics, per_symbol)
+        kernel(sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
-        kernel(sbars, ind, combos.take(part), kmax[part], run, bench, metrics[part],
+        kernel(sbars, px, ind, combos.take(part), kmax[part], run, bench, metrics[part],
                per_symbol[part])
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:

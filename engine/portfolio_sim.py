@@ -42,7 +42,8 @@ S_BAR = 2  # the bar of that fill
 S_COST = 3  # the cash the entry took: notional and fees
 S_ORDER = 4  # the order of this bar's close: -1 exit, 1 enter, 0 none
 S_PENDING = 5  # the order queued for the next open (``next_open``)
-N_STATE = 6
+S_NEXT = 6  # the first bar, from where it was searched, whose rule enters from flat
+N_STATE = 7
 
 # Columns of the per-symbol results (shape (n_combos, N, N_SYMBOL_METRICS)).
 SYMBOL_METRICS = ("n_trades", "exposure")
@@ -86,9 +87,9 @@ def sell(cash, size, price, fee_rate, fixed_fee, slippage):
 
 
 @njit(inline="always", cache=True)
-def fill_orders(sbars, column, t, state, order_col, cash, n_open, max_open, weight, run,
+def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
                 trade_acc, sym):
-    """Fill the orders in ``state[:, order_col]`` at ``sbars[i][column][t]`` (the open
+    """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
     or the close): every exit, then the entries in the symbols' order while fewer than
     ``max_open`` positions are open, each with ``weight`` of the account's value marked
     at these prices before any of these orders.
@@ -100,11 +101,11 @@ def fill_orders(sbars, column, t, state, order_col, cash, n_open, max_open, weig
     value = cash
     for i in range(n_sym):
         if state[i, S_POS] != 0.0:
-            value += state[i, S_POS] * sbars[i][column][t]
+            value += state[i, S_POS] * px[column, i, t]
     for i in range(n_sym):
         if state[i, order_col] < 0.0 and state[i, S_POS] != 0.0:
             size = state[i, S_POS]
-            cash, fill, net = sell(cash, size, sbars[i][column][t], run.fee_rate,
+            cash, fill, net = sell(cash, size, px[column, i, t], run.fee_rate,
                                    run.fixed_fee, run.slippage)
             pnl = net - state[i, S_COST]
             trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
@@ -113,7 +114,7 @@ def fill_orders(sbars, column, t, state, order_col, cash, n_open, max_open, weig
             n_open -= 1
     for i in range(n_sym):
         if state[i, order_col] > 0.0 and state[i, S_POS] == 0.0 and n_open < max_open:
-            size, cash, fill, cost = buy(cash, weight * value, sbars[i][column][t],
+            size, cash, fill, cost = buy(cash, weight * value, px[column, i, t],
                                          run.fee_rate, run.fixed_fee, run.slippage)
             if size > 0.0:
                 state[i, S_POS] = size
@@ -127,7 +128,8 @@ def fill_orders(sbars, column, t, state, order_col, cash, n_open, max_open, weig
 @njit(inline="always", cache=True)
 def close_orders(step, sbars, ind, rows, fparams, t, state):
     """Each symbol's order at the close of bar ``t`` into ``state[:, S_ORDER]`` (-1 exit,
-    1 enter from flat, 0 none); returns how many symbols have one."""
+    1 enter from flat, 0 none), each rule evaluated with its symbol's position state;
+    returns how many symbols have one."""
     n_orders = 0
     for i in range(state.shape[0]):
         position = state[i, S_POS]
@@ -144,8 +146,26 @@ def close_orders(step, sbars, ind, rows, fparams, t, state):
 
 
 @njit(inline="always", cache=True)
-def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, state, out,
-                       per_symbol):
+def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
+    """The first bar >= ``t`` at which a symbol enters, all being flat; ``n`` when none
+    does.
+
+    A flat symbol's rule is a function of the bar alone (position 0), so the strategy's
+    ``scan`` finds its next entry, kept in ``state[i, S_NEXT]`` and searched again only
+    once passed: a stretch where every symbol is flat costs each symbol its scan.
+    """
+    first = n
+    for i in range(state.shape[0]):
+        if state[i, S_NEXT] < t:
+            state[i, S_NEXT] = scan(ind[i], rows, fparams, sbars[i], t, n, True, False)
+        if state[i, S_NEXT] < first:
+            first = int(state[i, S_NEXT])
+    return first
+
+
+@njit(inline="always", cache=True)
+def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
+                       state, out, per_symbol):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
     ``per_symbol[c]``.
@@ -153,7 +173,10 @@ def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, s
     Parameters
     ----------
     step : njit function, the strategy's signal in its 8-argument form
-    sbars : tuple of Bars, one per symbol (aligned, same length)
+    scan : njit function, the strategy's flat-stretch search
+        (:func:`barsweep.engine.simulate.scan_flat`)
+    sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
+    px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
     combos : Combos (rows and fparams are read; stops are not supported)
     max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
@@ -177,6 +200,7 @@ def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, s
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
+        state[i, S_NEXT] = -1.0
         for j in range(N_SYMBOL_METRICS):
             sym[i, j] = 0.0
     cash = run.init_cash
@@ -191,14 +215,21 @@ def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, s
     trade_acc = TRADE_ACC0
     t = t0
     while t < n:
+        if n_open == 0 and n_pending == 0:  # all flat: equity constant to the next entry
+            start = t
+            t = next_entry(scan, sbars, ind, rows, fparams, t, n, state)
+            if t > start:
+                dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
+            if t >= n:
+                break
         if n_pending > 0:  # 1. queued orders fill at this open
-            cash, n_open, trade_acc = fill_orders(sbars, 0, t, state, S_PENDING, cash, n_open,
+            cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
                                                   max_open, weight, run, trade_acc, sym)
             n_pending = 0
         # 2. each symbol's rule at the close
         if close_orders(step, sbars, ind, rows, fparams, t, state) > 0:
             if not run.next_open:
-                cash, n_open, trade_acc = fill_orders(sbars, 3, t, state, S_ORDER, cash,
+                cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
                                                       n_open, max_open, weight, run,
                                                       trade_acc, sym)
             elif t + 1 < n:
@@ -207,14 +238,14 @@ def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, s
                 n_pending = 1
         # 3. mark the account at the close
         equity = cash
-        for i in range(n_sym):
-            if state[i, S_POS] != 0.0:
-                equity += state[i, S_POS] * sbars[i][3][t]
-                sym[i, 1] += 1.0
         if n_open > 0:
             n_exposed += 1
+            for i in range(n_sym):
+                if state[i, S_POS] != 0.0:
+                    equity += state[i, S_POS] * px[1, i, t]
+                    sym[i, 1] += 1.0
         if equity <= 0.0:  # ruin: liquidated at this close, nothing more is traded
-            trade_acc = liquidate(sbars, t, state, trade_acc, sym)
+            trade_acc = liquidate(px, t, state, trade_acc, sym)
             n_open = 0
             equity = 0.0
             ruined = True
@@ -226,7 +257,7 @@ def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, s
             break
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
-    trade_acc = liquidate(sbars, n - 1, state, trade_acc, sym)  # open at the end: marked
+    trade_acc = liquidate(px, n - 1, state, trade_acc, sym)  # open at the end: marked
     for i in range(n_sym):
         sym[i, 1] /= n - t0
     finalize(out[c], n - t0, run.ppy, run.init_cash, equity, ret_acc, dd_acc, trade_acc,
@@ -234,13 +265,13 @@ def simulate_portfolio(step, sbars, ind, combos, max_positions, c, run, bench, s
 
 
 @njit(inline="always", cache=True)
-def liquidate(sbars, t, state, trade_acc, sym):
+def liquidate(px, t, state, trade_acc, sym):
     """Book every open position as a trade marked at ``close[t]`` without fee, and close
     it; returns the trade accumulator."""
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size != 0.0:
-            pnl = size * sbars[i][3][t] - state[i, S_COST]
+            pnl = size * px[1, i, t] - state[i, S_COST]
             trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
             sym[i, 0] += 1.0
             state[i, S_POS] = 0.0
