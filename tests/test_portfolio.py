@@ -97,6 +97,44 @@ def test_max_positions_binds(universe):
     assert one[:, :, 0].sum() < free[:, :, 0].sum()
 
 
+def test_hand_computed_entries_share_the_value_and_the_last_takes_what_is_left():
+    """buy_and_hold on two symbols, fill at the close, fees 1%: A takes 1/2 of 10,000
+    (500 shares at 10, costing 5,050); B's 1/2 would cost 5,050 too but 4,950 is left, so
+    it buys 4,950 / 1.01 / 20 shares and cash is 0."""
+    a = np.array([10.0, 11.0, 12.0])
+    b = np.array([20.0, 15.0, 19.0])
+    bars = {s: dict(open=c, high=c, low=c, close=c) for s, c in (("A", a), ("B", b))}
+    metrics, per_symbol = sweep_portfolio(get_strategy("buy_and_hold"), bars, {},
+                                          Execution(fill="close", fees=0.01), 252.0)
+    shares_b = 4_950.0 / 1.01 / 20.0
+    equity = np.array([500 * a[t] + shares_b * b[t] for t in range(3)])
+    m = dict(zip(METRICS, metrics[0], strict=True))
+    assert m["total_return"] == pytest.approx(equity[-1] / 10_000 - 1, rel=1e-14)
+    assert m["max_drawdown"] == pytest.approx(equity[1] / equity[0] - 1, rel=1e-14)
+    assert m["max_drawdown"] < -0.05
+    assert m["n_trades"] == 2 and m["exposure"] == 1.0
+    np.testing.assert_array_equal(per_symbol[0], [[1.0, 1.0], [1.0, 1.0]])
+
+
+def test_threads_and_per_combo_max_positions(universe):
+    """Many combos run in pieces on threads equal one piece each; ``max_positions`` as
+    one value per combo equals each value run on its own."""
+    strategy = get_strategy("ema_cross")
+    fast, slow = np.meshgrid(np.arange(3, 13), np.array([20, 30, 45, 60]), indexing="ij")
+    params = {"fast": fast.ravel(), "slow": slow.ravel()}
+    k = np.arange(40) % 3 + 1
+    execution = Execution(fill="next_open", fees=0.001)
+    together, sym_together = sweep_portfolio(strategy, universe, params, execution, PPY,
+                                             max_positions=k)
+    for value in (1, 2, 3):
+        pick = k == value
+        alone, sym_alone = sweep_portfolio(strategy, universe,
+                                           {n: v[pick] for n, v in params.items()},
+                                           execution, PPY, max_positions=value)
+        np.testing.assert_array_equal(together[pick], alone)
+        np.testing.assert_array_equal(sym_together[pick], sym_alone)
+
+
 def test_refusals(universe):
     strategy = get_strategy("ema_cross")
     params = dict(fast=np.array([5]), slow=np.array([20]))
