@@ -15,7 +15,7 @@ from portfolio_reference import ref_portfolio
 from ref_strategies import ref_signals
 from rule_reference import RuleReference
 
-from barsweep.engine import METRICS, Execution, get_strategy
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.portfolio import equal_weight_benchmark, sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
 from barsweep.errors import SpecError
@@ -133,6 +133,25 @@ def test_threads_and_per_combo_max_positions(universe):
                                            execution, PPY, max_positions=value)
         np.testing.assert_array_equal(together[pick], alone)
         np.testing.assert_array_equal(sym_together[pick], sym_alone)
+
+
+@pytest.mark.parametrize("execution", [dict(fill="close"), dict(fill="close", fees=0.001),
+                                       dict(fill="next_open", fees=0.0005, slippage=0.0003,
+                                            fixed_fee=1.0)])
+def test_one_symbol_is_the_single_symbol_run(universe, execution):
+    """A portfolio of one symbol puts all of its value in each entry: the single-symbol
+    sweep's all-in sizing, so every metric equals it (fees take the entry to what the
+    cash pays for, the same size up to rounding)."""
+    strategy = get_strategy("ema_cross")
+    params = {"fast": np.array([5, 12, 3]), "slow": np.array([20, 40, 9])}
+    one = {"AAA": universe["AAA"]}
+    ours, per_symbol = sweep_portfolio(strategy, one, params, Execution(**execution), PPY)
+    single = sweep_block(strategy, universe["AAA"], params, Execution(**execution), PPY)
+    for c in range(3):
+        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)),
+                             dict(zip(METRICS, single[c], strict=True)), where=str(c))
+    np.testing.assert_array_equal(per_symbol[:, 0, 0], single[:, METRICS.index("n_trades")])
+    assert single[:, METRICS.index("n_trades")].min() > 10
 
 
 def test_refusals(universe):
