@@ -9,7 +9,8 @@ combos (fast 2..41 x slow 50 values from 60, 2,000 by default), one thread
 - single: ``sweep_block()`` on each symbol in turn (its own account each), kernel
   seconds (``timings``): throughput in combo-bars/s (combos x bars x symbols / s);
 - portfolio: ``sweep_portfolio()`` on the N symbols from one account, kernel seconds:
-  throughput in symbol-bars/s (combos x N symbols x bars / s).
+  throughput in symbol-bars/s (combos x N symbols x bars / s); and the same with
+  ``max_positions`` N / 2.
 
 Both after a warm-up call (compiled, cached); each timing is repeated (median and best).
 The goal is portfolio >= 0.5x single. Nothing is written but the report (stdout).
@@ -69,11 +70,12 @@ def time_single(strategy, universe, params, execution) -> float:
     return total
 
 
-def time_portfolio(strategy, universe, params, execution) -> float:
+def time_portfolio(strategy, universe, params, execution, max_positions=None) -> float:
     from barsweep.engine.portfolio import sweep_portfolio
 
     timings: dict = {}
-    sweep_portfolio(strategy, universe, params, execution, PPY, timings=timings)
+    sweep_portfolio(strategy, universe, params, execution, PPY, timings=timings,
+                    max_positions=max_positions)
     return timings["kernel"]
 
 
@@ -99,12 +101,14 @@ def main() -> None:
 
     work = n_combos * n_bars * args.symbols
     load = [load_avg()]
-    samples = {"single": [], "portfolio": []}
-    for k in range(args.repeat):  # alternate, so both share the machine's moments
-        order = ("single", "portfolio") if k % 2 == 0 else ("portfolio", "single")
-        for case in order:
-            timer = time_single if case == "single" else time_portfolio
-            samples[case].append(timer(strategy, universe, params, execution))
+    half = max(1, args.symbols // 2)
+    timers = {"single": time_single, "portfolio": time_portfolio,
+              "max_positions": lambda *a: time_portfolio(*a, max_positions=half)}
+    samples = {case: [] for case in timers}
+    for k in range(args.repeat):  # rotate, so the cases share the machine's moments
+        cases = list(timers)
+        for case in cases[k % 3:] + cases[:k % 3]:
+            samples[case].append(timers[case](strategy, universe, params, execution))
     load.append(load_avg())
     stats = {case: repeat_stats(s) for case, s in samples.items()}
     rate = {case: work / stats[case]["median"] for case in stats}
@@ -117,11 +121,14 @@ def main() -> None:
          f"{fmt(rate['single'] / 1e6)} M combo-bars/s"],
         ["portfolio (one account)", *stats_cells(stats["portfolio"], tuple(load)),
          f"{fmt(rate['portfolio'] / 1e6)} M symbol-bars/s"],
+        [f"portfolio, max_positions {half}", *stats_cells(stats["max_positions"], tuple(load)),
+         f"{fmt(rate['max_positions'] / 1e6)} M symbol-bars/s"],
     ]
     print(table(["kernel", *STATS_COLUMNS, "throughput (median)"], rows))
     print()
     print(f"portfolio / single: {rate['portfolio'] / rate['single']:.2f}x "
-          f"({best['portfolio'] / best['single']:.2f}x from the bests); goal >= 0.5x")
+          f"({best['portfolio'] / best['single']:.2f}x from the bests); with max_positions "
+          f"{rate['max_positions'] / rate['single']:.2f}x; goal >= 0.5x")
     print()
     print(STATS_NOTE)
     print(f"\n(total {time.process_time():.1f} CPU s)")

@@ -95,7 +95,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
     at these prices before any of these orders.
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
-    symbol ``i``'s closed trades.
+    symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked).
     """
     n_sym = state.shape[0]
     value = cash
@@ -110,6 +110,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
             pnl = net - state[i, S_COST]
             trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
             sym[i, 0] += 1.0
+            sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
             n_open -= 1
     for i in range(n_sym):
@@ -126,11 +127,15 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
 
 
 @njit(inline="always", cache=True)
-def close_orders(step, sbars, ind, rows, fparams, t, state):
+def close_orders(step, sbars, px, ind, rows, fparams, t, state):
     """Each symbol's order at the close of bar ``t`` into ``state[:, S_ORDER]`` (-1 exit,
-    1 enter from flat, 0 none), each rule evaluated with its symbol's position state;
-    returns how many symbols have one."""
+    1 enter from flat, 0 none), each rule evaluated with its symbol's position state.
+
+    Returns ``(how many symbols have an order, the positions' value at the close before
+    any order)``.
+    """
     n_orders = 0
+    held = 0.0
     for i in range(state.shape[0]):
         position = state[i, S_POS]
         long_entry, long_exit, short_entry, short_exit = step(
@@ -142,7 +147,8 @@ def close_orders(step, sbars, ind, rows, fparams, t, state):
         state[i, S_ORDER] = order
         if order != 0.0:
             n_orders += 1
-    return n_orders
+        held += position * px[1, i, t]  # 0.0 when flat
+    return n_orders, held
 
 
 @njit(inline="always", cache=True)
@@ -227,7 +233,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                                                   max_open, weight, run, trade_acc, sym)
             n_pending = 0
         # 2. each symbol's rule at the close
-        if close_orders(step, sbars, ind, rows, fparams, t, state) > 0:
+        n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
+        if n_orders > 0:
             if not run.next_open:
                 cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
                                                       n_open, max_open, weight, run,
@@ -236,14 +243,16 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
                 n_pending = 1
-        # 3. mark the account at the close
-        equity = cash
-        if n_open > 0:
-            n_exposed += 1
+        # 3. mark the account at the close (the value summed with the rules when no
+        # order filled at this close)
+        if n_orders > 0 and not run.next_open:
+            held = 0.0
             for i in range(n_sym):
                 if state[i, S_POS] != 0.0:
-                    equity += state[i, S_POS] * px[1, i, t]
-                    sym[i, 1] += 1.0
+                    held += state[i, S_POS] * px[1, i, t]
+        equity = cash + held
+        if n_open > 0:
+            n_exposed += 1
         if equity <= 0.0:  # ruin: liquidated at this close, nothing more is traded
             trade_acc = liquidate(px, t, state, trade_acc, sym)
             n_open = 0
@@ -274,5 +283,6 @@ def liquidate(px, t, state, trade_acc, sym):
             pnl = size * px[1, i, t] - state[i, S_COST]
             trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
             sym[i, 0] += 1.0
+            sym[i, 1] += t + 1 - state[i, S_BAR]  # marked held from its entry bar to t
             state[i, S_POS] = 0.0
     return trade_acc
