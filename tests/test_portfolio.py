@@ -90,6 +90,20 @@ def test_kernel_equals_the_reference(universe, name, execution, max_positions):
     assert sum(len(r["trades"]) for r in refs) >= 10 * len(refs), "runs must trade"
 
 
+@pytest.mark.parametrize("fill", ["close", "next_open"])
+def test_ruin_of_the_account_equals_the_reference(universe, fill):
+    """Fixed fees larger than what small positions bring back drive the account to zero:
+    liquidated at that close, 0 to the end, ``ruined`` 1, as the reference."""
+    execution = dict(fill=fill, init_cash=100.0, fixed_fee=30.0)
+    combos, ours, per_symbol, refs = _run_both("ema_cross", universe, execution, None)
+    for c, ref in enumerate(refs):
+        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
+                             where=f"{combos[c]} {fill}")
+        for i, s in enumerate(SYMBOLS):
+            assert tuple(per_symbol[c, i]) == pytest.approx(ref["per_symbol"][s], rel=1e-12)
+    assert ours[:, METRICS.index("ruined")].sum() >= 2
+
+
 def test_max_positions_binds(universe):
     """With K = 1 fewer entries are taken than without a limit: the limit is exercised."""
     _, _, free, _ = _run_both("ema_cross", universe, EXECUTIONS["close"], None)
