@@ -1,0 +1,269 @@
+"""Sweep a strategy over a portfolio: N aligned symbols traded from one cash account.
+
+The per-bar arithmetic is :mod:`barsweep.engine.portfolio_sim`; the contract is
+docs/EXECUTION.md, "Portfolios". As for single-symbol sweeps
+(:mod:`barsweep.engine.strategies.kernels`), each signal's portfolio kernel is written
+once as a small module of its own that imports the signal by name, so numba caches it
+across processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import warnings
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+
+import numba
+import numpy as np
+
+from ..errors import SpecError
+from .block import locality_order, prepare_block
+from .execution import Execution, execution_of, run_settings
+from .hoist import hoist
+from .metrics import N_METRICS
+from .portfolio_sim import N_SYMBOL_METRICS
+from .strategies import kernels
+from .strategies.base import Strategy
+
+TEMPLATE = '''\
+"""The portfolio kernel of {module}.{name}, written by {writer}: do not edit.
+
+Source of the signal: {path} (sha256 {digest}).
+"""
+
+import numpy as np
+from numba import njit
+
+from {engine}.portfolio_sim import N_STATE, simulate_portfolio
+from {engine}.simulate import scan_flat
+{import_signal}
+{step}
+
+@njit(cache={cache})
+def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
+    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+
+
+@njit(nogil=True, cache={cache})
+def portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
+                     per_symbol):
+    state = np.zeros((ind.shape[0], N_STATE))
+    for c in range(combos.rows.shape[0]):
+        simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
+                           state, out, per_symbol)
+'''
+
+_COMPILED: dict[object, ModuleType] = {}
+
+
+def portfolio_kernel(signal):
+    """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5 or
+    8 arguments), written and imported once per process.
+
+    It is called ``portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
+    per_symbol)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
+    """
+    module = _COMPILED.get(signal)
+    if module is None:
+        module = _COMPILED[signal] = _build(signal)
+    return module.portfolio_kernel
+
+
+def _text(signal, module, name, path, digest, cache, import_signal) -> str:
+    return TEMPLATE.format(module=module, name=name, writer=__name__, path=path, digest=digest,
+                           engine=kernels.ENGINE_PACKAGE, cache=cache,
+                           import_signal=import_signal,
+                           step=kernels.STEP[kernels.signal_arity(signal)].format(cache=cache))
+
+
+def _build(signal) -> ModuleType:
+    source = kernels.source_of(signal)
+    if source is not None:
+        module, name, path = source
+        alias = "" if name == "signal" else " as signal"
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        text = _text(signal, module, name, path, digest, True,
+                     f"from {module} import {name}{alias}\n")
+        where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
+        stem = f"portfolio_{module.rpartition('.')[2]}_{name}_{where}"
+        for folder in kernels._folders(path):
+            try:
+                target = kernels.write_module(folder / f"{stem}.py", text)
+            except OSError:
+                continue
+            return kernels.import_file(f"_barsweep_kernel_{stem}", target)
+    py_func = getattr(signal, "py_func", signal)
+    warnings.warn(f"the portfolio kernel of {py_func.__module__}.{py_func.__qualname__} is "
+                  "compiled in this process only (its signal cannot be imported by name)",
+                  stacklevel=4)
+    text = _text(signal, py_func.__module__, py_func.__qualname__, "(none)", "-", False, "")
+    module = ModuleType("_barsweep_portfolio_kernel")
+    module.signal = signal
+    exec(compile(text, "<portfolio kernel>", "exec"), module.__dict__)
+    return module
+
+
+def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
+    """The bar returns of buying ``1 / N`` of the account in each symbol at the first
+    close and holding: ``B_t = mean_i(close_i[t] / close_i[0])``, ``b_0 = 0``,
+    ``b_t = B_t / B_(t-1) - 1``.
+
+    Parameters
+    ----------
+    closes : ndarray, shape (N, n_bars)
+
+    Returns
+    -------
+    ndarray, shape (n_bars,)
+
+    Examples
+    --------
+    >>> equal_weight_benchmark(np.array([[1.0, 2.0], [1.0, 1.0]]))
+    array([0. , 0.5])
+    """
+    level = (closes / closes[:, :1]).mean(axis=0)
+    out = np.zeros(closes.shape[1])
+    out[1:] = level[1:] / level[:-1] - 1.0
+    return out
+
+
+def check_portfolio_execution(execution: Execution) -> None:
+    """Refuse what portfolios do not model: shorts, stops and funding."""
+    if execution.direction != "long":
+        raise SpecError("a portfolio trades long only: set execution.direction: long")
+    for name in ("stop_loss", "take_profit", "trailing_stop"):
+        if getattr(execution, name) is not None:
+            raise SpecError(f"a portfolio has no {name} (stops per position are not "
+                            f"modelled): remove execution.{name}")
+    if execution.funding:
+        raise SpecError("a portfolio pays no funding: set execution.funding: false")
+
+
+def max_positions_column(max_positions, n_combos: int, n_symbols: int) -> np.ndarray:
+    """``max_positions`` (None, an int, or one int per combo) as int64 per combo; 0 is
+    no limit. Values must be integers >= 1."""
+    if max_positions is None:
+        return np.zeros(n_combos, dtype=np.int64)
+    values = np.broadcast_to(np.asarray(max_positions), (n_combos,))
+    if not np.all(np.isfinite(values)) or np.any(values < 1) or np.any(values != np.round(values)):
+        raise SpecError(f"max_positions must be integers >= 1, got {np.unique(values)}")
+    return np.minimum(values.astype(np.int64), n_symbols)
+
+
+def sweep_portfolio(
+    strategy: Strategy,
+    bars: Mapping[str, Mapping[str, np.ndarray]],
+    params: Mapping[str, np.ndarray],
+    execution: Execution | Mapping,
+    ppy: float,
+    *,
+    max_positions=None,
+    timings: dict[str, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
+    ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
+    combos x bars.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        A builtin or a rule strategy (one with a ``signal``).
+    bars : mapping of symbol to a mapping with ``open``, ``high``, ``low``, ``close``
+        ndarrays, shape (n_bars,), aligned (the same bars for every symbol).
+    params : mapping of parameter name to ndarray, shape (n_combos,)
+    execution : Execution or mapping
+        Long only, no stops, no funding.
+    ppy : float
+        Bars per year.
+    max_positions : None, int, or ndarray of int, shape (n_combos,)
+        At most this many positions open at once, each ``1 / K`` of the value; None:
+        every symbol may be held, each ``1 / N``.
+    timings : dict, optional
+        Receives the seconds spent hoisting the indicators (``indicators``) and in the
+        kernel (``kernel``).
+
+    Returns
+    -------
+    metrics : ndarray, shape (n_combos, N_METRICS)
+        The account's metrics, in ``METRICS`` order (alpha and beta against the
+        equal-weight buy-and-hold of the symbols, :func:`equal_weight_benchmark`).
+    per_symbol : ndarray, shape (n_combos, N, 2)
+        Each symbol's ``n_trades`` and ``exposure``, symbols in the order of ``bars``.
+
+    Examples
+    --------
+    >>> from barsweep.engine import get_strategy
+    >>> rng = np.random.default_rng(0)
+    >>> bars = {s: dict(open=c, high=c, low=c, close=c) for s, c in
+    ...         (("A", 100 + np.cumsum(rng.normal(size=300))),
+    ...          ("B", 100 + np.cumsum(rng.normal(size=300))))}
+    >>> m, s = sweep_portfolio(get_strategy("ema_cross"), bars,
+    ...                        dict(fast=np.array([5, 10]), slow=np.array([20, 40])),
+    ...                        Execution(fill="close"), 252)
+    >>> m.shape, s.shape
+    ((2, 18), (2, 2, 2))
+    """
+    t0 = time.perf_counter()
+    execution = execution_of(execution)
+    check_portfolio_execution(execution)
+    if strategy.signal is None:
+        raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
+    if not bars:
+        raise SpecError("a portfolio needs at least one symbol")
+    blocks = [prepare_block(strategy, b, params, execution, ppy) for b in bars.values()]
+    lengths = {len(b.bars.close) for b in blocks}
+    if len(lengths) > 1:
+        raise SpecError(f"the symbols' bars differ in length {sorted(lengths)}: align them")
+    if blocks[0].stops and any(np.any(v != 0.0) for v in blocks[0].stops.values()):
+        raise SpecError("a portfolio has no stops: remove the stop axes")
+    first = blocks[0]
+    tables = [hoist(strategy, b.columns, b.strategy_params, b.n_combos) for b in blocks]
+    rows = tables[0][1]
+    ind = np.stack([table[0] for table in tables])
+    order = locality_order(rows)
+    combos = first.combos(rows, order)
+    sbars = tuple(b.bars for b in blocks)
+    px = np.stack([[b.bars.open for b in blocks], [b.bars.close for b in blocks]])
+    bench = equal_weight_benchmark(np.stack([b.bars.close for b in blocks]))
+    run = run_settings(execution, ppy, bench)
+    kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
+    metrics = np.empty((first.n_combos, N_METRICS))
+    per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
+    kernel = portfolio_kernel(strategy.signal)
+    t1 = time.perf_counter()
+    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+    if timings is not None:
+        timings["indicators"] = t1 - t0
+        timings["kernel"] = time.perf_counter() - t1
+    out, out_sym = np.empty_like(metrics), np.empty_like(per_symbol)
+    out[order] = metrics
+    out_sym[order] = per_symbol
+    return out, out_sym
+
+
+#: Combos per piece when a portfolio sweep is split over threads.
+PIECE_COMBOS = 16
+
+
+def run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics,
+                         per_symbol) -> None:
+    """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
+    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``)."""
+    n = combos.rows.shape[0]
+    n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
+    if n_threads <= 1:
+        kernel(sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+        return
+    edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
+
+    def piece(k: int) -> None:
+        part = slice(edges[k], edges[k + 1])
+        kernel(sbars, px, ind, combos.take(part), kmax[part], run, bench, metrics[part],
+               per_symbol[part])
+
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:
+        list(pool.map(piece, range(edges.size - 1)))

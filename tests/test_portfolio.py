@@ -1,0 +1,258 @@
+"""Portfolios (docs/EXECUTION.md "Portfolios"): the kernel held to the slow reference of
+tests/portfolio_reference.py (1e-12) for builtins and a rule with state, max_positions,
+next_open, fees, fixed fees and slippage; and the reference and the kernel held to
+vectorbt's ``from_orders`` with target percents, one group, cash sharing and an automatic
+call sequence (1e-9), on random and on real daily stock bars."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from bars import random_bars
+from compare import assert_metrics_match
+from portfolio_reference import ref_portfolio
+from ref_strategies import ref_signals
+from rule_reference import RuleReference
+
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
+from barsweep.engine.portfolio import equal_weight_benchmark, sweep_portfolio
+from barsweep.engine.rules import Rule, compile_rule
+from barsweep.errors import SpecError
+
+PPY = 8760.0
+SYMBOLS = ("AAA", "BBB", "CCC", "DDD")
+
+STATE_RULE = Rule("cross_above(close, bbands(close, n, k).upper) and position == 0",
+                  "bars_held >= hold or close < entry_price * (1 - stop)")
+STATE_KINDS = {"n": "int", "k": "float", "hold": "int", "stop": "float"}
+
+#: name -> (strategy, combos, reference signals of one symbol's bars and one combo)
+CASES = {
+    "ema_cross": (lambda: get_strategy("ema_cross"),
+                  [dict(fast=5, slow=20), dict(fast=12, slow=40), dict(fast=3, slow=9)],
+                  lambda bars, combo: _fixed(ref_signals("ema_cross", bars, combo))),
+    "rsi": (lambda: get_strategy("rsi"),
+            [dict(period=14, lower=30.0, upper=70.0), dict(period=7, lower=40.0, upper=60.0)],
+            lambda bars, combo: _fixed(ref_signals("rsi", bars, combo))),
+    "state_rule": (lambda: compile_rule(STATE_RULE, STATE_KINDS),
+                   [dict(n=10, k=1.0, hold=5, stop=0.01), dict(n=20, k=0.5, hold=12, stop=0.03)],
+                   lambda bars, combo: RuleReference(STATE_RULE, STATE_KINDS, combo,
+                                                     bars).signal_at),
+}
+
+EXECUTIONS = {
+    "close": dict(fill="close"),
+    "close_costs": dict(fill="close", fees=0.001, fixed_fee=2.0, slippage=0.0005),
+    "next_open_costs": dict(fill="next_open", fees=0.0005, slippage=0.0003),
+}
+
+
+def _fixed(signals):
+    """Signals that read no state, as ``signal_at(t, position, entry_price, entry_bar)``."""
+    rows = list(zip(*signals, strict=True))
+    return lambda t, position, entry_price, entry_bar: rows[t]
+
+
+@pytest.fixture(scope="module")
+def universe():
+    return {s: random_bars(1_200, seed=10 + i, gap=0.003) for i, s in enumerate(SYMBOLS)}
+
+
+def _run_both(name, universe, execution, max_positions):
+    make, combos, signals_of = CASES[name]
+    params = {k: np.array([c[k] for c in combos]) for k in combos[0]}
+    ours, per_symbol = sweep_portfolio(make(), universe, params, Execution(**execution), PPY,
+                                       max_positions=max_positions)
+    refs = [ref_portfolio({s: signals_of(universe[s], combo) for s in universe}, universe,
+                          ppy=PPY, max_positions=max_positions, **execution)
+            for combo in combos]
+    return combos, ours, per_symbol, refs
+
+
+@pytest.mark.parametrize("max_positions", [None, 1, 2])
+@pytest.mark.parametrize("execution", sorted(EXECUTIONS))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernel_equals_the_reference(universe, name, execution, max_positions):
+    combos, ours, per_symbol, refs = _run_both(name, universe, EXECUTIONS[execution],
+                                               max_positions)
+    for c, ref in enumerate(refs):
+        where = f"{name} {combos[c]} {execution} max_positions={max_positions}"
+        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
+                             where=where)
+        for i, s in enumerate(SYMBOLS):
+            n_trades, exposure = ref["per_symbol"][s]
+            assert per_symbol[c, i, 0] == n_trades, where
+            assert per_symbol[c, i, 1] == pytest.approx(exposure, rel=1e-12), where
+        assert ours[c, METRICS.index("n_trades")] == per_symbol[c, :, 0].sum()
+        if max_positions == 1:  # one symbol held at a time
+            assert per_symbol[c, :, 1].sum() <= ours[c, METRICS.index("exposure")] + 1e-12
+    assert sum(len(r["trades"]) for r in refs) >= 10 * len(refs), "runs must trade"
+
+
+@pytest.mark.parametrize("fill", ["close", "next_open"])
+def test_ruin_of_the_account_equals_the_reference(universe, fill):
+    """Fixed fees larger than what small positions bring back drive the account to zero:
+    liquidated at that close, 0 to the end, ``ruined`` 1, as the reference."""
+    execution = dict(fill=fill, init_cash=100.0, fixed_fee=30.0)
+    combos, ours, per_symbol, refs = _run_both("ema_cross", universe, execution, None)
+    for c, ref in enumerate(refs):
+        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
+                             where=f"{combos[c]} {fill}")
+        for i, s in enumerate(SYMBOLS):
+            assert tuple(per_symbol[c, i]) == pytest.approx(ref["per_symbol"][s], rel=1e-12)
+    assert ours[:, METRICS.index("ruined")].sum() >= 2
+
+
+def test_max_positions_binds(universe):
+    """With K = 1 fewer entries are taken than without a limit: the limit is exercised."""
+    _, _, free, _ = _run_both("ema_cross", universe, EXECUTIONS["close"], None)
+    _, _, one, _ = _run_both("ema_cross", universe, EXECUTIONS["close"], 1)
+    assert one[:, :, 0].sum() < free[:, :, 0].sum()
+
+
+def test_hand_computed_entries_share_the_value_and_the_last_takes_what_is_left():
+    """buy_and_hold on two symbols, fill at the close, fees 1%: A takes 1/2 of 10,000
+    (500 shares at 10, costing 5,050); B's 1/2 would cost 5,050 too but 4,950 is left, so
+    it buys 4,950 / 1.01 / 20 shares and cash is 0."""
+    a = np.array([10.0, 11.0, 12.0])
+    b = np.array([20.0, 15.0, 19.0])
+    bars = {s: dict(open=c, high=c, low=c, close=c) for s, c in (("A", a), ("B", b))}
+    metrics, per_symbol = sweep_portfolio(get_strategy("buy_and_hold"), bars, {},
+                                          Execution(fill="close", fees=0.01), 252.0)
+    shares_b = 4_950.0 / 1.01 / 20.0
+    equity = np.array([500 * a[t] + shares_b * b[t] for t in range(3)])
+    m = dict(zip(METRICS, metrics[0], strict=True))
+    assert m["total_return"] == pytest.approx(equity[-1] / 10_000 - 1, rel=1e-14)
+    assert m["max_drawdown"] == pytest.approx(equity[1] / equity[0] - 1, rel=1e-14)
+    assert m["max_drawdown"] < -0.05
+    assert m["n_trades"] == 2 and m["exposure"] == 1.0
+    np.testing.assert_array_equal(per_symbol[0], [[1.0, 1.0], [1.0, 1.0]])
+
+
+def test_threads_and_per_combo_max_positions(universe):
+    """Many combos run in pieces on threads equal one piece each; ``max_positions`` as
+    one value per combo equals each value run on its own."""
+    strategy = get_strategy("ema_cross")
+    fast, slow = np.meshgrid(np.arange(3, 13), np.array([20, 30, 45, 60]), indexing="ij")
+    params = {"fast": fast.ravel(), "slow": slow.ravel()}
+    k = np.arange(40) % 3 + 1
+    execution = Execution(fill="next_open", fees=0.001)
+    together, sym_together = sweep_portfolio(strategy, universe, params, execution, PPY,
+                                             max_positions=k)
+    for value in (1, 2, 3):
+        pick = k == value
+        alone, sym_alone = sweep_portfolio(strategy, universe,
+                                           {n: v[pick] for n, v in params.items()},
+                                           execution, PPY, max_positions=value)
+        np.testing.assert_array_equal(together[pick], alone)
+        np.testing.assert_array_equal(sym_together[pick], sym_alone)
+
+
+@pytest.mark.parametrize("execution", [dict(fill="close"), dict(fill="close", fees=0.001),
+                                       dict(fill="next_open", fees=0.0005, slippage=0.0003,
+                                            fixed_fee=1.0)])
+def test_one_symbol_is_the_single_symbol_run(universe, execution):
+    """A portfolio of one symbol puts all of its value in each entry: the single-symbol
+    sweep's all-in sizing, so every metric equals it (fees take the entry to what the
+    cash pays for, the same size up to rounding)."""
+    strategy = get_strategy("ema_cross")
+    params = {"fast": np.array([5, 12, 3]), "slow": np.array([20, 40, 9])}
+    one = {"AAA": universe["AAA"]}
+    ours, per_symbol = sweep_portfolio(strategy, one, params, Execution(**execution), PPY)
+    single = sweep_block(strategy, universe["AAA"], params, Execution(**execution), PPY)
+    for c in range(3):
+        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)),
+                             dict(zip(METRICS, single[c], strict=True)), where=str(c))
+    np.testing.assert_array_equal(per_symbol[:, 0, 0], single[:, METRICS.index("n_trades")])
+    assert single[:, METRICS.index("n_trades")].min() > 10
+
+
+def test_refusals(universe):
+    strategy = get_strategy("ema_cross")
+    params = dict(fast=np.array([5]), slow=np.array([20]))
+    for execution in (dict(direction="both"), dict(stop_loss=0.05), dict(funding=True)):
+        with pytest.raises(SpecError):
+            sweep_portfolio(strategy, universe, params, Execution(**execution), PPY)
+    with pytest.raises(SpecError, match="max_positions"):
+        sweep_portfolio(strategy, universe, params, Execution(), PPY, max_positions=0)
+    short = {s: {k: v[:100] for k, v in b.items()} for s, b in universe.items()}
+    short["AAA"] = universe["AAA"]
+    with pytest.raises(SpecError, match="align"):
+        sweep_portfolio(strategy, short, params, Execution(), PPY)
+
+
+def test_benchmark_is_equal_weight_buy_and_hold():
+    closes = np.array([[10.0, 11.0, 12.1], [20.0, 18.0, 18.0]])
+    level = np.array([1.0, (1.1 + 0.9) / 2, (1.21 + 0.9) / 2])
+    expected = np.concatenate([[0.0], level[1:] / level[:-1] - 1])
+    np.testing.assert_allclose(equal_weight_benchmark(closes), expected, rtol=1e-15)
+
+
+# ------------------------------------------------------------------------- vectorbt
+
+vbt = pytest.importorskip("vectorbt")
+
+
+def engine_way(value, init_cash, ppy):
+    """total_return, max_drawdown and sharpe of a value series, as the engine computes
+    them (returns against the previous value, the first against init_cash)."""
+    value = np.asarray(value, dtype=np.float64)
+    r = value / np.concatenate([[init_cash], value[:-1]]) - 1
+    return {"total_return": value[-1] / init_cash - 1,
+            "max_drawdown": float(np.min(value / np.maximum.accumulate(value) - 1)),
+            "sharpe": r.mean() / r.std(ddof=1) * math.sqrt(ppy)}
+
+
+def vectorbt_value(universe, targets, fees, init_cash, slippage=0.0, fixed_fee=0.0):
+    n = len(next(iter(universe.values()))["close"])
+    index = pd.date_range("2000-01-01", periods=n, freq="1D")
+    close = pd.DataFrame({s: b["close"] for s, b in universe.items()}, index=index)
+    size = pd.DataFrame(targets, index=index, columns=close.columns)
+    pf = vbt.Portfolio.from_orders(close, size=size, size_type="targetpercent", group_by=True,
+                                   cash_sharing=True, call_seq="auto", fees=fees,
+                                   fixed_fees=fixed_fee, slippage=slippage,
+                                   init_cash=init_cash, freq="1D")
+    return pf.value().to_numpy()
+
+
+def _vectorbt_check(universe, name, combos, costs, ppy):
+    make, _, signals_of = CASES[name]
+    params = {k: np.array([c[k] for c in combos]) for k in combos[0]}
+    ours, _ = sweep_portfolio(make(), universe, params,
+                              Execution(fill="close", init_cash=10_000.0, **costs), ppy)
+    orders = 0
+    for c, combo in enumerate(combos):
+        ref = ref_portfolio({s: signals_of(universe[s], combo) for s in universe}, universe,
+                            fill="close", ppy=ppy, **costs)
+        value = vectorbt_value(universe, ref["targets"], costs.get("fees", 0.0), 10_000.0,
+                               costs.get("slippage", 0.0), costs.get("fixed_fee", 0.0))
+        np.testing.assert_allclose(ref["equity"], value, rtol=1e-9)
+        mine = dict(zip(METRICS, ours[c], strict=True))
+        for metric, expected in engine_way(value, 10_000.0, ppy).items():
+            assert mine[metric] == pytest.approx(expected, rel=1e-9, abs=1e-12), (combo, metric)
+        orders += int(np.isfinite(ref["targets"]).sum())
+    assert orders >= 20, "the comparison must not be of idle runs"
+
+
+@pytest.mark.parametrize("costs", [dict(fees=0.001), dict(fees=0.002, slippage=0.001,
+                                                            fixed_fee=1.0)])
+@pytest.mark.parametrize("name", ["ema_cross", "rsi"])
+def test_equals_vectorbt_from_orders_on_random_bars(universe, name, costs):
+    _vectorbt_check(universe, name, CASES[name][1], costs, PPY)
+
+
+def test_equals_vectorbt_from_orders_on_real_stocks():
+    """Daily AAPL, MSFT, IBM and GOOG on their common dates, fees 0.1%."""
+    pytest.importorskip("bokeh_sampledata")
+    from golden.cases import load_bars
+
+    raw = {s: load_bars(s) for s in ("AAPL", "MSFT", "IBM", "GOOG")}
+    common = sorted(set.intersection(*(set(b["time"].tolist()) for b in raw.values())))
+    universe = {}
+    for s, b in raw.items():
+        keep = np.isin(b["time"], common)
+        universe[s] = {k: np.ascontiguousarray(v[keep]) for k, v in b.items()}
+    assert len(common) > 1_000
+    _vectorbt_check(universe, "ema_cross", [dict(fast=10, slow=30), dict(fast=20, slow=100)],
+                    dict(fees=0.001), 252.0)
