@@ -205,7 +205,7 @@ def _best(ds, by: str, symbol: str) -> str:
     """The best combo of ``symbol`` by ``by`` rebuilt and drawn, or a note when none of
     its combos has a defined ``by``."""
     from .plots import combo_title
-    from .rank import param_dims, rank
+    from .rank import combo_params, rank
     from .rebuild import rebuild_combo
 
     top = rank(ds, by=by, top=1, symbol=symbol)
@@ -215,7 +215,7 @@ def _best(ds, by: str, symbol: str) -> str:
                 f"there is no best combo to draw.</p>")
     row = top.iloc[0]
     params = {p: row[p].item() if isinstance(row[p], np.generic) else row[p]
-              for p in param_dims(ds)}
+              for p in combo_params(ds)}
     result = rebuild_combo(ds, row["symbol"], params, "report")
     title = combo_title(ds, row, result, rank=1, by=by)
     return _png(lambda f: result.plot(title=title).savefig(f, format="png", dpi=80))
