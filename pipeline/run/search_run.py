@@ -33,7 +33,7 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     workers = list(client.scheduler_info(n_workers=-1).get("workers", {}).values())
     n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
     resumed = prepared.resume_chunks is not None
-    earlier = store_attrs(out) or {} if resumed else {}
+    earlier = (store_attrs(out) or {}) if resumed else {}
     if resumed and earlier.get("backend") and earlier["backend"] != backend[0]:
         raise ResultsError(f"--resume: {out} was computed on {earlier['backend']}, this run "
                            f"would use {backend[0]} ({backend[1]}); pass --backend "
