@@ -12,7 +12,7 @@ __all__ = ["NON_PARAM_DIMS", "SAMPLES"]
 
 #: Dims of a results store that are not parameters, in the order they lead: they label
 #: rows, and are never ranked over, smoothed along or taken for a grid axis.
-NON_PARAM_DIMS = ("symbol", "window", "sample", "segment")
+NON_PARAM_DIMS = ("symbol", "window", "sample", "segment", "member")
 
 #: The samples of a walk-forward run, along its ``sample`` dim.
 SAMPLES = ("train", "test")

@@ -1,0 +1,122 @@
+"""A portfolio sweep end to end: its spec, a real LocalCluster run whose every cell is
+:func:`barsweep.engine.portfolio.sweep_portfolio` called directly on the same bars,
+``max_positions`` as a grid axis, ``rank`` on the store, and the same store from a
+threads cluster."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+
+from barsweep.datasets import open_bars, periods_per_year
+from barsweep.engine import METRICS, get_strategy
+from barsweep.engine.portfolio import sweep_portfolio
+from barsweep.errors import SpecError
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.model import parse_spec
+
+pytestmark = pytest.mark.slow
+LENGTHS = {"AAA": 700, "BBB": 650, "CCC": 600, "DDD": 680}
+MEMBERS = ["AAA", "BBB", "CCC"]
+EXECUTION = dict(fill="close", fees=0.001)
+GRID = {"fast": [3, 5, 8], "slow": [20, 30], "max_positions": [1, 2, 3]}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("bars")
+    for seed, (symbol, n) in enumerate(LENGTHS.items()):
+        assert main(["data", "synth", "--symbol", symbol, "--timeframe", "1h", "--bars", str(n),
+                     "--seed", str(seed + 11), "--store", str(store)]) == 0
+    return store
+
+
+def spec_dict(store, out, **more):
+    return {"data": {"store": str(store), "symbols": list(LENGTHS), "timeframe": "1h"},
+            "strategy": "ema_cross", "grid": GRID, "constraints": ["fast < slow"],
+            "execution": EXECUTION, "portfolio": {"symbols": MEMBERS},
+            "run": {"out": str(out), "block_size": 4}, **more}
+
+
+def run(tmp_path, store, name, *flags):
+    out = tmp_path / f"{name}.zarr"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec_dict(store, out)))
+    assert main(["run", str(path), "--no-progress", *flags]) == 0
+    return xr.open_zarr(out, consolidated=False).load()
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, store):
+    return run(tmp_path_factory.mktemp("local"), store, "local", "--cluster", "local",
+               "--workers", "2")
+
+
+def direct(store):
+    """sweep_portfolio on the members' common bars (the first 600), every combo."""
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    mesh = np.meshgrid(*GRID.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(GRID, mesh, strict=True)}
+    kmax = params.pop("max_positions")
+    metrics, per_symbol = sweep_portfolio(get_strategy("ema_cross"), bars, params, EXECUTION,
+                                          periods_per_year("1h"), max_positions=kmax)
+    shape = tuple(len(v) for v in GRID.values())
+    return metrics.reshape(*shape, -1), per_symbol.reshape(*shape, len(MEMBERS), -1)
+
+
+def test_local_cluster_equals_sweep_portfolio(local, store):
+    ds = local
+    assert ds["symbol"].values.tolist() == ["portfolio"]
+    assert ds["member"].values.tolist() == MEMBERS
+    assert ds["n_bars"].values.tolist() == [600]
+    assert json.loads(ds.attrs["portfolio"])["symbols"] == MEMBERS
+    assert list(ds.attrs["members"]) == MEMBERS
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "max_positions")
+    assert ds["member_n_trades"].dims == ("member", "fast", "slow", "max_positions")
+    assert "seg_sum_r" not in ds
+    metrics, per_symbol = direct(store)
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].values[0], metrics[..., k], err_msg=name)
+    for k, name in enumerate(("member_n_trades", "member_exposure")):
+        np.testing.assert_array_equal(ds[name].values, np.moveaxis(per_symbol[..., k], -1, 0),
+                                      err_msg=name)
+    # the axis matters: one position at a time trades differently from three
+    assert not np.array_equal(ds["total_return"].values[0, ..., 0],
+                              ds["total_return"].values[0, ..., 2])
+
+
+def test_threads_cluster_writes_the_same_store(local, tmp_path, store):
+    threads = run(tmp_path, store, "threads", "--cluster", "threads")
+    for name in (*METRICS, "member_n_trades", "member_exposure"):
+        np.testing.assert_array_equal(threads[name].values, local[name].values, err_msg=name)
+
+
+def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
+    out = tmp_path / "r.zarr"
+    local.drop_encoding().to_zarr(out, zarr_format=3, consolidated=False)
+    capsys.readouterr()
+    assert main(["rank", str(out), "--by", "dsr", "--where", "max_positions >= 2",
+                 "--top", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 3 and {r["symbol"] for r in rows} == {"portfolio"}
+    assert all(r["max_positions"] >= 2 for r in rows)
+    best = max(rows, key=lambda r: r["dsr"])
+    assert rows[0]["dsr"] == best["dsr"]
+
+
+@pytest.mark.parametrize(("more", "match"), [
+    ({"portfolio": {"weight": "inverse_vol"}}, r"portfolio\.weight: inverse_vol is not yet"),
+    ({"portfolio": {"rebalance": "1M"}}, r"portfolio\.rebalance: rebalancing is not yet"),
+    ({"portfolio": {"symbols": ["AAA"]}}, r"portfolio\.symbols"),
+    ({"portfolio": {"max_positions": 2}}, r"portfolio\.max_positions: .*also a grid axis"),
+    ({"portfolio": None}, r"grid\.max_positions: .*add a portfolio section"),
+    ({"walk_forward": {"train": 300, "test": 100}}, r"portfolio: walk-forward .*not yet"),
+    ({"search": {"method": "random", "budget": 4}}, r"portfolio: .*remove search"),
+    ({"execution": {"direction": "both"}}, r"execution: a portfolio trades long only"),
+])
+def test_spec_refusals(store, tmp_path, more, match):
+    with pytest.raises(SpecError, match=match):
+        parse_spec(spec_dict(store, tmp_path / "x.zarr", **more))
