@@ -120,3 +120,47 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
 def test_spec_refusals(store, tmp_path, more, match):
     with pytest.raises(SpecError, match=match):
         parse_spec(spec_dict(store, tmp_path / "x.zarr", **more))
+
+
+def test_buy_and_hold_row_is_equal_weight(local, store):
+    from barsweep.pipeline.analysis.buyhold import buy_and_hold, portfolio_hold
+    from barsweep.pipeline.analysis.rebuild import stored_spec
+
+    spec, ppy = stored_spec(local)
+    closes = np.stack([open_bars(store, s, "1h")["close"].values.ravel()[:600]
+                       for s in MEMBERS])
+    hold = portfolio_hold(local, spec, ppy, {"fill": "close"})  # no fees: exact
+    assert hold["total_return"] == pytest.approx((closes[:, -1] / closes[:, 0]).mean() - 1,
+                                                 rel=1e-12)
+    assert hold["exposure"] == 1.0
+    row = buy_and_hold(local).iloc[0]
+    assert row["symbol"] == "portfolio" and row["n_trades"] == len(MEMBERS)
+
+
+def test_report_heatmap_and_refusals(local, tmp_path, capsys):
+    out = tmp_path / "r.zarr"
+    local.drop_encoding().to_zarr(out, zarr_format=3, consolidated=False)
+    assert main(["report", str(out), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "buy&amp;hold" in page and "portfolio combo is not rebuilt yet" in page
+    assert main(["plot", "heatmap", str(out), "--x", "fast", "--y", "max_positions",
+                 "--out", str(tmp_path / "h.png")]) == 0
+    capsys.readouterr()
+    for command in (["plot", "best", str(out), "--out", str(tmp_path / "b.png")],
+                    ["trades", str(out)], ["rank", str(out), "--pbo"]):
+        assert main(command) != 0
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "portfolio" in err, err
+
+
+def test_python_sweep_takes_a_portfolio(store):
+    import barsweep
+
+    ds = barsweep.sweep(store, "ema_cross", {"fast": [3, 5], "slow": [20]},
+                        execution=EXECUTION, symbols=MEMBERS, timeframe="1h",
+                        portfolio={"max_positions": 2}, cluster="threads")
+    assert ds["symbol"].values.tolist() == ["portfolio"]
+    assert ds["member_exposure"].sizes["member"] == len(MEMBERS)
+    metrics, _ = direct(store)
+    np.testing.assert_array_equal(ds["sharpe"].values[0, :, 0],
+                                  metrics[:2, 0, 1, METRICS.index("sharpe")])
