@@ -2,7 +2,8 @@
 
 A metric variable of a results store is over ``(symbol, *params)``, or over
 ``(symbol, window, sample, *params)`` in a walk-forward run; the per-segment return
-sums (``seg_sum_r``, ``seg_sum_r2``) are over ``(symbol, segment, *params)``. The
+sums (``seg_sum_r``, ``seg_sum_r2``) are over ``(symbol, segment, *params)``; a
+portfolio's ``member_n_trades`` and ``member_exposure`` over ``(member, *params)``. The
 parameters are the grid's axes, in the spec's order.
 """
 

@@ -211,7 +211,8 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     t0 = time.perf_counter()
     spec = prepared.spec
     wait_for_workers(client, spec.run.worker_timeout)
-    backend = resolve_backend(spec.run.backend, client)
+    backend = (("cpu", "a portfolio runs on the CPU") if spec.portfolio is not None
+               else resolve_backend(spec.run.backend, client))
     the_plan = plan_run(prepared, client, backend)
     if voice.say is not None:
         voice.say(plan_size_line(prepared, the_plan, client))
@@ -284,7 +285,7 @@ def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Pl
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
                 is not None else uuid.uuid4().hex)
     return plan(spec, out, block_size, prepared.grid, backend[0], prepared.bars_fingerprint, run_id,
-                store_id, prepared.windows, prepared.n_bars, budget)
+                store_id, prepared.windows, prepared.n_bars, budget, prepared.resume_chunks)
 
 
 def resumed_blocks(prepared: Prepared, the_plan: Plan,
