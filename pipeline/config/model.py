@@ -252,7 +252,8 @@ class Spec(BaseModel):
                              "walk_forward or search"))
         too_big = (too_big_search(grid, self.search, len(self.data.symbols),
                                    self.run.max_combos) if searched else
-                   _too_big(grid, len(self.data.symbols), self.run.max_combos))
+                   _too_big(grid, 1 if self.portfolio else len(self.data.symbols),
+                             self.run.max_combos))
         if too_big:
             problems.append(("grid", too_big))
         else:

@@ -425,4 +425,6 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)
         ds = ds.assign({name: ds[name].where(mask)  # segment sums broadcast over segment
                         for name in (*METRICS, *SEGMENT_SUMS) if name in ds})
+        ds = ds.assign({name: ds[name].where(mask.isel(symbol=0, drop=True))  # a portfolio's
+                        for name in MEMBER_VARS if name in ds})
     return ds
