@@ -202,3 +202,31 @@ def test_memory_cut_blocks_and_resume_write_the_same_store(local, tmp_path, stor
     ds = xr.open_zarr(out, consolidated=False).load()
     for name in (*METRICS, "member_n_trades", "member_exposure"):
         np.testing.assert_array_equal(ds[name].values, local[name].values, err_msg=name)
+
+
+def test_rule_portfolio_on_a_local_cluster(tmp_path, store):
+    """A rule strategy, next_open fills, max_positions in the section: every cell is
+    sweep_portfolio's on the same bars."""
+    out = tmp_path / "rule.zarr"
+    spec = {"data": {"store": str(store), "symbols": MEMBERS, "timeframe": "1h"},
+            "strategy": {"name": "rsi_rule", "rule": {"entry": "rsi(close, period) < lower",
+                                                      "exit": "rsi(close, period) > 70"}},
+            "grid": {"period": [7, 14], "lower": [30, 40]},
+            "execution": {"fill": "next_open", "fees": 0.0005},
+            "portfolio": {"max_positions": 2}, "run": {"out": str(out), "block_size": 2}}
+    (tmp_path / "rule.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "rule.yaml"), "--no-progress", "--cluster", "local",
+                 "--workers", "2"]) == 0
+    ds = xr.open_zarr(out, consolidated=False).load()
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    dims = ds["sharpe"].dims[1:]  # the rule's parameters, in the store's order
+    mesh = np.meshgrid(*(spec["grid"][d] for d in dims), indexing="ij")
+    metrics, per_symbol = sweep_portfolio(parse_spec(spec).strategy_def, bars,
+                                          {d: m.ravel() for d, m in zip(dims, mesh, strict=True)},
+                                          spec["execution"], periods_per_year("1h"),
+                                          max_positions=2)
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].values[0].ravel(), metrics[:, k], err_msg=name)
+    np.testing.assert_array_equal(ds["member_exposure"].values.reshape(len(MEMBERS), -1),
+                                  per_symbol[:, :, 1].T)
