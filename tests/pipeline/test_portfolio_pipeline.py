@@ -151,6 +151,11 @@ def test_report_heatmap_and_refusals(local, tmp_path, capsys):
         assert main(command) != 0
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "portfolio" in err, err
+    from barsweep.errors import ResultsError
+    from barsweep.pipeline.analysis.rebuild import best_backtest
+
+    with pytest.raises(ResultsError, match="a portfolio combo is not rebuilt yet"):
+        best_backtest(out)
 
 
 def test_python_sweep_takes_a_portfolio(store):
