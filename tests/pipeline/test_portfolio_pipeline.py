@@ -235,3 +235,12 @@ def test_rule_portfolio_on_a_local_cluster(tmp_path, store):
         np.testing.assert_array_equal(ds[name].values[0].ravel(), metrics[:, k], err_msg=name)
     np.testing.assert_array_equal(ds["member_exposure"].values.reshape(len(MEMBERS), -1),
                                   per_symbol[:, :, 1].T)
+
+
+def test_check_says_the_portfolio(store, tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(spec_dict(store, tmp_path / "c.zarr")))
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "18 combos of the portfolio (one account)" in out
+    assert "AAA (600 bars), BBB (600 bars), CCC (600 bars)" in out and "DDD" not in out
