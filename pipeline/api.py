@@ -68,6 +68,7 @@ def sweep(bars_or_store: str | os.PathLike, strategy: str | Mapping, grid: Mappi
     **spec_sections
         Further spec sections or data keys: ``data`` keys ``start``, ``end``,
         ``year_days``, ``align``; sections ``walk_forward``, ``analysis``, ``run``,
+        ``portfolio`` (e.g. ``portfolio={"max_positions": 2}``: docs/SPEC.md),
         ``modules``, ``search`` (e.g. ``search={"method": "halving", "budget": 20000}``:
         docs/SEARCH.md).
 

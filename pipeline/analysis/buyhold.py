@@ -1,6 +1,11 @@
 """Buy and hold of each symbol beside a results store's combos: the reference a ranked
 combo is read against.
 
+A portfolio store's one row (``symbol`` portfolio) is the equal-weight buy and hold of
+its members: ``1 / N`` of the account bought in each at the first bar and held
+(:func:`barsweep.engine.portfolio.sweep_portfolio` of ``buy_and_hold``), with the run's
+fill, fees and cash.
+
 Computed, not stored: for each symbol, the ``buy_and_hold`` strategy through
 :func:`barsweep.engine.backtest` over the bars the run used (the stored spec's store and
 range, checked against the run's fingerprint), with the run's fill, fees, slippage,
@@ -67,6 +72,9 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
     bars, rows = {}, []
     for group in groups:
         symbol = str(group["symbol"])
+        if "portfolio" in ds.attrs:
+            rows.append({**group, **portfolio_hold(ds, spec, ppy, execution)})
+            continue
         if symbol not in bars:
             bars[symbol] = _run_bars(ds, spec, symbol)
         span = None
@@ -93,6 +101,20 @@ def _hold(bars, span, ppy: float, execution: dict):
     if span is not None:
         bars = bars.isel(time=slice(*span))
     return backtest(bars, "buy_and_hold", {}, ppy=ppy, **execution)
+
+
+def portfolio_hold(ds, spec, ppy: float, execution: dict) -> dict[str, float]:
+    """The metrics of the equal-weight buy and hold of a portfolio store's members
+    (``spec.data.symbols``) over the bars the run used."""
+    from ...engine import get_strategy
+    from ...engine.portfolio import sweep_portfolio
+
+    bars = {}
+    for symbol in spec.data.symbols:
+        ds_bars = _run_bars(ds, spec, symbol)
+        bars[symbol] = {k: ds_bars[k].values.ravel() for k in ("open", "high", "low", "close")}
+    metrics, _ = sweep_portfolio(get_strategy("buy_and_hold"), bars, {}, execution, ppy)
+    return dict(zip(METRICS, metrics[0].tolist(), strict=True))
 
 
 def _execution(spec) -> dict:

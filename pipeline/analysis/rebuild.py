@@ -27,6 +27,15 @@ def stored_spec(ds, what: str = "the results store"):
     return spec, ppy
 
 
+def refuse_portfolio(ds, what: str) -> None:
+    """ResultsError for a portfolio store's combo, which is not rebuilt (its metrics and
+    each member's ``n_trades`` and ``exposure`` are in the store)."""
+    if "portfolio" in ds.attrs:
+        raise ResultsError(f"{what}: a portfolio combo is not rebuilt yet; its account's "
+                           f"metrics and each member's member_n_trades and member_exposure "
+                           f"are in the store (barsweep rank)")
+
+
 def stored_bars(spec, symbol: str):
     """The bars ``symbol``'s runs covered: ``open_bars`` of the spec's store and range."""
     from ...datasets import open_bars
@@ -73,6 +82,7 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
     differ from the store's, naming the metric.
     """
+    refuse_portfolio(ds, what)
     at = {} if window is None else {"window": window, "sample": sample}
     span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
                                         int(ds[f"{sample}_end_bar"].sel(window=window)))

@@ -181,7 +181,8 @@ def cmd_check(args) -> int:
     print(f"OK: {args.spec}")
     print(f"  {describe(spec.strategy_def)}: compiles ({compiled})")
     print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}")
-    print(f"  grid: {prepared.grid.size:,} combos per symbol, {'' if exact else 'at most '}"
+    per = ("of the portfolio (one account)" if spec.portfolio is not None else "per symbol")
+    print(f"  grid: {prepared.grid.size:,} combos {per}, {'' if exact else 'at most '}"
           f"{valid:,} valid")
     if spec.search.method != "grid":
         from ..config.search import rung_sizes
@@ -207,7 +208,8 @@ def check_size_line(prepared) -> str:
     from ..run.orchestrate import prepared_size_line
 
     spec = prepared.spec
-    segments = spec.analysis.pbo_segments if prepared.windows is None else 0
+    segments = (spec.analysis.pbo_segments if prepared.windows is None
+                and spec.portfolio is None else 0)
     line = prepared_size_line(prepared, segments, default_workers())
     return line + ("" if spec.cluster.kind in STARTED_HERE
                    else f" (this machine's cores; the run is on its {spec.cluster.kind} "

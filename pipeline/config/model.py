@@ -43,6 +43,7 @@ from .cluster import STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import Grid
+from .portfolio import PORTFOLIO_AXES, PortfolioSpec, portfolio_axis_problems, portfolio_problems
 from .search import SearchSpec, too_big_search
 from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RuleSpec, RunSpec
 from .windows import WalkForwardSpec, bars_of
@@ -101,6 +102,7 @@ class Spec(BaseModel):
     modules: list[str] = Field(default_factory=list)
     strategy: Annotated[Annotated[str, Tag("named")] | Annotated[RuleSpec, Tag("rules")],
                         Discriminator(lambda v: "named" if isinstance(v, str) else "rules")]
+    portfolio: PortfolioSpec | None = None
     grid: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     constraints: list[str] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
@@ -174,19 +176,22 @@ class Spec(BaseModel):
                              refusals(err, RangeSpec, f"grid.{key}", skip=AXIS_TAGS)]
             except SpecError as err:
                 problems.append((f"grid.{key}", str(err)))
+        problems += portfolio_axis_problems(expanded, info.data.get("portfolio"))
+        own = {k: v for k, v in expanded.items() if k not in PORTFOLIO_AXES}
         strategy = _strategy_or_none(info)
         if isinstance(info.data.get("strategy"), RuleSpec) and not problems:
-            strategy, problems = _rule_strategy(info.data["strategy"], expanded)
+            strategy, problems = _rule_strategy(info.data["strategy"], own)
             if isinstance(info.context, dict):
                 info.context["strategy"] = strategy
         if strategy is not None:
-            problems += _strategy_problems(strategy, expanded, given=value.keys())
+            problems += _strategy_problems(strategy, own, given=value.keys())
         if problems:
             raise Problems(problems)
         if strategy is None:
             return value
         kinds = {p.name: _kind(p.kind) for p in strategy.params} | dict.fromkeys(
-            (k for k in STOP_PARAMS if k in value), "float")
+            (k for k in STOP_PARAMS if k in value), "float") | dict.fromkeys(
+            (k for k in PORTFOLIO_AXES if k in value), "int")
         if isinstance(info.context, dict):
             info.context["axes"] = tuple((k, as_kind(expanded[k], kind))
                                          for k, kind in kinds.items())
@@ -201,7 +206,8 @@ class Spec(BaseModel):
             try:
                 expr = parse_expr(text)
                 if strategy is not None:
-                    check_names(expr, (*strategy.param_names, *STOP_PARAMS), what="constraint")
+                    check_names(expr, (*strategy.param_names, *STOP_PARAMS, *PORTFOLIO_AXES),
+                                what="constraint")
             except SpecError as err:
                 problems.append((f"constraints[{i}]", str(err)))
         if problems:
@@ -234,6 +240,7 @@ class Spec(BaseModel):
                             self.data.year_days or 365.0, key="")
                 except SpecError as err:
                     problems.append((f"walk_forward.{key}", str(err)))
+        problems += portfolio_problems(self)
         strategy = context.pop("strategy", None) or self.strategy_def
         self._strategy = strategy
         grid = Grid(axes, tuple(parse_expr(text) for text in
@@ -245,7 +252,8 @@ class Spec(BaseModel):
                              "walk_forward or search"))
         too_big = (too_big_search(grid, self.search, len(self.data.symbols),
                                    self.run.max_combos) if searched else
-                   _too_big(grid, len(self.data.symbols), self.run.max_combos))
+                   _too_big(grid, 1 if self.portfolio else len(self.data.symbols),
+                             self.run.max_combos))
         if too_big:
             problems.append(("grid", too_big))
         else:
@@ -384,7 +392,8 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
 def _axes(spec: Spec) -> tuple[tuple[str, np.ndarray], ...]:
     """The grid's axes from a validated spec's entries (when validated without a context
     that kept them)."""
-    kinds = {p.name: _kind(p.kind) for p in spec.strategy_def.params}
+    kinds = {p.name: _kind(p.kind) for p in spec.strategy_def.params} | dict.fromkeys(
+        PORTFOLIO_AXES, "int")
     return tuple((k, expand(entry, kinds.get(k, "float"))) for k, entry in spec.grid.items())
 
 

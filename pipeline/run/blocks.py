@@ -21,6 +21,8 @@ from ...engine.backend import limit_threads
 from ...engine.strategies import Strategy, import_strategy_module, resolve
 from ..config.expr import Expr
 from ..config.grid import box_combos, constraint_mask
+from ..config.portfolio import PortfolioSpec
+from .portfolio_block import portfolio_metrics, portfolio_sweep
 from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
 
@@ -92,6 +94,12 @@ class BlockTask:
     rung : int
         The search rung the block runs (-1: not a search); ``spans`` then holds the
         rung's one span (None on the last rung: every bar).
+    members : tuple of BarsRef
+        A portfolio's block: every member symbol's bars, traded from one account
+        (:mod:`~barsweep.pipeline.run.portfolio_block`); ``bars`` is then the first's.
+        Empty: one symbol's block.
+    portfolio : PortfolioSpec, optional
+        The spec's ``portfolio`` section, with ``members``.
     """
 
     block_id: int
@@ -111,6 +119,8 @@ class BlockTask:
     segments: int = 0
     cells: np.ndarray | None = None
     rung: int = -1
+    members: tuple[BarsRef, ...] = ()
+    portfolio: PortfolioSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,8 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
     """
     phases = {} if phases is None else phases
     params, keep = block_combos(task)
+    if task.members:
+        return portfolio_metrics(task, params, keep, phases)
     t0 = time.perf_counter()
     bars = task.bars.arrays()
     phases["open_bars"] = time.perf_counter() - t0
@@ -220,6 +232,10 @@ def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
     store."""
     params, keep = block_combos(task)
     keep = np.flatnonzero(keep)[:2]
+    if task.members:
+        portfolio_sweep(task, {ref.symbol: head for ref in task.members},
+                        {k: v[keep] for k, v in params.items()})
+        return
     n = len(head["close"])
     warm = dataclasses.replace(task, spans=None if task.spans is None
                                else ((0, n),) * len(task.spans))

@@ -24,6 +24,7 @@ from ...datasets import mapped_arrays
 from ...engine.backend import process_gpu
 from ...errors import BackendError, BarsweepError, RunError
 from ..config.model import Spec
+from ..config.portfolio import PORTFOLIO_LABEL
 from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
 from .results import write_block
 from .shipping import BarsUnavailable, module_shipper
@@ -158,7 +159,7 @@ def block_key(task: BlockTask, run_id: str) -> str:
 def block_annotations(task: BlockTask) -> dict:
     """What the dashboard shows of a block besides its key: its symbol, and its
     walk-forward windows (``"0-14"``) when it has some."""
-    where = {"symbol": task.bars.symbol}
+    where = {"symbol": PORTFOLIO_LABEL if task.members else task.bars.symbol}
     if task.rung >= 0:
         where["rung"] = task.rung
     elif task.spans is not None:
@@ -243,7 +244,7 @@ def task_allowed_failures() -> int:
 
 def describe_block(task: BlockTask) -> str:
     """``BTCUSDT, fast 2..10, slow 10..120``: where a block lies in the grid."""
-    parts = [task.bars.symbol]
+    parts = [PORTFOLIO_LABEL if task.members else task.bars.symbol]
     for name, values in task.axes:
         lo, hi = values[0].item(), values[-1].item()
         parts.append(f"{name} {lo}" if len(values) == 1 else f"{name} {lo}..{hi}")

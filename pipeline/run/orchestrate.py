@@ -13,6 +13,7 @@ tells them and how: a :class:`Voice`.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -27,6 +28,7 @@ from distributed import Client
 from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
 from ..config.cluster import ClusterSpec
 from ..config.model import Spec
+from ..config.portfolio import PORTFOLIO_LABEL
 from .blocks import BlockTask
 from .estimate import size_line
 from .execute import resolve_backend, shipped_modules, wait_for_workers
@@ -209,7 +211,8 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     t0 = time.perf_counter()
     spec = prepared.spec
     wait_for_workers(client, spec.run.worker_timeout)
-    backend = resolve_backend(spec.run.backend, client)
+    backend = (("cpu", "a portfolio runs on the CPU") if spec.portfolio is not None
+               else resolve_backend(spec.run.backend, client))
     the_plan = plan_run(prepared, client, backend)
     if voice.say is not None:
         voice.say(plan_size_line(prepared, the_plan, client))
@@ -252,7 +255,7 @@ def prepared_size_line(prepared: Prepared, segments: int, n_threads: int) -> str
     """The prepared run's combos, its store's size on disk (with ``segments`` PBO
     segments) and its time on ``n_threads`` worker threads
     (:func:`~barsweep.pipeline.run.estimate.size_line`)."""
-    n_symbols = len(prepared.spec.data.symbols)
+    n_symbols = 1 if prepared.spec.portfolio else len(prepared.spec.data.symbols)
     runs = 1 if prepared.windows is None else 2 * len(prepared.windows)
     n_combos = prepared.valid_combos * n_symbols  # excluded cells compress to nothing
     return size_line(n_combos, n_combos * runs, segments, prepared.combo_bars(), n_threads)
@@ -282,7 +285,7 @@ def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Pl
     store_id = ((store_attrs(out) or {}).get("store_id", "") if prepared.resume_chunks
                 is not None else uuid.uuid4().hex)
     return plan(spec, out, block_size, prepared.grid, backend[0], prepared.bars_fingerprint, run_id,
-                store_id, prepared.windows, prepared.n_bars, budget)
+                store_id, prepared.windows, prepared.n_bars, budget, prepared.resume_chunks)
 
 
 def resumed_blocks(prepared: Prepared, the_plan: Plan,
@@ -312,8 +315,13 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
     spec = prepared.spec
     attrs = run_attrs(prepared, backend, where, the_plan.store_id, the_plan.ppy,
                       the_plan.n_combos, the_plan.n_combos_exact)
-    create_store(prepared.out, spec.data.symbols, the_plan.grid.axes, the_plan.chunks,
-                 the_plan.n_blocks, attrs, excluded=the_plan.excluded,
+    symbols, members = spec.data.symbols, ()
+    if spec.portfolio is not None:  # one account: docs/SPEC.md, "Portfolios"
+        symbols, members = [PORTFOLIO_LABEL], spec.data.symbols
+        attrs = {**attrs, "portfolio": json.dumps(spec.portfolio.model_dump(mode="json")),
+                 "members": list(members)}
+    create_store(prepared.out, symbols, the_plan.grid.axes, the_plan.chunks,
+                 the_plan.n_blocks, attrs, excluded=the_plan.excluded, members=members,
                  segments=the_plan.segments, lead=the_plan.lead,
                  coords={**store_coords(spec, prepared.symbol_bars),
                          **(prepared.window_times or {})})

@@ -19,6 +19,7 @@ from ...engine.strategies import resolve
 from ..config.dims import SAMPLES
 from ..config.grid import Grid
 from ..config.model import Spec
+from ..config.portfolio import members
 from .blocks import BarsRef, BlockTask
 from .memory import block_bytes, fit_chunks, table_rows
 
@@ -108,6 +109,8 @@ def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
     """Coordinates of the store beyond its dims: ``n_bars`` over ``symbol`` (the bars
     each symbol's runs cover) and, with PBO segments, ``seg_n`` over ``(symbol,
     segment)`` (the bars of each segment, as the kernels cut them)."""
+    if spec.portfolio is not None:  # one account over the members' common bars
+        return {"n_bars": (("symbol",), np.asarray(symbol_bars[:1], dtype=np.int64))}
     coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
     n_segs = spec.analysis.pbo_segments
     if n_segs and spec.walk_forward is None:
@@ -119,7 +122,8 @@ def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
 def plan(spec: Spec, out: str, block_size: int,
          grid: Grid | None = None, backend: str = "cpu", fingerprint: dict | None = None,
          run_id: str = "", store_id: str = "", windows: np.ndarray | None = None,
-         n_bars: int = 0, budget: int | None = None) -> Plan:
+         n_bars: int = 0, budget: int | None = None,
+         chunks: tuple[int, ...] | None = None) -> Plan:
     """Cut the spec's grid into blocks (block = Dask task = Zarr chunk) for every symbol.
 
     ``block_size`` is the combos per block, resolved (the spec's ``auto`` is
@@ -135,7 +139,8 @@ def plan(spec: Spec, out: str, block_size: int,
     indicators hoisted once for all), the store's ``window``/``sample`` dims.
     ``budget`` (bytes, with ``n_bars`` the bars a block reads) cuts the blocks further,
     on any axis, until each one's :func:`~barsweep.pipeline.run.memory.block_bytes`
-    fits (:func:`block_chunks`); SpecError when one combo does not.
+    fits (:func:`block_chunks`); SpecError when one combo does not. ``chunks``, when
+    given, is the block shape as it is (a resumed store's).
 
     The grid is never enumerated: each block is decided by interval bounds and counted
     by :meth:`~barsweep.pipeline.config.grid.Grid.block_counts` within a fixed budget, so
@@ -143,7 +148,7 @@ def plan(spec: Spec, out: str, block_size: int,
     number of blocks (``benchmarks/plan_size.py``).
     """
     grid = grid if grid is not None else spec.param_grid
-    chunks = block_chunks(spec, grid, block_size, n_bars, budget, windows)
+    chunks = chunks or block_chunks(spec, grid, block_size, n_bars, budget, windows)
     per_symbol = grid.n_blocks(chunks)
     if spec.data.year_days is None:
         raise ValueError("plan() takes a prepared spec: data.year_days is measured from the "
@@ -154,10 +159,14 @@ def plan(spec: Spec, out: str, block_size: int,
     empty = (counts == 0).nonzero()[0].tolist()
     step = 0 if windows is None else windows_per_block(len(windows), math.prod(chunks))
     groups = window_groups(windows, step)
-    segments = spec.analysis.pbo_segments if windows is None else 0
+    segments = 0 if windows is not None or spec.portfolio is not None else (
+        spec.analysis.pbo_segments)
     modules = tuple(spec.modules)
     tasks, task_combos, excluded = [], [], []
-    for s, bars in enumerate(bars_refs(spec, fingerprint, run_id)):
+    refs = bars_refs(spec, fingerprint, run_id)
+    # a portfolio's blocks read every member's bars; others one symbol's each
+    sources = [(refs[0], tuple(refs))] if spec.portfolio is not None else [(r, ()) for r in refs]
+    for s, (bars, member_refs) in enumerate(sources):
         for g, (group, span) in enumerate(groups):
             first = (s * len(groups) + g) * per_symbol  # block ids: symbol, windows, box
             lead = (slice(s, s + 1),) if span is None else (
@@ -166,10 +175,11 @@ def plan(spec: Spec, out: str, block_size: int,
                 tasks.append(BlockTask(first + b, out, bars, spec.strategy_ref, axes,
                                        (*lead, *slices), grid.constraints, spec.execution,
                                        ppy, modules, backend=backend,
-                                       store_id=store_id, spans=span, segments=segments))
+                                       store_id=store_id, spans=span, segments=segments,
+                                       members=member_refs, portfolio=spec.portfolio))
                 task_combos.append(n_valid)
             excluded.extend(first + b for b in empty)
-    n_blocks = per_symbol * len(spec.data.symbols) * len(groups)
+    n_blocks = per_symbol * len(sources) * len(groups)
     return Plan(grid, chunks, n_blocks, tuple(tasks), tuple(excluded), sum(task_combos),
                 bool(exact.all()), tuple(task_combos), store_lead(windows, step), segments,
                 step, store_id, ppy)
@@ -191,11 +201,13 @@ def chunk_cost(spec: Spec, grid: Grid, n_bars: int, windows: np.ndarray | None =
     strategy = resolve(spec.strategy_ref)
     names = grid.names
     segments = spec.analysis.pbo_segments if windows is None else 0
+    if spec.portfolio is not None:  # a table per member, no segments
+        n_bars, segments = n_bars * len(members(spec)), 0
 
     def cost(shape: tuple[int, ...]) -> int:
         combos = math.prod(shape)
         runs = 1 if windows is None else 2 * windows_per_block(len(windows), combos)
-        rows = table_rows(strategy, dict(zip(names, shape, strict=True)))
+        rows = table_rows(strategy, dict(zip(names, shape, strict=True)))  # per member
         return block_bytes(rows, n_bars, combos, runs, segments, len(shape),
                            len(strategy.indicators))
     return cost

@@ -30,6 +30,7 @@ from ...version import __version__
 from ..config.dims import NON_PARAM_DIMS
 from ..config.grid import Grid
 from ..config.model import DataSpec, Spec
+from ..config.portfolio import members
 from .results import check_out, store_attrs
 
 
@@ -85,6 +86,9 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         raise ResultsError("--overwrite and --resume exclude each other: choose one")
     out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
     spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
+    if spec.portfolio is not None:  # its members' bars, aligned
+        spec = spec.model_copy(update={"data": spec.data.model_copy(
+            update={"symbols": members(spec), "align": "inner"})})
     if spec.data.align == "inner" and len(spec.data.symbols) > 1:
         spec = spec.model_copy(update={"data": common_range(spec.data)})
     symbol_bars, times = [], []
@@ -214,7 +218,7 @@ def walk_forward_windows(spec: Spec, times: list[np.ndarray]) -> tuple[np.ndarra
 
 #: The spec's sections that decide a store's contents: a resume must not change them.
 RESULT_SECTIONS = ("data", "modules", "strategy", "grid", "constraints", "execution",
-                   "analysis", "walk_forward", "search")
+                   "analysis", "walk_forward", "search", "portfolio")
 
 
 def resumable_chunks(out: str, spec: Spec, bars_fingerprint: dict) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ from ...engine import LOWER_IS_BETTER, METRICS
 from ...engine.metrics import METRIC_INFO
 from ...errors import ResultsError, RunError
 from .lock import out_lock as out_lock  # re-exported: the store's lock
+from .portfolio_block import MEMBER_VARS
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 
@@ -53,6 +54,7 @@ def create_store(
     segments: int = 0,
     coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]] | None = None,
     extra: Sequence[str] = (),
+    members: Sequence[str] = (),
 ) -> None:
     """Write the store's metadata and coordinates; no metric chunk is written.
 
@@ -87,9 +89,13 @@ def create_store(
     extra : sequence of str
         More float64 variables chunked as the metrics, NaN until written (a search's
         ``rung``, ``bars_run`` and ``reach``).
+    members : sequence of str
+        A portfolio's member symbols: the ``member`` dim of :data:`MEMBER_VARS`,
+        over ``(member, *params)``, chunked as the metrics with the whole ``member``.
     """
     ds, encoding = empty_store(symbols, axes, chunks, n_blocks, attrs, lead=lead,
-                               segments=segments, coords=coords, extra=extra)
+                               segments=segments, coords=coords, extra=extra,
+                               members=members)
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
@@ -109,7 +115,8 @@ def create_store(
 def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
                 chunks: Sequence[int], n_blocks: int, attrs: Mapping[str, str], *,
                 lead: Sequence[tuple[str, np.ndarray, int]] = (), segments: int = 0,
-                coords: Mapping | None = None, extra: Sequence[str] = ()) -> tuple:
+                coords: Mapping | None = None, extra: Sequence[str] = (),
+                members: Sequence[str] = ()) -> tuple:
     """The results store of :func:`create_store`'s arguments as an ``xarray.Dataset``
     of lazy NaN metrics (dask arrays, nothing computed), and its Zarr encoding: each
     metric chunked as the blocks, with its long name, units and which way is better."""
@@ -135,6 +142,12 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
         data_vars.update({name: (seg_dims, da.full(seg_shape, np.nan, chunks=seg_block,
                                                    dtype=np.float64))
                           for name in SEGMENT_SUMS})
+    member_block = (len(members), *chunks)
+    if len(members):
+        every["member"] = np.asarray(members, dtype=object)
+        data_vars.update({name: (("member", *params), da.full(
+            (len(members), *[len(v) for _, v in axes]), np.nan, chunks=member_block,
+            dtype=np.float64)) for name in MEMBER_VARS})
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
     ds = xr.Dataset(data_vars, coords=every,
                     attrs={**attrs, STORE_MARK: STORE_LAYOUT, "complete": False})
@@ -149,6 +162,10 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
     if segments:
         encoding.update({name: {"chunks": seg_block, "fill_value": np.nan}
                          for name in SEGMENT_SUMS})
+    if len(members):
+        encoding.update({name: {"chunks": member_block, "fill_value": np.nan}
+                         for name in MEMBER_VARS})
+        encoding["member"] = {"chunks": (len(members),)}
     encoding["done"] = {"chunks": (1,), "fill_value": PENDING}
     encoding["symbol"] = {"chunks": (len(symbols),)}
     for name, values in axes:
@@ -200,7 +217,8 @@ def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.nd
         values = dict(zip(METRICS, values, strict=True))
     group = zarr.open_group(path, mode="r+")
     for name, array in values.items():
-        where = (region[0], slice(None), *region[1:]) if name in SEGMENT_SUMS else region
+        where = ((region[0], slice(None), *region[1:]) if name in SEGMENT_SUMS else
+                 (slice(None), *region[1:]) if name in MEMBER_VARS else region)
         if cells is not None and len(cells) < array.shape[-1]:  # keep the other cells
             merged = group[name][where]
             merged[..., cells] = array[..., cells]
@@ -407,4 +425,6 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)
         ds = ds.assign({name: ds[name].where(mask)  # segment sums broadcast over segment
                         for name in (*METRICS, *SEGMENT_SUMS) if name in ds})
+        ds = ds.assign({name: ds[name].where(mask.isel(symbol=0, drop=True))  # a portfolio's
+                        for name in MEMBER_VARS if name in ds})
     return ds

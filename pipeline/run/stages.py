@@ -105,7 +105,8 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
     every block, with the progress line. Returns the blocks' reports, when the warm-up
     ended (``time.perf_counter``) and the workers the bars were shipped to."""
     spec, say = prepared.spec, voice.say
-    shipper = BarsShipper(client, dict.fromkeys(t.bars for t in tasks))
+    shipper = BarsShipper(client, dict.fromkeys(ref for t in tasks
+                                                for ref in (t.members or (t.bars,))))
     try:
         shipped = shipper.ensure() if todo else None
         if shipped and say is not None:
