@@ -97,3 +97,17 @@ def assert_same_store(a, b) -> None:
     assert kept_a == kept_b, json.dumps(
         {k: (kept_a.get(k), kept_b.get(k)) for k in kept_a.keys() | kept_b.keys()
          if kept_a.get(k) != kept_b.get(k)}, default=str)
+
+
+def pending_copy(src, dst) -> None:
+    """Copy the results store ``src`` to ``dst`` with every third block flagged pending
+    again (an interrupted run's store, for ``--partial``)."""
+    import shutil
+
+    from barsweep.pipeline.run.results import PENDING
+
+    shutil.copytree(src, dst)
+    done = zarr.open_group(str(dst), mode="r+")["done"]
+    flags = done[:]
+    flags[::3] = PENDING
+    done[:] = flags

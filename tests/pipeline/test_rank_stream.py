@@ -1,19 +1,18 @@
 """`rank` read slab by slab equals the ranking of the whole grid in memory, on stores
 written by real runs (complete, incomplete, several symbols, a walk-forward one)."""
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import zarr
+from compare import pending_copy
 from rank_reference import rank_whole
 from runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis import stream
 from barsweep.pipeline.analysis.rank import rank
-from barsweep.pipeline.run.results import PENDING
 
 
 def assert_same(got, want):
@@ -45,11 +44,7 @@ def stores(tmp_path_factory):
         run_spec_file({**base, **extra, "run": {"out": str(root / f"{name}.zarr"),
                                                  "block_size": 35}},
                       root / f"{name}.yaml", "--cluster", "threads")
-    shutil.copytree(root / "plain.zarr", root / "partial.zarr")
-    done = zarr.open_group(str(root / "partial.zarr"), mode="r+")["done"]
-    flags = done[:]
-    flags[::3] = PENDING
-    done[:] = flags
+    pending_copy(root / "plain.zarr", root / "partial.zarr")
     return root
 
 

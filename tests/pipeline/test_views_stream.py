@@ -4,12 +4,12 @@ those of the whole train grid ranked in memory, and the report leaks no numpy wa
 on stores written by real runs (several symbols, constraints, a walk-forward one, an
 incomplete one, one with combos that never trade)."""
 
-import shutil
 import warnings
 
 import numpy as np
 import pytest
 import zarr
+from compare import pending_copy
 from runs import run_spec_file, synth
 
 from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
@@ -18,7 +18,7 @@ from barsweep.pipeline.analysis.plots import idle_cells, metric_grid
 from barsweep.pipeline.analysis.rank import _where_mask, rank_order
 from barsweep.pipeline.analysis.walkforward import walkforward
 from barsweep.pipeline.cli import main
-from barsweep.pipeline.run.results import PENDING, open_results
+from barsweep.pipeline.run.results import open_results
 
 REDUCERS = {"max": np.nanmax, "mean": np.nanmean, "median": np.nanmedian}
 
@@ -99,11 +99,7 @@ def stores(tmp_path_factory):
         run_spec_file({**base, **extra, "run": {"out": str(root / f"{name}.zarr"),
                                                  "block_size": 40}},
                       root / f"{name}.yaml", "--cluster", "threads")
-    shutil.copytree(root / "plain.zarr", root / "partial.zarr")
-    done = zarr.open_group(str(root / "partial.zarr"), mode="r+")["done"]
-    flags = done[:]
-    flags[::3] = PENDING
-    done[:] = flags
+    pending_copy(root / "plain.zarr", root / "partial.zarr")
     return root
 
 
