@@ -24,6 +24,7 @@ from .block import locality_order, prepare_block
 from .execution import Execution, execution_of, run_settings
 from .hoist import hoist
 from .metrics import N_METRICS
+from .portfolio_periods import rebalance_table
 from .portfolio_sim import N_SYMBOL_METRICS
 from .strategies import kernels
 from .strategies.base import Strategy
@@ -48,12 +49,12 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(nogil=True, cache={cache})
-def portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
-                     per_symbol):
+def portfolio_kernel(sbars, px, ind, combos, max_positions, rebalance, rebalance_bars,
+                     run, bench, out, per_symbol):
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
-        simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
-                           state, out, per_symbol)
+        simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebalance,
+                           rebalance_bars, c, run, bench, state, out, per_symbol)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}
@@ -63,8 +64,9 @@ def portfolio_kernel(signal):
     """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5 or
     8 arguments), written and imported once per process.
 
-    It is called ``portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
-    per_symbol)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
+    It is called ``portfolio_kernel(sbars, px, ind, combos, max_positions, rebalance,
+    rebalance_bars, run, bench, out, per_symbol)``
+    (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
     """
     module = _COMPILED.get(signal)
     if module is None:
@@ -162,6 +164,7 @@ def sweep_portfolio(
     ppy: float,
     *,
     max_positions=None,
+    rebalance=None,
     timings: dict[str, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
@@ -182,6 +185,11 @@ def sweep_portfolio(
     max_positions : None, int, or ndarray of int, shape (n_combos,)
         At most this many positions open at once, each ``1 / K`` of the value; None:
         every symbol may be held, each ``1 / N``.
+    rebalance : None, str, or sequence of (str or None), one per combo
+        The period (``"1W"``, ``"1M"``, ``"3M"``, ...:
+        :mod:`barsweep.engine.portfolio_periods`) on whose first bar the held positions
+        are re-targeted to their weight; None: never. Needs each symbol's ``time``
+        (int64 nanoseconds since the epoch).
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
         kernel (``kernel``).
@@ -231,11 +239,14 @@ def sweep_portfolio(
     bench = equal_weight_benchmark(np.stack([b.bars.close for b in blocks]))
     run = run_settings(execution, ppy, bench)
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
+    rebalance_bars, rebal = rebalance_table(next(iter(bars.values())).get("time"),
+                                            rebalance, first.n_combos)
     metrics = np.empty((first.n_combos, N_METRICS))
     per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
     kernel = portfolio_kernel(strategy.signal)
     t1 = time.perf_counter()
-    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, (rebal[order], rebalance_bars),
+                         run, bench, metrics, per_symbol)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
@@ -249,21 +260,23 @@ def sweep_portfolio(
 PIECE_COMBOS = 16
 
 
-def run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics,
-                         per_symbol) -> None:
+def run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, rebalance, run, bench,
+                         metrics, per_symbol) -> None:
     """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
-    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``)."""
+    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``);
+    ``rebalance`` is ``(each combo's row of the table, the table of rebalance bars)``."""
+    rows, table = rebalance
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
     if n_threads <= 1:
-        kernel(sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+        kernel(sbars, px, ind, combos, kmax, rows, table, run, bench, metrics, per_symbol)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
-        kernel(sbars, px, ind, combos.take(part), kmax[part], run, bench, metrics[part],
-               per_symbol[part])
+        kernel(sbars, px, ind, combos.take(part), kmax[part], rows[part], table, run, bench,
+               metrics[part], per_symbol[part])
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:
         list(pool.map(piece, range(edges.size - 1)))

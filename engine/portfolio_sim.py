@@ -13,7 +13,9 @@ the same functions can compile as numba.cuda device functions (the per-symbol sc
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
    single-symbol run resolves it (``fills.resolve_signals``): exit, enter from flat,
    or nothing; the orders fill at ``close[t]`` (``fill: close``, again through
-   :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the last bar);
+   :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the last bar); on a
+   rebalance bar with a position open, through :func:`rebalance_fill`, which also
+   re-targets the held positions;
 3. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
    metric accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
    benchmark's return ``bench[t]`` (the equal-weight buy-and-hold of the symbols).
@@ -21,6 +23,7 @@ the same functions can compile as numba.cuda device functions (the per-symbol sc
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from .fills import resolve_signals
@@ -43,7 +46,9 @@ S_COST = 3  # the cash the entry took: notional and fees
 S_ORDER = 4  # the order of this bar's close: -1 exit, 1 enter, 0 none
 S_PENDING = 5  # the order queued for the next open (``next_open``)
 S_NEXT = 6  # the first bar, from where it was searched, whose rule enters from flat
-N_STATE = 7
+S_BASIS = 7  # the notional the position's buys took at their fill prices (no fees)
+S_RANK = 8  # a rebalance fill's order value of a buy (NaN: no buy)
+N_STATE = 9
 
 # Columns of the per-symbol results (shape (n_combos, N, N_SYMBOL_METRICS)).
 SYMBOL_METRICS = ("n_trades", "exposure")
@@ -108,7 +113,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
             cash, fill, net = sell(cash, size, px[column, i, t], run.fee_rate,
                                    run.fixed_fee, run.slippage)
             pnl = net - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
+            trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
             sym[i, 0] += 1.0
             sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
@@ -122,6 +127,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
                 state[i, S_FILL] = fill
                 state[i, S_BAR] = t
                 state[i, S_COST] = cost
+                state[i, S_BASIS] = size * fill
                 n_open += 1
     return cash, n_open, trade_acc
 
@@ -174,8 +180,8 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
-def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
-                       state, out, per_symbol):
+def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebalance,
+                       rebalance_bars, c, run, bench, state, out, per_symbol):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
     ``per_symbol[c]``.
@@ -191,6 +197,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     combos : Combos (rows and fparams are read; stops are not supported)
     max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
         each ``1 / min(K, N)`` of the value; 0 for no limit (each ``1 / N``)
+    rebalance : ndarray, shape (n_combos,), int64: the combo's row of ``rebalance_bars``,
+        -1 for never
+    rebalance_bars : ndarray of bool, shape (n_periods, n_bars): the rebalance bars of
+        each period (:func:`rebalance_fill` fills the orders of those bars' closes)
     c : int
     run : RunSettings (``sum_b``, ``sum_b2`` those of ``bench``)
     bench : ndarray, shape (n_bars,): the benchmark's returns
@@ -207,6 +217,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     k = max_positions[c]
     max_open = n_sym if k <= 0 or k > n_sym else k
     weight = 1.0 / max_open
+    r = rebalance[c]
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
@@ -232,24 +243,35 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
             if t >= n:
                 break
-        if n_pending > 0:  # 1. queued orders fill at this open
+        if n_pending > 1:  # 1. queued orders fill at this open (2: with a rebalance)
+            cash, n_open, trade_acc = rebalance_fill(px, 0, t, state, S_PENDING, cash,
+                                                     n_open, max_open, weight, run,
+                                                     trade_acc, sym)
+            n_pending = 0
+        elif n_pending > 0:
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
                                                   max_open, weight, run, trade_acc, sym)
             n_pending = 0
         # 2. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
-        if n_orders > 0:
+        rebal = r >= 0 and n_open > 0 and rebalance_bars[r, t]
+        if n_orders > 0 or rebal:
             if not run.next_open:
-                cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
-                                                      n_open, max_open, weight, run,
-                                                      trade_acc, sym)
+                if rebal:
+                    cash, n_open, trade_acc = rebalance_fill(px, 1, t, state, S_ORDER, cash,
+                                                             n_open, max_open, weight, run,
+                                                             trade_acc, sym)
+                else:
+                    cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
+                                                          n_open, max_open, weight, run,
+                                                          trade_acc, sym)
             elif t + 1 < n:
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
-                n_pending = 1
+                n_pending = 2 if rebal else 1
         # 3. mark the account at the close (the value summed with the rules when no
         # order filled at this close)
-        if n_orders > 0 and not run.next_open:
+        if (n_orders > 0 or rebal) and not run.next_open:
             held = 0.0
             for i in range(n_sym):
                 if state[i, S_POS] != 0.0:
@@ -285,8 +307,136 @@ def liquidate(px, t, state, trade_acc, sym):
         size = state[i, S_POS]
         if size != 0.0:
             pnl = size * px[1, i, t] - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
+            trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
             sym[i, 0] += 1.0
             sym[i, 1] += t + 1 - state[i, S_BAR]  # marked held from its entry bar to t
             state[i, S_POS] = 0.0
     return trade_acc
+
+
+@njit(inline="always", cache=True)
+def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
+                   trade_acc, sym):
+    """Fill a rebalance bar's orders (``state[:, order_col]``) at ``px[column, i, t]``:
+    the exits, entries and every other held position re-targeted to ``weight`` of the
+    account's value ``V`` marked at these prices before any of these orders.
+
+    A held position without an order trades ``weight * V / price - size`` shares
+    (none when that is 0). The sells (the exits and the positions above their target,
+    in the symbols' order) fill first; then the buys in ascending order of their value
+    ``weight * V - size * price`` (an entry's is ``weight * V``), ties in the symbols'
+    order, as vectorbt's ``call_seq='auto'``; the entries only while fewer than
+    ``max_open`` are open. A re-target moves the position's cost basis: a sell's net
+    proceeds come off ``S_COST``; a buy's cost adds to it and its notional to
+    ``S_BASIS``; the position stays one trade until it exits.
+
+    Returns ``(cash, open positions, trade accumulator)``, as :func:`fill_orders`.
+    """
+    n_sym = state.shape[0]
+    value = cash
+    for i in range(n_sym):
+        if state[i, S_POS] != 0.0:
+            value += state[i, S_POS] * px[column, i, t]
+    target = weight * value
+    cash, n_open, trade_acc, n_buys = rebalance_sells(px, column, t, state, order_col,
+                                                      cash, n_open, target, run,
+                                                      trade_acc, sym)
+    last = -1.0
+    last_i = -1
+    for _ in range(n_buys):  # the buys, by ascending order value (a selection sort)
+        best = -1
+        for i in range(n_sym):
+            v = state[i, S_RANK]
+            if v == v and (v > last or (v == last and i > last_i)) and (
+                    best < 0 or v < state[best, S_RANK]):
+                best = i
+        last = state[best, S_RANK]
+        last_i = best
+        cash, n_open = rebalance_buy(px[column, best, t], t, state, best, cash, n_open,
+                                     max_open, target, run)
+    return cash, n_open, trade_acc
+
+
+@njit(inline="always", cache=True)
+def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, trade_acc,
+                    sym):
+    """The sells of :func:`rebalance_fill`; ranks its buys into ``state[:, S_RANK]``.
+
+    Returns ``(cash, open positions, trade accumulator, number of buys)``.
+    """
+    n_buys = 0
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        price = px[column, i, t]
+        state[i, S_RANK] = np.nan
+        if size != 0.0 and state[i, order_col] < 0.0:
+            cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee,
+                                   run.slippage)
+            pnl = net - state[i, S_COST]
+            trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
+            sym[i, 0] += 1.0
+            sym[i, 1] += t - state[i, S_BAR]
+            state[i, S_POS] = 0.0
+            n_open -= 1
+        elif size != 0.0:
+            delta = target / price - size
+            if delta < 0.0:
+                cash, fill, net = sell(cash, -delta, price, run.fee_rate, run.fixed_fee,
+                                       run.slippage)
+                state[i, S_POS] = size - (-delta)
+                state[i, S_COST] -= net
+            elif delta > 0.0:
+                state[i, S_RANK] = target - size * price
+                n_buys += 1
+        elif state[i, order_col] > 0.0:
+            state[i, S_RANK] = target
+            n_buys += 1
+    return cash, n_open, trade_acc, n_buys
+
+
+@njit(inline="always", cache=True)
+def rebalance_buy(price, t, state, i, cash, n_open, max_open, target, run):
+    """Symbol ``i``'s buy in :func:`rebalance_fill`: an entry worth ``target`` (while
+    fewer than ``max_open`` are open) or a held position topped up to it; returns
+    ``(cash, open positions)``."""
+    size = state[i, S_POS]
+    if size == 0.0:
+        if n_open < max_open:
+            bought, cash, fill, cost = buy(cash, target, price, run.fee_rate, run.fixed_fee,
+                                           run.slippage)
+            if bought > 0.0:
+                state[i, S_POS] = bought
+                state[i, S_FILL] = fill
+                state[i, S_BAR] = t
+                state[i, S_COST] = cost
+                state[i, S_BASIS] = bought * fill
+                n_open += 1
+        return cash, n_open
+    bought, cash, fill, cost = buy_shares(cash, target / price - size, price, run.fee_rate,
+                                          run.fixed_fee, run.slippage)
+    if bought > 0.0:
+        state[i, S_POS] = size + bought
+        state[i, S_COST] += cost
+        state[i, S_BASIS] += bought * fill
+    return cash, n_open
+
+
+@njit(cache=True)
+def buy_shares(cash, size, price, fee_rate, fixed_fee, slippage):
+    """Buy ``size`` more shares at ``price`` (slipped against the trader by
+    ``slippage``), paid from ``cash`` with fees; when that costs more than ``cash``,
+    what the cash pays for, as :func:`buy`.
+
+    Returns
+    -------
+    (size bought, cash after, fill price, cash spent)
+    """
+    fill = price * (1.0 + slippage)
+    notional = size * fill
+    cost = notional + (notional * fee_rate + fixed_fee)
+    if cost <= cash:
+        return size, cash - cost, fill, cost
+    size = (cash - fixed_fee) / (1.0 + fee_rate) / fill
+    if size <= 0.0:
+        return 0.0, cash, fill, 0.0
+    return size, 0.0, fill, cash

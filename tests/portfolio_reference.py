@@ -3,19 +3,37 @@ account, written with loops and dicts, independent of the engine's kernels.
 
 ``signals[symbol](t, position, entry_price, entry_bar)`` gives that symbol's
 ``(long_entry, long_exit, short_entry, short_exit)`` at the close of bar ``t``; the
-portfolio trades long only.
+portfolio trades long only. ``rebalance`` (e.g. ``"1M"``) re-targets the held positions
+on the first bar of each calendar period, read from the bars' ``time`` with datetime.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 
 import numpy as np
 from reference import ref_metrics
 
 
+def ref_rebalance_bars(time_ns, period):
+    """Whether each bar opens a new period of ``period`` (count and unit D, W, M, Q, Y;
+    periods counted from the epoch, weeks from Monday 1970-01-05): bar 0 never does."""
+    count, unit = int(period[:-1]), period[-1].upper()
+    keys = []
+    for ns in time_ns:
+        day = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=int(ns) // 1000)
+        days = (day.date() - datetime.date(1970, 1, 1)).days
+        months = (day.year - 1970) * 12 + day.month - 1
+        key = {"D": days, "W": (days - 4) // 7, "M": months, "Q": months // 3,
+               "Y": day.year - 1970}[unit]
+        keys.append(key // count)
+    return [t > 0 and keys[t] != keys[t - 1] for t in range(len(keys))]
+
+
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
-                  slippage=0.0, fill="close", max_positions=None, ppy=252.0):
+                  slippage=0.0, fill="close", max_positions=None, ppy=252.0,
+                  rebalance=None):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
     ``trades`` (list of dicts), ``per_symbol`` ({symbol: (n_trades, exposure)}),
     ``targets`` (ndarray (n_bars, N): the weight where an entry was ordered, 0 where an
@@ -30,45 +48,73 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
     n_trades = {s: 0 for s in symbols}
     bars_held = {s: 0 for s in symbols}
     targets = np.full((n, len(symbols)), math.nan)
+    rebalancing = (ref_rebalance_bars(bars[symbols[0]]["time"], rebalance) if rebalance
+                   else [False] * n)
 
     def book(symbol, received):
         p = held.pop(symbol)
-        pnl = received - p["cost"]
-        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / (p["size"] * p["fill"])})
+        pnl = received - p["cost"]  # every sell's net proceeds less every buy's cost
+        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / p["basis"]})
         n_trades[symbol] += 1
 
-    def fill_orders(orders, column, t):
+    def sell(s, size, price):
+        proceeds = size * price * (1 - slippage)
+        received = proceeds - proceeds * fees - fixed_fee
+        account["cash"] += received
+        return received
+
+    def buy(size, price):
+        """(shares, cost) of buying ``size`` shares, or what the cash pays for."""
+        price = price * (1 + slippage)
+        cost = size * price + size * price * fees + fixed_fee
+        if cost > account["cash"]:
+            size = (account["cash"] - fixed_fee) / (1 + fees) / price
+            cost = account["cash"]
+        if size <= 0:
+            return 0.0, 0.0, price
+        account["cash"] -= cost
+        return size, cost, price
+
+    def fill_orders(orders, rebalancing, column, t):
         prices = {s: bars[s][column][t] for s in symbols}
         value = account["cash"] + sum(p["size"] * prices[s] for s, p in held.items())
+        buys = []  # (order value, symbol's index, shares to buy)
         for j, s in enumerate(symbols):  # every sell first
             if orders.get(s) == "exit" and s in held:
-                price = prices[s] * (1 - slippage)
-                proceeds = held[s]["size"] * price
-                received = proceeds - proceeds * fees - fixed_fee
-                account["cash"] += received
                 targets[t, j] = 0.0
-                book(s, received)
-        for j, s in enumerate(symbols):  # then the buys, in the symbols' order
-            if orders.get(s) == "enter" and s not in held and len(held) < slots:
+                book(s, sell(s, held[s]["size"], prices[s]))
+            elif s in held and rebalancing:
                 targets[t, j] = weight
-                price = prices[s] * (1 + slippage)
-                size = weight * value / prices[s]
-                cost = size * price + size * price * fees + fixed_fee
-                if cost > account["cash"]:  # what the cash pays for
-                    size = (account["cash"] - fixed_fee) / (1 + fees) / price
-                    cost = account["cash"]
+                change = weight * value / prices[s] - held[s]["size"]
+                if change < 0:
+                    held[s]["cost"] -= sell(s, -change, prices[s])
+                    held[s]["size"] -= -change
+                elif change > 0:
+                    buys.append((weight * value - held[s]["size"] * prices[s], j, change))
+            elif orders.get(s) == "enter" and s not in held:
+                buys.append((weight * value, j, weight * value / prices[s]))
+        for _, j, change in sorted(buys):  # the buys, smaller order values first
+            s = symbols[j]
+            if s in held:
+                size, cost, price = buy(change, prices[s])
+                held[s]["size"] += size
+                held[s]["cost"] += cost
+                held[s]["basis"] += size * price
+            elif len(held) < slots:
+                targets[t, j] = weight
+                size, cost, price = buy(change, prices[s])
                 if size > 0:
-                    account["cash"] -= cost
-                    held[s] = {"size": size, "fill": price, "bar": t, "cost": cost}
+                    held[s] = {"size": size, "fill": price, "bar": t, "cost": cost,
+                               "basis": size * price}
 
-    equity, exposed, ruined, pending = [], 0, False, {}
+    equity, exposed, ruined, pending = [], 0, False, ()
     for t in range(n):
         if ruined:
             equity.append(0.0)
             continue
         if pending:
-            fill_orders(pending, "open", t)
-            pending = {}
+            fill_orders(*pending, "open", t)
+            pending = ()
         orders = {}
         for s in symbols:
             p = held.get(s)
@@ -80,10 +126,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                 orders[s] = "exit"
             elif not p and long_entry:
                 orders[s] = "enter"
-        if orders and fill == "close":
-            fill_orders(orders, "close", t)
-        elif orders and t + 1 < n:
-            pending = orders
+        rebalance_now = rebalancing[t] and bool(held)
+        if (orders or rebalance_now) and fill == "close":
+            fill_orders(orders, rebalance_now, "close", t)
+        elif (orders or rebalance_now) and t + 1 < n:
+            pending = (orders, rebalance_now)
         for s in held:
             bars_held[s] += 1
         exposed += bool(held)
