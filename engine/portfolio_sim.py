@@ -322,8 +322,9 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weig
     account's value ``V`` marked at these prices before any of these orders.
 
     A held position without an order trades ``weight * V / price - size`` shares
-    (none when that is 0). The sells (the exits and the positions above their target,
-    in the symbols' order) fill first; then the buys in ascending order of their value
+    (none when that is 0; no sale whose proceeds are less than its fees). The sells (the
+    exits and the positions above their target, in the symbols' order) fill first; then
+    the buys in ascending order of their value
     ``weight * V - size * price`` (an entry's is ``weight * V``), ties in the symbols'
     order, as vectorbt's ``call_seq='auto'``; the entries only while fewer than
     ``max_open`` are open. A re-target moves the position's cost basis: a sell's net
@@ -381,10 +382,12 @@ def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, 
         elif size != 0.0:
             delta = target / price - size
             if delta < 0.0:
-                cash, fill, net = sell(cash, -delta, price, run.fee_rate, run.fixed_fee,
-                                       run.slippage)
-                state[i, S_POS] = size - (-delta)
-                state[i, S_COST] -= net
+                after, fill, net = sell(cash, -delta, price, run.fee_rate, run.fixed_fee,
+                                        run.slippage)
+                if net >= 0.0:  # a sale its fees would eat is not made (as vectorbt)
+                    cash = after
+                    state[i, S_POS] = size - (-delta)
+                    state[i, S_COST] -= net
             elif delta > 0.0:
                 state[i, S_RANK] = target - size * price
                 n_buys += 1

@@ -57,9 +57,12 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / p["basis"]})
         n_trades[symbol] += 1
 
-    def sell(s, size, price):
+    def sell(s, size, price, partial=False):
+        """Cash received; a partial sale that its fees would eat is not made (0)."""
         proceeds = size * price * (1 - slippage)
         received = proceeds - proceeds * fees - fixed_fee
+        if partial and received < 0:
+            return None
         account["cash"] += received
         return received
 
@@ -86,8 +89,9 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             elif s in held and rebalancing:
                 targets[t, j] = weight
                 change = weight * value / prices[s] - held[s]["size"]
-                if change < 0:
-                    held[s]["cost"] -= sell(s, -change, prices[s])
+                received = sell(s, -change, prices[s], partial=True) if change < 0 else None
+                if received is not None:
+                    held[s]["cost"] -= received
                     held[s]["size"] -= -change
                 elif change > 0:
                     buys.append((weight * value - held[s]["size"] * prices[s], j, change))
