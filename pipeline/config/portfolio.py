@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ...engine.execution import STOP_PARAMS
 from ...engine.portfolio import check_portfolio_execution
+from ...engine.portfolio_periods import parse_period
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
 
@@ -34,7 +35,9 @@ class PortfolioSpec(BaseModel):
     ``symbols`` (default: ``data.symbols``; at least two) are aligned on the bars they
     all have (``data.align: inner``). ``weight: equal`` sizes each entry to ``1 / N``
     of the account's value (``1 / K`` with ``max_positions: K``, at most K positions
-    open at once; ``max_positions`` may instead be a grid axis).
+    open at once; ``max_positions`` may instead be a grid axis). ``rebalance`` (e.g.
+    ``1W``, ``1M``, ``3M``, ``1Y``: :mod:`barsweep.engine.portfolio_periods`) re-targets
+    the held positions to their weight on the first bar of each period; absent: never.
     """
 
     model_config = SECTION_CONFIG
@@ -42,7 +45,7 @@ class PortfolioSpec(BaseModel):
     symbols: list[str] | None = Field(None, min_length=2)
     weight: str = "equal"
     max_positions: int | None = Field(None, ge=1, strict=True)
-    rebalance: Any = None
+    rebalance: str | None = None
 
     @field_validator("symbols", mode="before")
     @classmethod
@@ -62,9 +65,12 @@ class PortfolioSpec(BaseModel):
 
     @field_validator("rebalance")
     @classmethod
-    def _rebalance(cls, value: Any) -> Any:
+    def _rebalance(cls, value: str | None) -> str | None:
         if value is not None:
-            raise ValueError("rebalancing is not yet supported: remove portfolio.rebalance")
+            try:
+                parse_period(value)
+            except SpecError as err:
+                raise ValueError(str(err)) from None
         return value
 
 

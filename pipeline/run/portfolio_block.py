@@ -26,11 +26,13 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``
-    column, when the grid sweeps it, is the portfolio's (else its section's)."""
+    column, when the grid sweeps it, is the portfolio's (else its section's), and whose
+    rebalance period is the section's."""
     params = dict(params)
     kmax = params.pop("max_positions", task.portfolio.max_positions)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
-                           max_positions=kmax, timings=timings)
+                           max_positions=kmax, rebalance=task.portfolio.rebalance,
+                           timings=timings)
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,

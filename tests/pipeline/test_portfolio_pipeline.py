@@ -109,7 +109,7 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
 
 @pytest.mark.parametrize(("more", "match"), [
     ({"portfolio": {"weight": "inverse_vol"}}, r"portfolio\.weight: inverse_vol is not yet"),
-    ({"portfolio": {"rebalance": "1M"}}, r"portfolio\.rebalance: rebalancing is not yet"),
+    ({"portfolio": {"rebalance": "1H"}}, r"portfolio\.rebalance: a rebalance period is"),
     ({"portfolio": {"symbols": ["AAA"]}}, r"portfolio\.symbols"),
     ({"portfolio": {"max_positions": 2}}, r"portfolio\.max_positions: .*also a grid axis"),
     ({"portfolio": None}, r"grid\.max_positions: .*add a portfolio section"),
@@ -235,6 +235,37 @@ def test_rule_portfolio_on_a_local_cluster(tmp_path, store):
         np.testing.assert_array_equal(ds[name].values[0].ravel(), metrics[:, k], err_msg=name)
     np.testing.assert_array_equal(ds["member_exposure"].values.reshape(len(MEMBERS), -1),
                                   per_symbol[:, :, 1].T)
+
+
+def test_rebalance_in_the_section(local, tmp_path, store):
+    """``portfolio.rebalance: 1D`` on 1h bars: every cell is sweep_portfolio's with the
+    same period on the same bars (their times), and differs from never rebalancing."""
+    out = tmp_path / "rb.zarr"
+    spec = spec_dict(store, out, portfolio={"symbols": MEMBERS, "rebalance": "1D"})
+    (tmp_path / "rb.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "rb.yaml"), "--no-progress", "--cluster",
+                 "threads"]) == 0
+    ds = xr.open_zarr(out, consolidated=False).load()
+    assert json.loads(ds.attrs["portfolio"])["rebalance"] == "1D"
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    time = open_bars(store, MEMBERS[0], "1h")["time"].values[:600].astype("datetime64[ns]")
+    for b in bars.values():
+        b["time"] = time.astype(np.int64)
+    mesh = np.meshgrid(*GRID.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(GRID, mesh, strict=True)}
+    kmax = params.pop("max_positions")
+    metrics, per_symbol = sweep_portfolio(get_strategy("ema_cross"), bars, params, EXECUTION,
+                                          periods_per_year("1h"), max_positions=kmax,
+                                          rebalance="1D")
+    shape = tuple(len(v) for v in GRID.values())
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].values[0], metrics[:, k].reshape(shape),
+                                      err_msg=name)
+    np.testing.assert_array_equal(ds["member_n_trades"].values,
+                                  np.moveaxis(per_symbol[:, :, 0].reshape(*shape, -1), -1, 0))
+    changed = ds["total_return"].values != local["total_return"].values
+    assert changed.mean() > 0.5
 
 
 def test_check_says_the_portfolio(store, tmp_path, capsys):
