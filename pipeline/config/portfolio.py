@@ -19,14 +19,19 @@ from ...engine.portfolio_periods import parse_period
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
 
-__all__ = ["PORTFOLIO_AXES", "PORTFOLIO_LABEL", "PortfolioSpec", "members",
-           "portfolio_axis_problems", "portfolio_problems"]
+__all__ = ["PORTFOLIO_AXES", "PORTFOLIO_LABEL", "REBALANCE_AXES", "PortfolioSpec", "members",
+           "portfolio_axis_problems", "portfolio_problems", "rebalance_periods"]
 
 #: The one label of a portfolio store's ``symbol`` dim.
 PORTFOLIO_LABEL = "portfolio"
 
+#: The grid axes of a rebalance period, by unit: ``rebalance_months: [0, 1, 3]`` sweeps
+#: never, ``1M`` and ``3M`` (0: never).
+REBALANCE_AXES = {"rebalance_days": "D", "rebalance_weeks": "W", "rebalance_months": "M",
+                  "rebalance_quarters": "Q", "rebalance_years": "Y"}
+
 #: The portfolio's settings that may also be grid axes (ints).
-PORTFOLIO_AXES = ("max_positions",)
+PORTFOLIO_AXES = ("max_positions", *REBALANCE_AXES)
 
 
 class PortfolioSpec(BaseModel):
@@ -38,6 +43,7 @@ class PortfolioSpec(BaseModel):
     open at once; ``max_positions`` may instead be a grid axis). ``rebalance`` (e.g.
     ``1W``, ``1M``, ``3M``, ``1Y``: :mod:`barsweep.engine.portfolio_periods`) re-targets
     the held positions to their weight on the first bar of each period; absent: never.
+    It may instead be a grid axis of one unit (:data:`REBALANCE_AXES`).
     """
 
     model_config = SECTION_CONFIG
@@ -82,21 +88,45 @@ def members(spec) -> list[str]:
 def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
                             portfolio: PortfolioSpec | None) -> list[tuple[str, str]]:
     """Problems of the grid's portfolio axes: one without a ``portfolio`` section, one
-    also set in the section, values that are not integers >= 1."""
+    also set in the section, more than one rebalance axis, values that are not integers
+    >= 1 (>= 0 for a rebalance axis)."""
     problems = []
+    swept = [key for key in REBALANCE_AXES if key in expanded]
+    if len(swept) > 1:
+        problems.append((f"grid.{swept[1]}", f"one rebalance axis at most: keep one of "
+                         f"{', '.join(swept)}"))
     for key in PORTFOLIO_AXES:
         if key not in expanded:
             continue
         values = np.asarray(expanded[key], dtype=float)
+        field = "rebalance" if key in REBALANCE_AXES else key
+        least = 0 if key in REBALANCE_AXES else 1
         if portfolio is None:
             problems.append((f"grid.{key}", f"{key} is an axis of a portfolio run: add a "
                              f"portfolio section, or remove grid.{key}"))
-        elif getattr(portfolio, key) is not None:
-            problems.append((f"portfolio.{key}", f"{key} is also a grid axis; keep one"))
-        elif np.any(values < 1) or np.any(values != np.round(values)):
-            problems.append((f"grid.{key}", f"{key} must be integers >= 1, got "
+        elif getattr(portfolio, field) is not None:
+            problems.append((f"portfolio.{field}", f"{field} is also a grid axis ({key}); "
+                             f"keep one"))
+        elif np.any(values < least) or np.any(values != np.round(values)):
+            problems.append((f"grid.{key}", f"{key} must be integers >= {least}, got "
                              f"{np.unique(values).tolist()}"))
     return problems
+
+
+def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
+    """The rebalance period of each combo: ``params``' rebalance axis, popped (``3`` of
+    ``rebalance_months`` is ``"3M"``, 0 is None), else the section's period.
+
+    Examples
+    --------
+    >>> params = {"fast": np.array([5, 5]), "rebalance_months": np.array([0, 3])}
+    >>> rebalance_periods(params, None), list(params)
+    ([None, '3M'], ['fast'])
+    """
+    for key, unit in REBALANCE_AXES.items():
+        if key in params:
+            return [f"{int(v)}{unit}" if v else None for v in params.pop(key)]
+    return section
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:

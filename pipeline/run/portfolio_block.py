@@ -16,6 +16,7 @@ from ...engine import METRICS, N_METRICS
 from ...engine.portfolio import sweep_portfolio
 from ...engine.portfolio_sim import N_SYMBOL_METRICS, SYMBOL_METRICS
 from ...engine.strategies import resolve
+from ..config.portfolio import rebalance_periods
 
 #: A portfolio store's per-member variables, over ``(member, *params)``.
 MEMBER_VARS = tuple(f"member_{name}" for name in SYMBOL_METRICS)
@@ -26,13 +27,13 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``
-    column, when the grid sweeps it, is the portfolio's (else its section's), and whose
-    rebalance period is the section's."""
+    column, when the grid sweeps it, is the portfolio's (else its section's), as is
+    its rebalance axis (:func:`~barsweep.pipeline.config.portfolio.rebalance_periods`)."""
     params = dict(params)
     kmax = params.pop("max_positions", task.portfolio.max_positions)
+    rebalance = rebalance_periods(params, task.portfolio.rebalance)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
-                           max_positions=kmax, rebalance=task.portfolio.rebalance,
-                           timings=timings)
+                           max_positions=kmax, rebalance=rebalance, timings=timings)
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,

@@ -111,6 +111,12 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
     ({"portfolio": {"weight": "inverse_vol"}}, r"portfolio\.weight: inverse_vol is not yet"),
     ({"portfolio": {"rebalance": "1H"}}, r"portfolio\.rebalance: a rebalance period is"),
     ({"portfolio": {"symbols": ["AAA"]}}, r"portfolio\.symbols"),
+    ({"portfolio": {"rebalance": "1M"}, "grid": {**GRID, "rebalance_days": [1]}},
+     r"portfolio\.rebalance: rebalance is also a grid axis \(rebalance_days\)"),
+    ({"grid": {**GRID, "rebalance_days": [1], "rebalance_weeks": [1]}},
+     r"grid\.rebalance_weeks: one rebalance axis at most"),
+    ({"grid": {**GRID, "rebalance_months": [-1, 1]}},
+     r"grid\.rebalance_months: .*integers >= 0"),
     ({"portfolio": {"max_positions": 2}}, r"portfolio\.max_positions: .*also a grid axis"),
     ({"portfolio": None}, r"grid\.max_positions: .*add a portfolio section"),
     ({"walk_forward": {"train": 300, "test": 100}}, r"portfolio: walk-forward .*not yet"),
@@ -266,6 +272,38 @@ def test_rebalance_in_the_section(local, tmp_path, store):
                                   np.moveaxis(per_symbol[:, :, 0].reshape(*shape, -1), -1, 0))
     changed = ds["total_return"].values != local["total_return"].values
     assert changed.mean() > 0.5
+
+
+def test_rebalance_as_a_grid_axis(local, tmp_path, store):
+    """``grid.rebalance_days: [0, 1, 2]``: the store's coordinate reads 0, 1, 2; every
+    cell is sweep_portfolio's with never, ``1D`` and ``2D``; the 0 cells are the
+    unrebalanced run's (``max_positions: 3`` of three members is no limit)."""
+    out = tmp_path / "rg.zarr"
+    grid = {"fast": [3, 5, 8], "slow": [20, 30], "rebalance_days": [0, 1, 2]}
+    spec = spec_dict(store, out, grid=grid)
+    (tmp_path / "rg.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "rg.yaml"), "--no-progress", "--cluster",
+                 "threads"]) == 0
+    ds = xr.open_zarr(out, consolidated=False).load()
+    assert ds["rebalance_days"].values.tolist() == [0, 1, 2]
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "rebalance_days")
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    time = open_bars(store, MEMBERS[0], "1h")["time"].values[:600].astype("datetime64[ns]")
+    for b in bars.values():
+        b["time"] = time.astype(np.int64)
+    mesh = np.meshgrid(*grid.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(grid, mesh, strict=True)}
+    periods = [f"{d}D" if d else None for d in params.pop("rebalance_days")]
+    metrics, _ = sweep_portfolio(get_strategy("ema_cross"), bars, params, EXECUTION,
+                                 periods_per_year("1h"), rebalance=periods)
+    shape = tuple(len(v) for v in grid.values())
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].values[0], metrics[:, k].reshape(shape),
+                                      err_msg=name)
+    np.testing.assert_array_equal(ds["total_return"].values[0, ..., 0],
+                                  local["total_return"].values[0, ..., 2])
+    assert (ds["total_return"].values[0, ..., 1] != ds["total_return"].values[0, ..., 0]).all()
 
 
 def test_check_says_the_portfolio(store, tmp_path, capsys):
