@@ -314,7 +314,7 @@ def liquidate(px, t, state, trade_acc, sym):
     return trade_acc
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
                    trade_acc, sym):
     """Fill a rebalance bar's orders (``state[:, order_col]``) at ``px[column, i, t]``:
@@ -358,7 +358,7 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weig
     return cash, n_open, trade_acc
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, trade_acc,
                     sym):
     """The sells of :func:`rebalance_fill`; ranks its buys into ``state[:, S_RANK]``.
@@ -397,7 +397,7 @@ def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, 
     return cash, n_open, trade_acc, n_buys
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def rebalance_buy(price, t, state, i, cash, n_open, max_open, target, run):
     """Symbol ``i``'s buy in :func:`rebalance_fill`: an entry worth ``target`` (while
     fewer than ``max_open`` are open) or a held position topped up to it; returns
