@@ -7,8 +7,9 @@ the same functions can compile as numba.cuda device functions (the per-symbol sc
 "Portfolios". The order of events inside bar ``t``:
 
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``
-   (:func:`fill_orders`): every exit first, then the entries in the symbols' order,
-   each sized from the account's value marked at that open before any of its orders;
+   (:func:`fill_orders`): every exit first, then the entries in the order of
+   ``priority``, each sized from the account's value marked at that open before any of
+   its orders, its weight read at the close of bar ``t-1`` (where it was decided);
 2. each symbol's rule is evaluated at the close with its own position state
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
    single-symbol run resolves it (``fills.resolve_signals``): exit, enter from flat,
@@ -34,6 +35,7 @@ from .metrics import (
     acc_trade,
     finalize,
 )
+from .portfolio_weights import entry_symbol, target_weight
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
 S_POS = 0  # shares held (0.0 when flat)
@@ -87,12 +89,15 @@ def sell(cash, size, price, fee_rate, fixed_fee, slippage):
 
 
 @njit(inline="always", cache=True)
-def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
+def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing, lb, run,
                 trade_acc, sym):
     """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
-    or the close): every exit, then the entries in the symbols' order while fewer than
-    ``max_open`` positions are open, each with ``weight`` of the account's value marked
-    at these prices before any of these orders.
+    or the close): every exit, then the entries in the order of ``sizing`` while fewer
+    than ``max_open`` positions are open, each with its target weight
+    (:func:`~.portfolio_weights.target_weight`, lookback index ``lb``; none when 0) of
+    the account's value marked at these prices before any of these orders. The order
+    and the weights are read at the close where the orders were decided: ``t`` (close)
+    or ``t - 1`` (open).
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
     symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked).
@@ -113,8 +118,13 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
             sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
             n_open -= 1
-    for i in range(n_sym):
+    decided = t if column == 1 else t - 1
+    for r in range(n_sym):
+        i = entry_symbol(sizing, lb, r, decided)
         if state[i, order_col] > 0.0 and state[i, S_POS] == 0.0 and n_open < max_open:
+            weight = target_weight(sizing, lb, i, decided, max_open)
+            if weight <= 0.0:
+                continue
             size, cash, fill, cost = buy(cash, weight * value, px[column, i, t],
                                          run.fee_rate, run.fixed_fee, run.slippage)
             if size > 0.0:
@@ -174,8 +184,8 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
-def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
-                       state, out, per_symbol):
+def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, sizing, lookback,
+                       c, run, bench, state, out, per_symbol):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
     ``per_symbol[c]``.
@@ -189,8 +199,12 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
     combos : Combos (rows and fparams are read; stops are not supported)
-    max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
-        each ``1 / min(K, N)`` of the value; 0 for no limit (each ``1 / N``)
+    max_positions : ndarray, shape (n_combos,), int64: at most this many open at once;
+        0 for no limit
+    sizing : Sizing (:mod:`barsweep.engine.portfolio_weights`): the entries' weights
+        and order
+    lookback : ndarray, shape (n_combos,), int64: the combo's index into the lookbacks
+        of ``sizing``
     c : int
     run : RunSettings (``sum_b``, ``sum_b2`` those of ``bench``)
     bench : ndarray, shape (n_bars,): the benchmark's returns
@@ -206,7 +220,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     n = run.end
     k = max_positions[c]
     max_open = n_sym if k <= 0 or k > n_sym else k
-    weight = 1.0 / max_open
+    lb = lookback[c]
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
@@ -234,15 +248,15 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                 break
         if n_pending > 0:  # 1. queued orders fill at this open
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
-                                                  max_open, weight, run, trade_acc, sym)
+                                                  max_open, sizing, lb, run, trade_acc, sym)
             n_pending = 0
         # 2. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
         if n_orders > 0:
             if not run.next_open:
                 cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
-                                                      n_open, max_open, weight, run,
-                                                      trade_acc, sym)
+                                                      n_open, max_open, sizing, lb,
+                                                      run, trade_acc, sym)
             elif t + 1 < n:
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
