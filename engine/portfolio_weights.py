@@ -113,6 +113,13 @@ def lookback_column(lookback, n_combos: int) -> tuple[np.ndarray, np.ndarray]:
     return distinct, index.astype(np.int64)
 
 
+def sizing_rows(weight: str, priority, n_lookbacks: int) -> int:
+    """The rows of ``n_bars`` values per symbol that :func:`hoist_sizing` keeps (for
+    memory estimates): 2 per lookback for ``inverse_vol`` and 1 for a data-driven
+    priority (the volatility or momentum computed on the way is freed)."""
+    return ((2 if weight == "inverse_vol" else 0) + (priority in PRIORITIES)) * n_lookbacks
+
+
 def _ranked(key: np.ndarray) -> np.ndarray:
     """Symbols ranked by ``key`` (shape (N, n_bars)) ascending at each bar, NaN last,
     ties in the symbols' order: shape (N, n_bars), int64."""

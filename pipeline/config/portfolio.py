@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ...engine.execution import STOP_PARAMS
 from ...engine.portfolio import check_portfolio_execution
+from ...engine.portfolio_weights import PRIORITIES
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
 
@@ -24,8 +25,9 @@ __all__ = ["PORTFOLIO_AXES", "PORTFOLIO_LABEL", "PortfolioSpec", "members",
 #: The one label of a portfolio store's ``symbol`` dim.
 PORTFOLIO_LABEL = "portfolio"
 
-#: The portfolio's settings that may also be grid axes (ints).
-PORTFOLIO_AXES = ("max_positions",)
+#: The portfolio's settings that may also be grid axes (ints), with their least value.
+PORTFOLIO_AXES = ("max_positions", "lookback")
+AXIS_MIN = {"max_positions": 1, "lookback": 2}
 
 
 class PortfolioSpec(BaseModel):
@@ -34,7 +36,11 @@ class PortfolioSpec(BaseModel):
     ``symbols`` (default: ``data.symbols``; at least two) are aligned on the bars they
     all have (``data.align: inner``). ``weight: equal`` sizes each entry to ``1 / N``
     of the account's value (``1 / K`` with ``max_positions: K``, at most K positions
-    open at once; ``max_positions`` may instead be a grid axis).
+    open at once; ``max_positions`` may instead be a grid axis); ``weight:
+    inverse_vol`` to the inverse-volatility weight over ``lookback`` bars (default
+    20; it may be a grid axis). Same-bar entries are taken in the order of
+    ``priority``: the symbols' order (default), a list of symbols first, ``low_vol``
+    or ``momentum`` (over ``lookback``).
     """
 
     model_config = SECTION_CONFIG
@@ -42,6 +48,8 @@ class PortfolioSpec(BaseModel):
     symbols: list[str] | None = Field(None, min_length=2)
     weight: str = "equal"
     max_positions: int | None = Field(None, ge=1, strict=True)
+    lookback: int | None = Field(None, ge=2, strict=True)
+    priority: list[str] | str | None = None
     rebalance: Any = None
 
     @field_validator("symbols", mode="before")
@@ -54,11 +62,23 @@ class PortfolioSpec(BaseModel):
     @field_validator("weight")
     @classmethod
     def _weight(cls, value: str) -> str:
-        if value == "inverse_vol":
-            raise ValueError("inverse_vol is not yet supported: use weight: equal")
-        if value != "equal":
-            raise ValueError(f"expected equal, got {value!r}")
+        if value not in ("equal", "inverse_vol"):
+            raise ValueError(f"expected equal or inverse_vol, got {value!r}")
         return value
+
+    @field_validator("priority")
+    @classmethod
+    def _priority(cls, value: Any) -> Any:
+        if isinstance(value, str) and value not in PRIORITIES:
+            raise ValueError(f"expected a list of symbols, {' or '.join(PRIORITIES)}, "
+                             f"got {value!r}")
+        if isinstance(value, list) and len(set(value)) < len(value):
+            raise ValueError("a symbol is listed more than once")
+        return value
+
+    def reads_lookback(self) -> bool:
+        """Whether the weights or the priority read ``lookback``."""
+        return self.weight == "inverse_vol" or self.priority in PRIORITIES
 
     @field_validator("rebalance")
     @classmethod
@@ -76,7 +96,8 @@ def members(spec) -> list[str]:
 def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
                             portfolio: PortfolioSpec | None) -> list[tuple[str, str]]:
     """Problems of the grid's portfolio axes: one without a ``portfolio`` section, one
-    also set in the section, values that are not integers >= 1."""
+    also set in the section, values that are not integers >= 1 (>= 2 for
+    ``lookback``), a ``lookback`` that neither the weights nor the priority read."""
     problems = []
     for key in PORTFOLIO_AXES:
         if key not in expanded:
@@ -87,19 +108,33 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
                              f"portfolio section, or remove grid.{key}"))
         elif getattr(portfolio, key) is not None:
             problems.append((f"portfolio.{key}", f"{key} is also a grid axis; keep one"))
-        elif np.any(values < 1) or np.any(values != np.round(values)):
-            problems.append((f"grid.{key}", f"{key} must be integers >= 1, got "
-                             f"{np.unique(values).tolist()}"))
+        elif np.any(values < AXIS_MIN[key]) or np.any(values != np.round(values)):
+            problems.append((f"grid.{key}", f"{key} must be integers >= {AXIS_MIN[key]}, "
+                             f"got {np.unique(values).tolist()}"))
+        elif key == "lookback" and not portfolio.reads_lookback():
+            problems.append(("grid.lookback", _UNREAD))
     return problems
+
+
+_UNREAD = (f"lookback is read by weight: inverse_vol and priority: "
+           f"{' or '.join(PRIORITIES)} only: remove it")
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
-    ``run.backend: cuda``, fewer than two symbols, shorts, stops or funding (one problem
-    each)."""
+    ``run.backend: cuda``, fewer than two symbols, a priority naming others, a
+    ``lookback`` nothing reads, shorts, stops or funding (one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
+    section = spec.portfolio
+    if isinstance(section.priority, list):
+        others = [s for s in section.priority if s not in members(spec)]
+        if others:
+            problems.append(("portfolio.priority", f"{others} are not members of the "
+                             f"portfolio {members(spec)}: list members only"))
+    if section.lookback is not None and not section.reads_lookback():
+        problems.append(("portfolio.lookback", _UNREAD))
     if spec.walk_forward is not None:
         problems.append(("portfolio", "walk-forward over a portfolio is not yet supported: "
                          "remove walk_forward or portfolio"))

@@ -25,12 +25,16 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     params: dict[str, np.ndarray],
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
-    ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``
-    column, when the grid sweeps it, is the portfolio's (else its section's)."""
+    ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions`` and
+    ``lookback`` columns, when the grid sweeps them, are the portfolio's (else its
+    section's)."""
     params = dict(params)
-    kmax = params.pop("max_positions", task.portfolio.max_positions)
+    section = task.portfolio
+    kmax = params.pop("max_positions", section.max_positions)
+    lookback = params.pop("lookback", section.lookback)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
-                           max_positions=kmax, timings=timings)
+                           max_positions=kmax, weight=section.weight, lookback=lookback,
+                           priority=section.priority, timings=timings)
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,

@@ -108,7 +108,6 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
 
 
 @pytest.mark.parametrize(("more", "match"), [
-    ({"portfolio": {"weight": "inverse_vol"}}, r"portfolio\.weight: inverse_vol is not yet"),
     ({"portfolio": {"rebalance": "1M"}}, r"portfolio\.rebalance: rebalancing is not yet"),
     ({"portfolio": {"symbols": ["AAA"]}}, r"portfolio\.symbols"),
     ({"portfolio": {"max_positions": 2}}, r"portfolio\.max_positions: .*also a grid axis"),
