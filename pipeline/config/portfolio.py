@@ -26,8 +26,8 @@ __all__ = ["PORTFOLIO_AXES", "PORTFOLIO_LABEL", "PortfolioSpec", "members",
 PORTFOLIO_LABEL = "portfolio"
 
 #: The portfolio's settings that may also be grid axes (ints), with their least value.
-PORTFOLIO_AXES = ("max_positions", "lookback")
-AXIS_MIN = {"max_positions": 1, "lookback": 2}
+PORTFOLIO_AXES = ("max_positions", "vol_lookback")
+AXIS_MIN = {"max_positions": 1, "vol_lookback": 2}
 
 
 class PortfolioSpec(BaseModel):
@@ -37,10 +37,10 @@ class PortfolioSpec(BaseModel):
     all have (``data.align: inner``). ``weight: equal`` sizes each entry to ``1 / N``
     of the account's value (``1 / K`` with ``max_positions: K``, at most K positions
     open at once; ``max_positions`` may instead be a grid axis); ``weight:
-    inverse_vol`` to the inverse-volatility weight over ``lookback`` bars (default
-    20; it may be a grid axis). Same-bar entries are taken in the order of
+    inverse_vol`` to the inverse-volatility weight over ``vol_lookback`` bars
+    (default 20; it may be a grid axis). Same-bar entries are taken in the order of
     ``priority``: the symbols' order (default), a list of symbols first, ``low_vol``
-    or ``momentum`` (over ``lookback``).
+    or ``momentum`` (over ``vol_lookback``).
     """
 
     model_config = SECTION_CONFIG
@@ -48,7 +48,7 @@ class PortfolioSpec(BaseModel):
     symbols: list[str] | None = Field(None, min_length=2)
     weight: str = "equal"
     max_positions: int | None = Field(None, ge=1, strict=True)
-    lookback: int | None = Field(None, ge=2, strict=True)
+    vol_lookback: int | None = Field(None, ge=2, strict=True)
     priority: list[str] | str | None = None
     rebalance: Any = None
 
@@ -77,7 +77,7 @@ class PortfolioSpec(BaseModel):
         return value
 
     def reads_lookback(self) -> bool:
-        """Whether the weights or the priority read ``lookback``."""
+        """Whether the weights or the priority read ``vol_lookback``."""
         return self.weight == "inverse_vol" or self.priority in PRIORITIES
 
     @field_validator("rebalance")
@@ -97,7 +97,8 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
                             portfolio: PortfolioSpec | None) -> list[tuple[str, str]]:
     """Problems of the grid's portfolio axes: one without a ``portfolio`` section, one
     also set in the section, values that are not integers >= 1 (>= 2 for
-    ``lookback``), a ``lookback`` that neither the weights nor the priority read."""
+    ``vol_lookback``), a ``vol_lookback`` that neither the weights nor the priority
+    read."""
     problems = []
     for key in PORTFOLIO_AXES:
         if key not in expanded:
@@ -111,19 +112,19 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
         elif np.any(values < AXIS_MIN[key]) or np.any(values != np.round(values)):
             problems.append((f"grid.{key}", f"{key} must be integers >= {AXIS_MIN[key]}, "
                              f"got {np.unique(values).tolist()}"))
-        elif key == "lookback" and not portfolio.reads_lookback():
-            problems.append(("grid.lookback", _UNREAD))
+        elif key == "vol_lookback" and not portfolio.reads_lookback():
+            problems.append(("grid.vol_lookback", _UNREAD))
     return problems
 
 
-_UNREAD = (f"lookback is read by weight: inverse_vol and priority: "
+_UNREAD = (f"vol_lookback is read by weight: inverse_vol and priority: "
            f"{' or '.join(PRIORITIES)} only: remove it")
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
     ``run.backend: cuda``, fewer than two symbols, a priority naming others, a
-    ``lookback`` nothing reads, shorts, stops or funding (one problem each)."""
+    ``vol_lookback`` nothing reads, shorts, stops or funding (one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
@@ -133,8 +134,8 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
         if others:
             problems.append(("portfolio.priority", f"{others} are not members of the "
                              f"portfolio {members(spec)}: list members only"))
-    if section.lookback is not None and not section.reads_lookback():
-        problems.append(("portfolio.lookback", _UNREAD))
+    if section.vol_lookback is not None and not section.reads_lookback():
+        problems.append(("portfolio.vol_lookback", _UNREAD))
     if spec.walk_forward is not None:
         problems.append(("portfolio", "walk-forward over a portfolio is not yet supported: "
                          "remove walk_forward or portfolio"))

@@ -212,7 +212,7 @@ def chunk_cost(spec: Spec, grid: Grid, n_bars: int, windows: np.ndarray | None =
         rows = table_rows(strategy, dims)  # per member
         if spec.portfolio is not None:  # and its weights' and priority's rows
             rows += sizing_rows(spec.portfolio.weight, spec.portfolio.priority,
-                                dims.get("lookback", 1))
+                                dims.get("vol_lookback", 1))
         return block_bytes(rows, n_bars, combos, runs, segments, len(shape),
                            len(strategy.indicators))
     return cost

@@ -26,12 +26,12 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions`` and
-    ``lookback`` columns, when the grid sweeps them, are the portfolio's (else its
+    ``vol_lookback`` columns, when the grid sweeps them, are the portfolio's (else its
     section's)."""
     params = dict(params)
     section = task.portfolio
     kmax = params.pop("max_positions", section.max_positions)
-    lookback = params.pop("lookback", section.lookback)
+    lookback = params.pop("vol_lookback", section.vol_lookback)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
                            max_positions=kmax, weight=section.weight, lookback=lookback,
                            priority=section.priority, timings=timings)

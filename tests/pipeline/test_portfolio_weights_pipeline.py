@@ -1,5 +1,5 @@
-"""A portfolio run with ``weight: inverse_vol``, ``priority`` and ``lookback`` as a grid
-axis: every cell of the store is :func:`barsweep.engine.portfolio.sweep_portfolio`
+"""A portfolio run with ``weight: inverse_vol``, ``priority`` and ``vol_lookback`` as a
+grid axis: every cell of the store is :func:`barsweep.engine.portfolio.sweep_portfolio`
 called directly on the same bars; and the section's refusals."""
 
 import json
@@ -19,7 +19,7 @@ from barsweep.pipeline.config.model import parse_spec
 pytestmark = pytest.mark.slow
 MEMBERS = ["AAA", "BBB", "CCC"]
 EXECUTION = dict(fill="next_open", fees=0.001)
-GRID = {"fast": [3, 8], "slow": [20, 30], "lookback": [10, 40]}
+GRID = {"fast": [3, 8], "slow": [20, 30], "vol_lookback": [10, 40]}
 SECTION = {"symbols": MEMBERS, "weight": "inverse_vol", "max_positions": 2,
            "priority": ["CCC", "AAA"]}
 
@@ -45,14 +45,14 @@ def test_lookback_axis_run_equals_sweep_portfolio(store, tmp_path):
     assert main(["run", str(tmp_path / "w.yaml"), "--no-progress", "--cluster",
                  "threads"]) == 0
     ds = xr.open_zarr(out, consolidated=False).load()
-    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "lookback")
-    assert ds["lookback"].values.tolist() == [10, 40]
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "vol_lookback")
+    assert ds["vol_lookback"].values.tolist() == [10, 40]
     assert json.loads(ds.attrs["portfolio"])["priority"] == ["CCC", "AAA"]
     bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel() for k in
                 ("open", "high", "low", "close")} for s in MEMBERS}
     mesh = np.meshgrid(*GRID.values(), indexing="ij")
     params = {k: m.ravel() for k, m in zip(GRID, mesh, strict=True)}
-    lookback = params.pop("lookback")
+    lookback = params.pop("vol_lookback")
     metrics, per_symbol = sweep_portfolio(get_strategy("ema_cross"), bars, params, EXECUTION,
                                           periods_per_year("1h"), max_positions=2,
                                           weight="inverse_vol", lookback=lookback,
@@ -74,11 +74,13 @@ def test_lookback_axis_run_equals_sweep_portfolio(store, tmp_path):
     ({"portfolio": {**SECTION, "priority": "high_vol"}}, r"portfolio\.priority: .*low_vol"),
     ({"portfolio": {**SECTION, "priority": ["CCC", "XYZ"]}},
      r"portfolio\.priority: \['XYZ'\] are not members"),
-    ({"portfolio": {**SECTION, "lookback": 20}}, r"portfolio\.lookback: .*also a grid axis"),
-    ({"portfolio": {**SECTION, "weight": "equal"}}, r"grid\.lookback: lookback is read by"),
-    ({"grid": {**GRID, "lookback": [1, 5]}}, r"grid\.lookback: .*integers >= 2"),
+    ({"portfolio": {**SECTION, "vol_lookback": 20}},
+     r"portfolio\.vol_lookback: .*also a grid axis"),
+    ({"portfolio": {**SECTION, "weight": "equal"}}, r"grid\.vol_lookback: vol_lookback is read by"),
+    ({"grid": {**GRID, "vol_lookback": [1, 5]}}, r"grid\.vol_lookback: .*integers >= 2"),
     ({"grid": {"fast": [3], "slow": [20]},
-      "portfolio": {"weight": "equal", "lookback": 20}}, r"portfolio\.lookback: lookback is"),
+      "portfolio": {"weight": "equal", "vol_lookback": 20}},
+     r"portfolio\.vol_lookback: vol_lookback is"),
 ])
 def test_spec_refusals(store, tmp_path, more, match):
     with pytest.raises(SpecError, match=match):
@@ -88,5 +90,5 @@ def test_spec_refusals(store, tmp_path, more, match):
 def test_spec_accepts_data_driven_priority(store, tmp_path):
     spec = parse_spec(spec_dict(store, tmp_path / "x.zarr", grid={"fast": [3], "slow": [20]},
                                 portfolio={"weight": "equal", "priority": "momentum",
-                                           "lookback": 60}))
-    assert spec.portfolio.priority == "momentum" and spec.portfolio.lookback == 60
+                                           "vol_lookback": 60}))
+    assert spec.portfolio.priority == "momentum" and spec.portfolio.vol_lookback == 60
