@@ -9,8 +9,9 @@ combos (fast 2..41 x slow 50 values from 60, 2,000 by default), one thread
 - single: ``sweep_block()`` on each symbol in turn (its own account each), kernel
   seconds (``timings``): throughput in combo-bars/s (combos x bars x symbols / s);
 - portfolio: ``sweep_portfolio()`` on the N symbols from one account, kernel seconds:
-  throughput in symbol-bars/s (combos x N symbols x bars / s); and the same with
-  ``max_positions`` N / 2.
+  throughput in symbol-bars/s (combos x N symbols x bars / s); the same with
+  ``max_positions`` N / 2; and with ``max_positions`` N / 2, ``weight: inverse_vol``
+  and ``priority: low_vol`` (lookback 20).
 
 Both after a warm-up call (compiled, cached); each timing is repeated (median and best).
 The goal is portfolio >= 0.5x single. Nothing is written but the report (stdout).
@@ -70,12 +71,13 @@ def time_single(strategy, universe, params, execution) -> float:
     return total
 
 
-def time_portfolio(strategy, universe, params, execution, max_positions=None) -> float:
+def time_portfolio(strategy, universe, params, execution, max_positions=None,
+                   **sizing) -> float:
     from barsweep.engine.portfolio import sweep_portfolio
 
     timings: dict = {}
     sweep_portfolio(strategy, universe, params, execution, PPY, timings=timings,
-                    max_positions=max_positions)
+                    max_positions=max_positions, **sizing)
     return timings["kernel"]
 
 
@@ -98,16 +100,20 @@ def main() -> None:
     small = {k: v[:2] for k, v in params.items()}
     time_single(strategy, universe, small, execution)  # compile or load from the cache
     time_portfolio(strategy, universe, small, execution)
+    time_portfolio(strategy, universe, small, execution, weight="inverse_vol")
 
     work = n_combos * n_bars * args.symbols
     load = [load_avg()]
     half = max(1, args.symbols // 2)
     timers = {"single": time_single, "portfolio": time_portfolio,
-              "max_positions": lambda *a: time_portfolio(*a, max_positions=half)}
+              "max_positions": lambda *a: time_portfolio(*a, max_positions=half),
+              "inverse_vol": lambda *a: time_portfolio(*a, max_positions=half,
+                                                       weight="inverse_vol",
+                                                       priority="low_vol")}
     samples = {case: [] for case in timers}
     for k in range(args.repeat):  # rotate, so the cases share the machine's moments
         cases = list(timers)
-        for case in cases[k % 3:] + cases[:k % 3]:
+        for case in cases[k % len(cases):] + cases[:k % len(cases)]:
             samples[case].append(timers[case](strategy, universe, params, execution))
     load.append(load_avg())
     stats = {case: repeat_stats(s) for case, s in samples.items()}
@@ -123,12 +129,16 @@ def main() -> None:
          f"{fmt(rate['portfolio'] / 1e6)} M symbol-bars/s"],
         [f"portfolio, max_positions {half}", *stats_cells(stats["max_positions"], tuple(load)),
          f"{fmt(rate['max_positions'] / 1e6)} M symbol-bars/s"],
+        [f"portfolio, max_positions {half}, inverse_vol, priority low_vol",
+         *stats_cells(stats["inverse_vol"], tuple(load)),
+         f"{fmt(rate['inverse_vol'] / 1e6)} M symbol-bars/s"],
     ]
     print(table(["kernel", *STATS_COLUMNS, "throughput (median)"], rows))
     print()
     print(f"portfolio / single: {rate['portfolio'] / rate['single']:.2f}x "
           f"({best['portfolio'] / best['single']:.2f}x from the bests); with max_positions "
-          f"{rate['max_positions'] / rate['single']:.2f}x; goal >= 0.5x")
+          f"{rate['max_positions'] / rate['single']:.2f}x, and inverse_vol "
+          f"{rate['inverse_vol'] / rate['single']:.2f}x; goal >= 0.5x")
     print()
     print(STATS_NOTE)
     print(f"\n(total {time.process_time():.1f} CPU s)")
