@@ -24,8 +24,10 @@ from .block import locality_order, prepare_block
 from .execution import Execution, execution_of, run_settings
 from .hoist import hoist
 from .metrics import N_METRICS
+from .portfolio_book import Book
 from .portfolio_periods import rebalance_table
 from .portfolio_sim import N_SYMBOL_METRICS
+from .portfolio_weights import hoist_sizing, lookback_column
 from .strategies import kernels
 from .strategies.base import Strategy
 
@@ -49,12 +51,11 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(nogil=True, cache={cache})
-def portfolio_kernel(sbars, px, ind, combos, max_positions, rebalance, rebalance_bars,
-                     run, bench, out, per_symbol):
+def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol):
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
-        simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebalance,
-                           rebalance_bars, c, run, bench, state, out, per_symbol)
+        simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state,
+                           out, per_symbol)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}
@@ -64,8 +65,8 @@ def portfolio_kernel(signal):
     """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5 or
     8 arguments), written and imported once per process.
 
-    It is called ``portfolio_kernel(sbars, px, ind, combos, max_positions, rebalance,
-    rebalance_bars, run, bench, out, per_symbol)``
+    It is called ``portfolio_kernel(sbars, px, ind, combos, book, run, bench, out,
+    per_symbol)``
     (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
     """
     module = _COMPILED.get(signal)
@@ -165,6 +166,9 @@ def sweep_portfolio(
     *,
     max_positions=None,
     rebalance=None,
+    weight: str = "equal",
+    lookback=None,
+    priority=None,
     timings: dict[str, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
@@ -184,12 +188,22 @@ def sweep_portfolio(
         Bars per year.
     max_positions : None, int, or ndarray of int, shape (n_combos,)
         At most this many positions open at once, each ``1 / K`` of the value; None:
-        every symbol may be held, each ``1 / N``.
+        every symbol may be held.
     rebalance : None, str, or sequence of (str or None), one per combo
         The period (``"1W"``, ``"1M"``, ``"3M"``, ...:
         :mod:`barsweep.engine.portfolio_periods`) on whose first bar the held positions
         are re-targeted to their weight; None: never. Needs each symbol's ``time``
         (int64 nanoseconds since the epoch).
+    weight : {"equal", "inverse_vol"}
+        Each entry's target share of the value: ``1 / K`` (``1 / N`` without
+        ``max_positions``), or the inverse-volatility weight
+        (:func:`~.portfolio_weights.target_weight`).
+    lookback : None, int, or ndarray of int, shape (n_combos,)
+        The bars of the volatility (and momentum) of ``inverse_vol`` and a data-driven
+        ``priority``, >= 2; None: :data:`~.portfolio_weights.DEFAULT_LOOKBACK`.
+    priority : None, "low_vol", "momentum", or a sequence of symbols
+        The order of same-bar entries (:func:`~.portfolio_weights.hoist_sizing`); None:
+        the symbols' order.
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
         kernel (``kernel``).
@@ -241,12 +255,15 @@ def sweep_portfolio(
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
     rebalance_bars, rebal = rebalance_table(next(iter(bars.values())).get("time"),
                                             rebalance, first.n_combos)
+    lookbacks, lb_index = lookback_column(lookback, first.n_combos)
+    sizing = hoist_sizing(px[1], lookbacks, weight, priority, list(bars))
+    book = Book(kmax, lb_index[order], rebal[order], sizing, rebalance_bars)
     metrics = np.empty((first.n_combos, N_METRICS))
     per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
     kernel = portfolio_kernel(strategy.signal)
     t1 = time.perf_counter()
-    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, (rebal[order], rebalance_bars),
-                         run, bench, metrics, per_symbol)
+    run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics,
+                         per_symbol)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
@@ -260,22 +277,20 @@ def sweep_portfolio(
 PIECE_COMBOS = 16
 
 
-def run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, rebalance, run, bench,
+def run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench,
                          metrics, per_symbol) -> None:
     """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
-    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``);
-    ``rebalance`` is ``(each combo's row of the table, the table of rebalance bars)``."""
-    rows, table = rebalance
+    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``)."""
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
     if n_threads <= 1:
-        kernel(sbars, px, ind, combos, kmax, rows, table, run, bench, metrics, per_symbol)
+        kernel(sbars, px, ind, combos, book, run, bench, metrics, per_symbol)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
-        kernel(sbars, px, ind, combos.take(part), kmax[part], rows[part], table, run, bench,
+        kernel(sbars, px, ind, combos.take(part), book.take(part), run, bench,
                metrics[part], per_symbol[part])
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:

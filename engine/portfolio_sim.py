@@ -7,8 +7,9 @@ the same functions can compile as numba.cuda device functions (the per-symbol sc
 "Portfolios". The order of events inside bar ``t``:
 
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``
-   (:func:`fill_orders`): every exit first, then the entries in the symbols' order,
-   each sized from the account's value marked at that open before any of its orders;
+   (:func:`fill_orders`): every exit first, then the entries in the order of
+   ``priority``, each sized from the account's value marked at that open before any of
+   its orders, its weight read at the close of bar ``t-1`` (where it was decided);
 2. each symbol's rule is evaluated at the close with its own position state
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
    single-symbol run resolves it (``fills.resolve_signals``): exit, enter from flat,
@@ -37,6 +38,7 @@ from .metrics import (
     acc_trade,
     finalize,
 )
+from .portfolio_weights import entry_symbol, target_weight
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
 S_POS = 0  # shares held (0.0 when flat)
@@ -48,7 +50,8 @@ S_PENDING = 5  # the order queued for the next open (``next_open``)
 S_NEXT = 6  # the first bar, from where it was searched, whose rule enters from flat
 S_BASIS = 7  # the notional the position's buys took at their fill prices (no fees)
 S_RANK = 8  # a rebalance fill's order value of a buy (NaN: no buy)
-N_STATE = 9
+S_TARGET = 9  # a rebalance fill's target value of the symbol
+N_STATE = 10
 
 # Columns of the per-symbol results (shape (n_combos, N, N_SYMBOL_METRICS)).
 SYMBOL_METRICS = ("n_trades", "exposure")
@@ -92,12 +95,15 @@ def sell(cash, size, price, fee_rate, fixed_fee, slippage):
 
 
 @njit(inline="always", cache=True)
-def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
+def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing, lb, run,
                 trade_acc, sym):
     """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
-    or the close): every exit, then the entries in the symbols' order while fewer than
-    ``max_open`` positions are open, each with ``weight`` of the account's value marked
-    at these prices before any of these orders.
+    or the close): every exit, then the entries in the order of ``sizing`` while fewer
+    than ``max_open`` positions are open, each with its target weight
+    (:func:`~.portfolio_weights.target_weight`, lookback index ``lb``; none when 0) of
+    the account's value marked at these prices before any of these orders. The order
+    and the weights are read at the close where the orders were decided: ``t`` (close)
+    or ``t - 1`` (open).
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
     symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked).
@@ -118,8 +124,13 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
             sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
             n_open -= 1
-    for i in range(n_sym):
+    decided = t if column == 1 else t - 1
+    for r in range(n_sym):
+        i = entry_symbol(sizing, lb, r, decided)
         if state[i, order_col] > 0.0 and state[i, S_POS] == 0.0 and n_open < max_open:
+            weight = target_weight(sizing, lb, i, decided, max_open)
+            if weight <= 0.0:
+                continue
             size, cash, fill, cost = buy(cash, weight * value, px[column, i, t],
                                          run.fee_rate, run.fixed_fee, run.slippage)
             if size > 0.0:
@@ -180,8 +191,8 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
-def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebalance,
-                       rebalance_bars, c, run, bench, state, out, per_symbol):
+def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state, out,
+                       per_symbol):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
     ``per_symbol[c]``.
@@ -195,12 +206,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebala
     px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
     combos : Combos (rows and fparams are read; stops are not supported)
-    max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
-        each ``1 / min(K, N)`` of the value; 0 for no limit (each ``1 / N``)
-    rebalance : ndarray, shape (n_combos,), int64: the combo's row of ``rebalance_bars``,
-        -1 for never
-    rebalance_bars : ndarray of bool, shape (n_periods, n_bars): the rebalance bars of
-        each period (:func:`rebalance_fill` fills the orders of those bars' closes)
+    book : Book (:mod:`barsweep.engine.portfolio_book`): the combo's ``max_positions``
+        (each entry then ``1 / min(K, N)`` of the value with equal weights), lookback
+        and rebalance period, and the tables they index
     c : int
     run : RunSettings (``sum_b``, ``sum_b2`` those of ``bench``)
     bench : ndarray, shape (n_bars,): the benchmark's returns
@@ -214,10 +222,11 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebala
     n_sym = state.shape[0]
     t0 = run.start
     n = run.end
-    k = max_positions[c]
+    k = book.max_positions[c]
     max_open = n_sym if k <= 0 or k > n_sym else k
-    weight = 1.0 / max_open
-    r = rebalance[c]
+    lb = book.lookback[c]
+    r = book.rebalance[c]
+    sizing = book.sizing
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
@@ -245,26 +254,26 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, rebala
                 break
         if n_pending > 1:  # 1. queued orders fill at this open (2: with a rebalance)
             cash, n_open, trade_acc = rebalance_fill(px, 0, t, state, S_PENDING, cash,
-                                                     n_open, max_open, weight, run,
+                                                     n_open, max_open, sizing, lb, run,
                                                      trade_acc, sym)
             n_pending = 0
         elif n_pending > 0:
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
-                                                  max_open, weight, run, trade_acc, sym)
+                                                  max_open, sizing, lb, run, trade_acc, sym)
             n_pending = 0
         # 2. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
-        rebal = r >= 0 and n_open > 0 and rebalance_bars[r, t]
+        rebal = r >= 0 and n_open > 0 and book.rebalance_bars[r, t]
         if n_orders > 0 or rebal:
             if not run.next_open:
                 if rebal:
                     cash, n_open, trade_acc = rebalance_fill(px, 1, t, state, S_ORDER, cash,
-                                                             n_open, max_open, weight, run,
-                                                             trade_acc, sym)
+                                                             n_open, max_open, sizing, lb,
+                                                             run, trade_acc, sym)
                 else:
                     cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
-                                                          n_open, max_open, weight, run,
-                                                          trade_acc, sym)
+                                                          n_open, max_open, sizing, lb,
+                                                          run, trade_acc, sym)
             elif t + 1 < n:
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
@@ -315,21 +324,23 @@ def liquidate(px, t, state, trade_acc, sym):
 
 
 @njit(cache=True)
-def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
+def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, sizing, lb, run,
                    trade_acc, sym):
     """Fill a rebalance bar's orders (``state[:, order_col]``) at ``px[column, i, t]``:
-    the exits, entries and every other held position re-targeted to ``weight`` of the
-    account's value ``V`` marked at these prices before any of these orders.
+    the exits, entries and every other held position re-targeted to its target weight
+    ``w_i`` (:func:`~.portfolio_weights.target_weight`, read where the orders were
+    decided, as :func:`fill_orders`) of the account's value ``V`` marked at these prices
+    before any of these orders.
 
-    A held position without an order trades ``weight * V / price - size`` shares
-    (none when that is 0; no sale whose proceeds are less than its fees). The sells (the
-    exits and the positions above their target, in the symbols' order) fill first; then
-    the buys in ascending order of their value
-    ``weight * V - size * price`` (an entry's is ``weight * V``), ties in the symbols'
-    order, as vectorbt's ``call_seq='auto'``; the entries only while fewer than
-    ``max_open`` are open. A re-target moves the position's cost basis: a sell's net
-    proceeds come off ``S_COST``; a buy's cost adds to it and its notional to
-    ``S_BASIS``; the position stays one trade until it exits.
+    A held position without an order trades ``w_i * V / price - size`` shares (none when
+    that is 0 or ``w_i`` is 0; no sale whose proceeds are less than its fees). The sells
+    (the exits and the positions above their target, in the symbols' order) fill first;
+    then the buys in ascending order of their value ``w_i * V - size * price`` (an
+    entry's is ``w_i * V``), ties in the symbols' order, as vectorbt's
+    ``call_seq='auto'``; the entries only while fewer than ``max_open`` are open. A
+    re-target moves the position's cost basis: a sell's net proceeds come off
+    ``S_COST``; a buy's cost adds to it and its notional to ``S_BASIS``; the position
+    stays one trade until it exits.
 
     Returns ``(cash, open positions, trade accumulator)``, as :func:`fill_orders`.
     """
@@ -338,10 +349,11 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weig
     for i in range(n_sym):
         if state[i, S_POS] != 0.0:
             value += state[i, S_POS] * px[column, i, t]
-    target = weight * value
+    decided = t if column == 1 else t - 1
+    for i in range(n_sym):
+        state[i, S_TARGET] = target_weight(sizing, lb, i, decided, max_open) * value
     cash, n_open, trade_acc, n_buys = rebalance_sells(px, column, t, state, order_col,
-                                                      cash, n_open, target, run,
-                                                      trade_acc, sym)
+                                                      cash, n_open, run, trade_acc, sym)
     last = -1.0
     last_i = -1
     for _ in range(n_buys):  # the buys, by ascending order value (a selection sort)
@@ -354,14 +366,14 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, weig
         last = state[best, S_RANK]
         last_i = best
         cash, n_open = rebalance_buy(px[column, best, t], t, state, best, cash, n_open,
-                                     max_open, target, run)
+                                     max_open, run)
     return cash, n_open, trade_acc
 
 
 @njit(cache=True)
-def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, trade_acc,
-                    sym):
-    """The sells of :func:`rebalance_fill`; ranks its buys into ``state[:, S_RANK]``.
+def rebalance_sells(px, column, t, state, order_col, cash, n_open, run, trade_acc, sym):
+    """The sells of :func:`rebalance_fill` (each symbol's target value in
+    ``state[:, S_TARGET]``); ranks its buys into ``state[:, S_RANK]``.
 
     Returns ``(cash, open positions, trade accumulator, number of buys)``.
     """
@@ -369,6 +381,7 @@ def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, 
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         price = px[column, i, t]
+        target = state[i, S_TARGET]
         state[i, S_RANK] = np.nan
         if size != 0.0 and state[i, order_col] < 0.0:
             cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee,
@@ -379,7 +392,7 @@ def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, 
             sym[i, 1] += t - state[i, S_BAR]
             state[i, S_POS] = 0.0
             n_open -= 1
-        elif size != 0.0:
+        elif size != 0.0 and target > 0.0:
             delta = target / price - size
             if delta < 0.0:
                 after, fill, net = sell(cash, -delta, price, run.fee_rate, run.fixed_fee,
@@ -391,18 +404,19 @@ def rebalance_sells(px, column, t, state, order_col, cash, n_open, target, run, 
             elif delta > 0.0:
                 state[i, S_RANK] = target - size * price
                 n_buys += 1
-        elif state[i, order_col] > 0.0:
+        elif size == 0.0 and state[i, order_col] > 0.0 and target > 0.0:
             state[i, S_RANK] = target
             n_buys += 1
     return cash, n_open, trade_acc, n_buys
 
 
 @njit(cache=True)
-def rebalance_buy(price, t, state, i, cash, n_open, max_open, target, run):
-    """Symbol ``i``'s buy in :func:`rebalance_fill`: an entry worth ``target`` (while
-    fewer than ``max_open`` are open) or a held position topped up to it; returns
-    ``(cash, open positions)``."""
+def rebalance_buy(price, t, state, i, cash, n_open, max_open, run):
+    """Symbol ``i``'s buy in :func:`rebalance_fill`: an entry worth its target value
+    ``state[i, S_TARGET]`` (while fewer than ``max_open`` are open) or a held position
+    topped up to it; returns ``(cash, open positions)``."""
     size = state[i, S_POS]
+    target = state[i, S_TARGET]
     if size == 0.0:
         if n_open < max_open:
             bought, cash, fill, cost = buy(cash, target, price, run.fee_rate, run.fixed_fee,

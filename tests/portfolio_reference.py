@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import statistics
 
 import numpy as np
 from reference import ref_metrics
@@ -31,17 +32,54 @@ def ref_rebalance_bars(time_ns, period):
     return [t > 0 and keys[t] != keys[t - 1] for t in range(len(keys))]
 
 
+def ref_vol(close, t, lookback):
+    """The sample standard deviation of the ``lookback`` returns ``close[s] / close[s-1]
+    - 1`` for ``s`` in ``t - lookback + 1 .. t``; None before ``lookback`` bars."""
+    if t < lookback:
+        return None
+    return statistics.stdev([close[s] / close[s - 1] - 1 for s in range(t - lookback + 1, t + 1)])
+
+
+def ref_weights(bars, t, slots, lookback):
+    """Each symbol's inverse-volatility target at the close of bar ``t``: ``1 / vol``
+    over the sum of the ``slots`` largest ``1 / vol`` of the members (0 without a
+    volatility > 0)."""
+    inverse = {}
+    for s in bars:
+        vol = ref_vol(bars[s]["close"], t, lookback)
+        inverse[s] = 1 / vol if vol else 0.0
+    total = sum(sorted(inverse.values(), reverse=True)[:slots])
+    return {s: v / total if v > 0 else 0.0 for s, v in inverse.items()}
+
+
+def ref_priority(bars, t, priority, lookback):
+    """The symbols in the order their same-bar entries are taken at the close of bar
+    ``t``."""
+    symbols = list(bars)
+    if priority is None:
+        return symbols
+    if priority == "low_vol":
+        vols = {s: ref_vol(bars[s]["close"], t, lookback) for s in symbols}
+        return sorted(symbols, key=lambda s: (vols[s] is None, vols[s] or 0.0))
+    if priority == "momentum":
+        moms = {s: bars[s]["close"][t] / bars[s]["close"][t - lookback] - 1
+                if t >= lookback else None for s in symbols}
+        return sorted(symbols, key=lambda s: (moms[s] is None, -(moms[s] or 0.0)))
+    return list(priority) + [s for s in symbols if s not in priority]
+
+
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   slippage=0.0, fill="close", max_positions=None, ppy=252.0,
-                  rebalance=None):
+                  rebalance=None, weight="equal", lookback=20, priority=None):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
     ``trades`` (list of dicts), ``per_symbol`` ({symbol: (n_trades, exposure)}),
     ``targets`` (ndarray (n_bars, N): the weight where an entry was ordered, 0 where an
-    exit was, NaN elsewhere) and ``benchmark`` (the equal-weight buy-and-hold level)."""
+    exit was, NaN elsewhere), ``call_seq`` (ndarray (n_bars, N), int: each bar's
+    columns in the order their orders filled, the others after) and ``benchmark`` (the
+    equal-weight buy-and-hold level)."""
     symbols = list(bars)
     n = len(bars[symbols[0]]["close"])
     slots = len(symbols) if max_positions is None else min(max_positions, len(symbols))
-    weight = 1.0 / slots
     account = {"cash": init_cash}
     held = {}  # symbol -> {"size", "fill", "bar", "cost"}
     trades = []
@@ -50,6 +88,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
     targets = np.full((n, len(symbols)), math.nan)
     rebalancing = (ref_rebalance_bars(bars[symbols[0]]["time"], rebalance) if rebalance
                    else [False] * n)
+    call_seq = np.tile(np.arange(len(symbols)), (n, 1))
 
     def book(symbol, received):
         p = held.pop(symbol)
@@ -58,7 +97,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         n_trades[symbol] += 1
 
     def sell(s, size, price, partial=False):
-        """Cash received; a partial sale that its fees would eat is not made (0)."""
+        """Cash received; a partial sale that its fees would eat is not made (None)."""
         proceeds = size * price * (1 - slippage)
         received = proceeds - proceeds * fees - fixed_fee
         if partial and received < 0:
@@ -67,7 +106,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         return received
 
     def buy(size, price):
-        """(shares, cost) of buying ``size`` shares, or what the cash pays for."""
+        """(shares, cost, fill) of buying ``size`` shares, or what the cash pays for."""
         price = price * (1 + slippage)
         cost = size * price + size * price * fees + fixed_fee
         if cost > account["cash"]:
@@ -79,37 +118,51 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         return size, cost, price
 
     def fill_orders(orders, rebalancing, column, t):
+        decided = t if column == "close" else t - 1  # the close where they were decided
         prices = {s: bars[s][column][t] for s in symbols}
         value = account["cash"] + sum(p["size"] * prices[s] for s, p in held.items())
-        buys = []  # (order value, symbol's index, shares to buy)
+        if weight == "equal":
+            weights = dict.fromkeys(symbols, 1.0 / slots)
+        else:
+            weights = ref_weights(bars, decided, slots, lookback)
+        calls, buys = [], []  # buys: (order value, symbol's index, shares to buy)
         for j, s in enumerate(symbols):  # every sell first
             if orders.get(s) == "exit" and s in held:
+                calls.append(j)
                 targets[t, j] = 0.0
                 book(s, sell(s, held[s]["size"], prices[s]))
-            elif s in held and rebalancing:
-                targets[t, j] = weight
-                change = weight * value / prices[s] - held[s]["size"]
+            elif s in held and rebalancing and weights[s] > 0:
+                targets[t, j] = weights[s]
+                change = weights[s] * value / prices[s] - held[s]["size"]
                 received = sell(s, -change, prices[s], partial=True) if change < 0 else None
                 if received is not None:
+                    calls.append(j)
                     held[s]["cost"] -= received
                     held[s]["size"] -= -change
                 elif change > 0:
-                    buys.append((weight * value - held[s]["size"] * prices[s], j, change))
-            elif orders.get(s) == "enter" and s not in held:
-                buys.append((weight * value, j, weight * value / prices[s]))
-        for _, j, change in sorted(buys):  # the buys, smaller order values first
+                    buys.append((weights[s] * value - held[s]["size"] * prices[s], j, change))
+        for s in ref_priority(bars, decided, priority, lookback):  # entries, by priority
+            if orders.get(s) == "enter" and s not in held and weights[s] > 0:
+                buys.append((weights[s] * value, symbols.index(s),
+                             weights[s] * value / prices[s]))
+        if rebalancing:  # on a rebalance bar every buy by its order value, smaller first
+            buys.sort()
+        for _, j, change in buys:
             s = symbols[j]
             if s in held:
                 size, cost, price = buy(change, prices[s])
                 held[s]["size"] += size
                 held[s]["cost"] += cost
                 held[s]["basis"] += size * price
+                calls.append(j)
             elif len(held) < slots:
-                targets[t, j] = weight
+                calls.append(j)
+                targets[t, j] = weights[s]
                 size, cost, price = buy(change, prices[s])
                 if size > 0:
                     held[s] = {"size": size, "fill": price, "bar": t, "cost": cost,
                                "basis": size * price}
+        call_seq[t] = calls + [j for j in range(len(symbols)) if j not in calls]
 
     equity, exposed, ruined, pending = [], 0, False, ()
     for t in range(n):
@@ -151,5 +204,6 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
              for t in range(n)]
     metrics = ref_metrics(equity, level, trades, exposed, init_cash, ppy, ruined)
     return {"metrics": metrics, "equity": equity, "trades": trades, "targets": targets,
+            "call_seq": call_seq,
             "per_symbol": {s: (n_trades[s], bars_held[s] / n) for s in symbols},
             "benchmark": level}

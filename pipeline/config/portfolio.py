@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, field_validator
 from ...engine.execution import STOP_PARAMS
 from ...engine.portfolio import check_portfolio_execution
 from ...engine.portfolio_periods import parse_period
+from ...engine.portfolio_weights import PRIORITIES
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
 
@@ -30,8 +31,9 @@ PORTFOLIO_LABEL = "portfolio"
 REBALANCE_AXES = {"rebalance_days": "D", "rebalance_weeks": "W", "rebalance_months": "M",
                   "rebalance_quarters": "Q", "rebalance_years": "Y"}
 
-#: The portfolio's settings that may also be grid axes (ints).
-PORTFOLIO_AXES = ("max_positions", *REBALANCE_AXES)
+#: The portfolio's settings that may also be grid axes (ints), with their least value.
+AXIS_MIN = {"max_positions": 1, "vol_lookback": 2, **dict.fromkeys(REBALANCE_AXES, 0)}
+PORTFOLIO_AXES = tuple(AXIS_MIN)
 
 
 class PortfolioSpec(BaseModel):
@@ -40,10 +42,14 @@ class PortfolioSpec(BaseModel):
     ``symbols`` (default: ``data.symbols``; at least two) are aligned on the bars they
     all have (``data.align: inner``). ``weight: equal`` sizes each entry to ``1 / N``
     of the account's value (``1 / K`` with ``max_positions: K``, at most K positions
-    open at once; ``max_positions`` may instead be a grid axis). ``rebalance`` (e.g.
-    ``1W``, ``1M``, ``3M``, ``1Y``: :mod:`barsweep.engine.portfolio_periods`) re-targets
-    the held positions to their weight on the first bar of each period; absent: never.
-    It may instead be a grid axis of one unit (:data:`REBALANCE_AXES`).
+    open at once; ``max_positions`` may instead be a grid axis); ``weight:
+    inverse_vol`` to the inverse-volatility weight over ``vol_lookback`` bars
+    (default 20; it may be a grid axis). Same-bar entries are taken in the order of
+    ``priority``: the symbols' order (default), a list of symbols first, ``low_vol``
+    or ``momentum`` (over ``vol_lookback``). ``rebalance`` (e.g. ``1W``, ``1M``,
+    ``3M``, ``1Y``: :mod:`barsweep.engine.portfolio_periods`) re-targets the held
+    positions to their weight on the first bar of each period; absent: never. It may
+    instead be a grid axis of one unit (:data:`REBALANCE_AXES`).
     """
 
     model_config = SECTION_CONFIG
@@ -51,6 +57,8 @@ class PortfolioSpec(BaseModel):
     symbols: list[str] | None = Field(None, min_length=2)
     weight: str = "equal"
     max_positions: int | None = Field(None, ge=1, strict=True)
+    vol_lookback: int | None = Field(None, ge=2, strict=True)
+    priority: list[str] | str | None = None
     rebalance: str | None = None
 
     @field_validator("symbols", mode="before")
@@ -63,11 +71,23 @@ class PortfolioSpec(BaseModel):
     @field_validator("weight")
     @classmethod
     def _weight(cls, value: str) -> str:
-        if value == "inverse_vol":
-            raise ValueError("inverse_vol is not yet supported: use weight: equal")
-        if value != "equal":
-            raise ValueError(f"expected equal, got {value!r}")
+        if value not in ("equal", "inverse_vol"):
+            raise ValueError(f"expected equal or inverse_vol, got {value!r}")
         return value
+
+    @field_validator("priority")
+    @classmethod
+    def _priority(cls, value: Any) -> Any:
+        if isinstance(value, str) and value not in PRIORITIES:
+            raise ValueError(f"expected a list of symbols, {' or '.join(PRIORITIES)}, "
+                             f"got {value!r}")
+        if isinstance(value, list) and len(set(value)) < len(value):
+            raise ValueError("a symbol is listed more than once")
+        return value
+
+    def reads_lookback(self) -> bool:
+        """Whether the weights or the priority read ``vol_lookback``."""
+        return self.weight == "inverse_vol" or self.priority in PRIORITIES
 
     @field_validator("rebalance")
     @classmethod
@@ -89,7 +109,8 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
                             portfolio: PortfolioSpec | None) -> list[tuple[str, str]]:
     """Problems of the grid's portfolio axes: one without a ``portfolio`` section, one
     also set in the section, more than one rebalance axis, values that are not integers
-    >= 1 (>= 0 for a rebalance axis)."""
+    >= 1 (>= 2 for ``vol_lookback``, >= 0 for a rebalance axis), a ``vol_lookback``
+    that neither the weights nor the priority read."""
     problems = []
     swept = [key for key in REBALANCE_AXES if key in expanded]
     if len(swept) > 1:
@@ -100,17 +121,22 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
             continue
         values = np.asarray(expanded[key], dtype=float)
         field = "rebalance" if key in REBALANCE_AXES else key
-        least = 0 if key in REBALANCE_AXES else 1
         if portfolio is None:
             problems.append((f"grid.{key}", f"{key} is an axis of a portfolio run: add a "
                              f"portfolio section, or remove grid.{key}"))
         elif getattr(portfolio, field) is not None:
             problems.append((f"portfolio.{field}", f"{field} is also a grid axis ({key}); "
                              f"keep one"))
-        elif np.any(values < least) or np.any(values != np.round(values)):
-            problems.append((f"grid.{key}", f"{key} must be integers >= {least}, got "
-                             f"{np.unique(values).tolist()}"))
+        elif np.any(values < AXIS_MIN[key]) or np.any(values != np.round(values)):
+            problems.append((f"grid.{key}", f"{key} must be integers >= {AXIS_MIN[key]}, "
+                             f"got {np.unique(values).tolist()}"))
+        elif key == "vol_lookback" and not portfolio.reads_lookback():
+            problems.append(("grid.vol_lookback", _UNREAD))
     return problems
+
+
+_UNREAD = (f"vol_lookback is read by weight: inverse_vol and priority: "
+           f"{' or '.join(PRIORITIES)} only: remove it")
 
 
 def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
@@ -131,11 +157,19 @@ def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
-    ``run.backend: cuda``, fewer than two symbols, shorts, stops or funding (one problem
-    each)."""
+    ``run.backend: cuda``, fewer than two symbols, a priority naming others, a
+    ``vol_lookback`` nothing reads, shorts, stops or funding (one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
+    section = spec.portfolio
+    if isinstance(section.priority, list):
+        others = [s for s in section.priority if s not in members(spec)]
+        if others:
+            problems.append(("portfolio.priority", f"{others} are not members of the "
+                             f"portfolio {members(spec)}: list members only"))
+    if section.vol_lookback is not None and not section.reads_lookback():
+        problems.append(("portfolio.vol_lookback", _UNREAD))
     if spec.walk_forward is not None:
         problems.append(("portfolio", "walk-forward over a portfolio is not yet supported: "
                          "remove walk_forward or portfolio"))

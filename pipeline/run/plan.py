@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...datasets import periods_per_year, to_ns
+from ...engine.portfolio_weights import sizing_rows
 from ...engine.simulate import segment_bounds
 from ...engine.strategies import resolve
 from ..config.dims import SAMPLES
@@ -207,7 +208,11 @@ def chunk_cost(spec: Spec, grid: Grid, n_bars: int, windows: np.ndarray | None =
     def cost(shape: tuple[int, ...]) -> int:
         combos = math.prod(shape)
         runs = 1 if windows is None else 2 * windows_per_block(len(windows), combos)
-        rows = table_rows(strategy, dict(zip(names, shape, strict=True)))  # per member
+        dims = dict(zip(names, shape, strict=True))
+        rows = table_rows(strategy, dims)  # per member
+        if spec.portfolio is not None:  # and its weights' and priority's rows
+            rows += sizing_rows(spec.portfolio.weight, spec.portfolio.priority,
+                                dims.get("vol_lookback", 1))
         return block_bytes(rows, n_bars, combos, runs, segments, len(shape),
                            len(strategy.indicators))
     return cost

@@ -26,14 +26,18 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     params: dict[str, np.ndarray],
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
-    ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``
-    column, when the grid sweeps it, is the portfolio's (else its section's), as is
-    its rebalance axis (:func:`~barsweep.pipeline.config.portfolio.rebalance_periods`)."""
+    ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``,
+    ``vol_lookback`` and rebalance columns, when the grid sweeps them, are the
+    portfolio's (else its section's;
+    :func:`~barsweep.pipeline.config.portfolio.rebalance_periods`)."""
     params = dict(params)
-    kmax = params.pop("max_positions", task.portfolio.max_positions)
-    rebalance = rebalance_periods(params, task.portfolio.rebalance)
+    section = task.portfolio
+    kmax = params.pop("max_positions", section.max_positions)
+    lookback = params.pop("vol_lookback", section.vol_lookback)
+    rebalance = rebalance_periods(params, section.rebalance)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
-                           max_positions=kmax, rebalance=rebalance, timings=timings)
+                           max_positions=kmax, rebalance=rebalance, weight=section.weight,
+                           lookback=lookback, priority=section.priority, timings=timings)
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,

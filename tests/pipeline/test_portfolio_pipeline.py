@@ -108,7 +108,6 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
 
 
 @pytest.mark.parametrize(("more", "match"), [
-    ({"portfolio": {"weight": "inverse_vol"}}, r"portfolio\.weight: inverse_vol is not yet"),
     ({"portfolio": {"rebalance": "1H"}}, r"portfolio\.rebalance: a rebalance period is"),
     ({"portfolio": {"symbols": ["AAA"]}}, r"portfolio\.symbols"),
     ({"portfolio": {"rebalance": "1M"}, "grid": {**GRID, "rebalance_days": [1]}},
