@@ -9,12 +9,16 @@ the same functions can compile as numba.cuda device functions (the per-symbol sc
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``
    (:func:`fill_orders`): every exit first, then the entries in the symbols' order,
    each sized from the account's value marked at that open before any of its orders;
-2. each symbol's rule is evaluated at the close with its own position state
+2. each open position's stops are checked on its symbol's bar (:func:`stop_positions`,
+   ``fills.stop_exit``, as a single-symbol run checks them; with ``next_open`` this
+   includes a position entered at this very open); a stopped position is sold at the
+   level (the open on a gap) and its symbol is flat for the close's rule;
+3. each symbol's rule is evaluated at the close with its own position state
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
    single-symbol run resolves it (``fills.resolve_signals``): exit, enter from flat,
    or nothing; the orders fill at ``close[t]`` (``fill: close``, again through
    :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the last bar);
-3. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
+4. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
    metric accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
    benchmark's return ``bench[t]`` (the equal-weight buy-and-hold of the symbols).
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from .fills import resolve_signals
+from .fills import EXIT_TARGET, resolve_signals, stop_exit
 from .metrics import (
     DD_ACC0,
     RET_ACC0,
@@ -43,7 +47,8 @@ S_COST = 3  # the cash the entry took: notional and fees
 S_ORDER = 4  # the order of this bar's close: -1 exit, 1 enter, 0 none
 S_PENDING = 5  # the order queued for the next open (``next_open``)
 S_NEXT = 6  # the first bar, from where it was searched, whose rule enters from flat
-N_STATE = 7
+S_EXTREME = 7  # the open position's highest high up to the previous bar, from its entry fill
+N_STATE = 8
 
 # Columns of the per-symbol results (shape (n_combos, N, N_SYMBOL_METRICS)).
 SYMBOL_METRICS = ("n_trades", "exposure")
@@ -122,6 +127,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
                 state[i, S_FILL] = fill
                 state[i, S_BAR] = t
                 state[i, S_COST] = cost
+                state[i, S_EXTREME] = fill
                 n_open += 1
     return cash, n_open, trade_acc
 
@@ -174,6 +180,42 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
+def stop_positions(sbars, t, state, stops, cash, n_open, run, trade_acc, sym):
+    """Check every open position's stops inside bar ``t`` and sell those hit, in the
+    symbols' order.
+
+    ``stops`` is ``(stop_loss, take_profit, trailing_stop)``, fractions (0: none); the
+    levels, gaps and which fills first are ``fills.stop_exit``'s, from the position's
+    entry fill and its highest high ``state[i, S_EXTREME]``, as in a single-symbol
+    run. A stop or trailing exit sells at its price less ``slippage``, a target at its
+    price; fees as any exit. A position not stopped raises its highest high to this
+    bar's.
+
+    Returns ``(cash, open positions, trade accumulator)``; ``sym`` as
+    :func:`fill_orders` counts.
+    """
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        if size != 0.0:
+            bars = sbars[i]
+            reason, price = stop_exit(1.0, bars.open[t], bars.high[t], bars.low[t],
+                                      state[i, S_FILL], state[i, S_EXTREME], stops[0],
+                                      stops[1], stops[2])
+            if reason >= 0:
+                slip = 0.0 if reason == EXIT_TARGET else run.slippage
+                cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee, slip)
+                pnl = net - state[i, S_COST]
+                trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
+                sym[i, 0] += 1.0
+                sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
+                state[i, S_POS] = 0.0
+                n_open -= 1
+            elif bars.high[t] > state[i, S_EXTREME]:
+                state[i, S_EXTREME] = bars.high[t]
+    return cash, n_open, trade_acc
+
+
+@njit(inline="always", cache=True)
 def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
                        state, out, per_symbol):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
@@ -188,7 +230,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
     px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
-    combos : Combos (rows and fparams are read; stops are not supported)
+    combos : Combos (rows, fparams and the stops are read)
     max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
         each ``1 / min(K, N)`` of the value; 0 for no limit (each ``1 / N``)
     c : int
@@ -207,6 +249,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     k = max_positions[c]
     max_open = n_sym if k <= 0 or k > n_sym else k
     weight = 1.0 / max_open
+    stops = (combos.stop_loss[c], combos.take_profit[c], combos.trailing_stop[c])
+    use_stops = stops[0] > 0.0 or stops[1] > 0.0 or stops[2] > 0.0
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
@@ -236,7 +280,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
                                                   max_open, weight, run, trade_acc, sym)
             n_pending = 0
-        # 2. each symbol's rule at the close
+        if use_stops and n_open > 0:  # 2. each position's stops inside the bar
+            cash, n_open, trade_acc = stop_positions(sbars, t, state, stops, cash, n_open,
+                                                     run, trade_acc, sym)
+        # 3. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
         if n_orders > 0:
             if not run.next_open:
@@ -247,7 +294,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
                 n_pending = 1
-        # 3. mark the account at the close (the value summed with the rules when no
+        # 4. mark the account at the close (the value summed with the rules when no
         # order filled at this close)
         if n_orders > 0 and not run.next_open:
             held = 0.0

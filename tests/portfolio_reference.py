@@ -3,7 +3,9 @@ account, written with loops and dicts, independent of the engine's kernels.
 
 ``signals[symbol](t, position, entry_price, entry_bar)`` gives that symbol's
 ``(long_entry, long_exit, short_entry, short_exit)`` at the close of bar ``t``; the
-portfolio trades long only.
+portfolio trades long only. Stops are checked on each held symbol's own bar after the
+open's fills and before the close's rules, from the entry fill and the highest high
+since entry, written out here rather than taken from the engine or tests/reference.py.
 """
 
 from __future__ import annotations
@@ -15,39 +17,70 @@ from reference import ref_metrics
 
 
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
-                  slippage=0.0, fill="close", max_positions=None, ppy=252.0):
+                  slippage=0.0, fill="close", max_positions=None, ppy=252.0,
+                  stop_loss=None, take_profit=None, trailing_stop=None):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
-    ``trades`` (list of dicts), ``per_symbol`` ({symbol: (n_trades, exposure)}),
-    ``targets`` (ndarray (n_bars, N): the weight where an entry was ordered, 0 where an
-    exit was, NaN elsewhere) and ``benchmark`` (the equal-weight buy-and-hold level)."""
+    ``trades`` (list of dicts with the exit ``reason``: signal, stop, target, trail,
+    end, ruin), ``per_symbol`` ({symbol: (n_trades, exposure)}), ``targets`` (ndarray
+    (n_bars, N): the weight where a rule's entry was ordered, 0 where its exit was, NaN
+    elsewhere; stops are not in it) and ``benchmark`` (the equal-weight buy-and-hold
+    level)."""
     symbols = list(bars)
     n = len(bars[symbols[0]]["close"])
     slots = len(symbols) if max_positions is None else min(max_positions, len(symbols))
     weight = 1.0 / slots
     account = {"cash": init_cash}
-    held = {}  # symbol -> {"size", "fill", "bar", "cost"}
+    held = {}  # symbol -> {"size", "fill", "bar", "cost", "best"}
     trades = []
     n_trades = {s: 0 for s in symbols}
     bars_held = {s: 0 for s in symbols}
     targets = np.full((n, len(symbols)), math.nan)
 
-    def book(symbol, received):
+    def book(symbol, received, reason, price=math.nan):
         p = held.pop(symbol)
         pnl = received - p["cost"]
-        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / (p["size"] * p["fill"])})
+        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / (p["size"] * p["fill"]),
+                       "reason": reason, "price": price})
         n_trades[symbol] += 1
+
+    def sell(symbol, price, reason):
+        proceeds = held[symbol]["size"] * price
+        received = proceeds - proceeds * fees - fixed_fee
+        account["cash"] += received
+        book(symbol, received, reason, price)
+
+    def stop_hit(symbol, t):
+        """(reason, price) of the stop that bar t of a held symbol reaches, or None: the
+        tighter of stop loss and trailing stop (ties: stop loss) before the target, each
+        at the open when the bar opens through it."""
+        p, b = held[symbol], bars[symbol]
+        o, h, lo = b["open"][t], b["high"][t], b["low"][t]
+        levels = []
+        if stop_loss:
+            levels.append((p["fill"] * (1 - stop_loss), "stop"))
+        if trailing_stop:
+            levels.append((p["best"] * (1 - trailing_stop), "trail"))
+        if levels:
+            level, reason = max(levels, key=lambda x: (x[0], x[1] == "stop"))
+            if o <= level:
+                return reason, o
+            if lo <= level:
+                return reason, level
+        if take_profit:
+            target = p["fill"] * (1 + take_profit)
+            if o >= target:
+                return "target", o
+            if h >= target:
+                return "target", target
+        return None
 
     def fill_orders(orders, column, t):
         prices = {s: bars[s][column][t] for s in symbols}
         value = account["cash"] + sum(p["size"] * prices[s] for s, p in held.items())
         for j, s in enumerate(symbols):  # every sell first
             if orders.get(s) == "exit" and s in held:
-                price = prices[s] * (1 - slippage)
-                proceeds = held[s]["size"] * price
-                received = proceeds - proceeds * fees - fixed_fee
-                account["cash"] += received
                 targets[t, j] = 0.0
-                book(s, received)
+                sell(s, prices[s] * (1 - slippage), "signal")
         for j, s in enumerate(symbols):  # then the buys, in the symbols' order
             if orders.get(s) == "enter" and s not in held and len(held) < slots:
                 targets[t, j] = weight
@@ -59,7 +92,8 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                     cost = account["cash"]
                 if size > 0:
                     account["cash"] -= cost
-                    held[s] = {"size": size, "fill": price, "bar": t, "cost": cost}
+                    held[s] = {"size": size, "fill": price, "bar": t, "cost": cost,
+                               "best": price}
 
     equity, exposed, ruined, pending = [], 0, False, {}
     for t in range(n):
@@ -69,6 +103,16 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         if pending:
             fill_orders(pending, "open", t)
             pending = {}
+        for s in symbols:  # stops inside the bar, on each held symbol's own bar
+            if s in held:
+                hit = stop_hit(s, t)
+                if hit is None:
+                    held[s]["best"] = max(held[s]["best"], bars[s]["high"][t])
+                else:
+                    reason, price = hit
+                    slip = 0.0 if reason == "target" else slippage  # a target is a limit
+                    sell(s, price * (1 - slip), reason)
+                    trades[-1]["gap"] = price == bars[s]["open"][t]
         orders = {}
         for s in symbols:
             p = held.get(s)
@@ -90,11 +134,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         value = account["cash"] + sum(p["size"] * bars[s]["close"][t] for s, p in held.items())
         if value <= 0:
             for s in list(held):
-                book(s, held[s]["size"] * bars[s]["close"][t])
+                book(s, held[s]["size"] * bars[s]["close"][t], "ruin")
             ruined, value = True, 0.0
         equity.append(value)
     for s in list(held):  # open at the end: marked at the last close, no fee
-        book(s, held[s]["size"] * bars[s]["close"][n - 1])
+        book(s, held[s]["size"] * bars[s]["close"][n - 1], "end")
 
     level = [sum(bars[s]["close"][t] / bars[s]["close"][0] for s in symbols) / len(symbols)
              for t in range(n)]

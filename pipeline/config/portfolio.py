@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from ...engine.execution import STOP_PARAMS
 from ...engine.portfolio import check_portfolio_execution
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
@@ -95,7 +94,7 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
-    ``run.backend: cuda``, fewer than two symbols, shorts, stops or funding (one problem
+    ``run.backend: cuda``, fewer than two symbols, shorts or funding (one problem
     each)."""
     if spec.portfolio is None:
         return []
@@ -116,8 +115,4 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
         check_portfolio_execution(spec.execution)
     except SpecError as err:
         problems.append(("execution", str(err)))
-    stops = [k for k in STOP_PARAMS if k in spec.grid]
-    if stops:
-        problems.append((f"grid.{stops[0]}", "a portfolio has no stops (stops per position "
-                         "are not modelled): remove the stop axes"))
     return problems
