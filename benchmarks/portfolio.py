@@ -10,7 +10,9 @@ combos (fast 2..41 x slow 50 values from 60, 2,000 by default), one thread
   seconds (``timings``): throughput in combo-bars/s (combos x bars x symbols / s);
 - portfolio: ``sweep_portfolio()`` on the N symbols from one account, kernel seconds:
   throughput in symbol-bars/s (combos x N symbols x bars / s); and the same with
-  ``max_positions`` N / 2.
+  ``max_positions`` N / 2;
+- stops: single and portfolio again with ``stop_loss`` 2%, ``take_profit`` 4% and
+  ``trailing_stop`` 3% (:data:`STOPS`) on every position.
 
 Both after a warm-up call (compiled, cached); each timing is repeated (median and best).
 The goal is portfolio >= 0.5x single. Nothing is written but the report (stdout).
@@ -38,6 +40,9 @@ from _common import (  # noqa: E402
     stats_cells,
     table,
 )
+
+#: The stops of the stops rows.
+STOPS = {"stop_loss": 0.02, "take_profit": 0.04, "trailing_stop": 0.03}
 
 
 def synthetic_universe(n_symbols: int, n_bars: int) -> dict:
@@ -98,16 +103,21 @@ def main() -> None:
     small = {k: v[:2] for k, v in params.items()}
     time_single(strategy, universe, small, execution)  # compile or load from the cache
     time_portfolio(strategy, universe, small, execution)
+    stops = Execution(fill="close", fees=FEES, **STOPS)
+    time_single(strategy, universe, small, stops)
+    time_portfolio(strategy, universe, small, stops)
 
     work = n_combos * n_bars * args.symbols
     load = [load_avg()]
     half = max(1, args.symbols // 2)
     timers = {"single": time_single, "portfolio": time_portfolio,
-              "max_positions": lambda *a: time_portfolio(*a, max_positions=half)}
+              "max_positions": lambda *a: time_portfolio(*a, max_positions=half),
+              "single_stops": lambda s, u, p, _: time_single(s, u, p, stops),
+              "portfolio_stops": lambda s, u, p, _: time_portfolio(s, u, p, stops)}
     samples = {case: [] for case in timers}
     for k in range(args.repeat):  # rotate, so the cases share the machine's moments
         cases = list(timers)
-        for case in cases[k % 3:] + cases[:k % 3]:
+        for case in cases[k % len(cases):] + cases[:k % len(cases)]:
             samples[case].append(timers[case](strategy, universe, params, execution))
     load.append(load_avg())
     stats = {case: repeat_stats(s) for case, s in samples.items()}
@@ -123,12 +133,19 @@ def main() -> None:
          f"{fmt(rate['portfolio'] / 1e6)} M symbol-bars/s"],
         [f"portfolio, max_positions {half}", *stats_cells(stats["max_positions"], tuple(load)),
          f"{fmt(rate['max_positions'] / 1e6)} M symbol-bars/s"],
+        ["single, stops", *stats_cells(stats["single_stops"], tuple(load)),
+         f"{fmt(rate['single_stops'] / 1e6)} M combo-bars/s"],
+        ["portfolio, stops", *stats_cells(stats["portfolio_stops"], tuple(load)),
+         f"{fmt(rate['portfolio_stops'] / 1e6)} M symbol-bars/s"],
     ]
     print(table(["kernel", *STATS_COLUMNS, "throughput (median)"], rows))
     print()
     print(f"portfolio / single: {rate['portfolio'] / rate['single']:.2f}x "
           f"({best['portfolio'] / best['single']:.2f}x from the bests); with max_positions "
           f"{rate['max_positions'] / rate['single']:.2f}x; goal >= 0.5x")
+    print(f"with stops ({', '.join(f'{k} {v}' for k, v in STOPS.items())}): portfolio / "
+          f"single {rate['portfolio_stops'] / rate['single_stops']:.2f}x "
+          f"({best['portfolio_stops'] / best['single_stops']:.2f}x from the bests)")
     print()
     print(STATS_NOTE)
     print(f"\n(total {time.process_time():.1f} CPU s)")

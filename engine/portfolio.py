@@ -223,7 +223,7 @@ def sweep_portfolio(
     order = locality_order(rows)
     combos = first.combos(rows, order)
     sbars = tuple(b.bars for b in blocks)
-    px = np.stack([[b.bars.open for b in blocks], [b.bars.close for b in blocks]])
+    px = np.stack([[b.bars[k] for b in blocks] for k in (0, 3, 1, 2)])  # open close high low
     bench = equal_weight_benchmark(np.stack([b.bars.close for b in blocks]))
     run = run_settings(execution, ppy, bench)
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]

@@ -180,7 +180,7 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
-def stop_positions(sbars, t, state, stops, cash, n_open, run, trade_acc, sym):
+def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym):
     """Check every open position's stops inside bar ``t`` and sell those hit, in the
     symbols' order.
 
@@ -197,10 +197,9 @@ def stop_positions(sbars, t, state, stops, cash, n_open, run, trade_acc, sym):
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size != 0.0:
-            bars = sbars[i]
-            reason, price = stop_exit(1.0, bars.open[t], bars.high[t], bars.low[t],
-                                      state[i, S_FILL], state[i, S_EXTREME], stops[0],
-                                      stops[1], stops[2])
+            high = px[2, i, t]
+            reason, price = stop_exit(1.0, px[0, i, t], high, px[3, i, t], state[i, S_FILL],
+                                      state[i, S_EXTREME], stops[0], stops[1], stops[2])
             if reason >= 0:
                 slip = 0.0 if reason == EXIT_TARGET else run.slippage
                 cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee, slip)
@@ -210,8 +209,8 @@ def stop_positions(sbars, t, state, stops, cash, n_open, run, trade_acc, sym):
                 sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
                 state[i, S_POS] = 0.0
                 n_open -= 1
-            elif bars.high[t] > state[i, S_EXTREME]:
-                state[i, S_EXTREME] = bars.high[t]
+            elif high > state[i, S_EXTREME]:
+                state[i, S_EXTREME] = high
     return cash, n_open, trade_acc
 
 
@@ -228,7 +227,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     scan : njit function, the strategy's flat-stretch search
         (:func:`barsweep.engine.simulate.scan_flat`)
     sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
-    px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
+    px : ndarray, shape (4, N, n_bars): each symbol's open (``px[0]``), close (``px[1]``),
+        high (``px[2]``) and low (``px[3]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
     combos : Combos (rows, fparams and the stops are read)
     max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
@@ -281,8 +281,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                                                   max_open, weight, run, trade_acc, sym)
             n_pending = 0
         if use_stops and n_open > 0:  # 2. each position's stops inside the bar
-            cash, n_open, trade_acc = stop_positions(sbars, t, state, stops, cash, n_open,
-                                                     run, trade_acc, sym)
+            cash, n_open, trade_acc = stop_positions(px, t, state, stops, cash, n_open, run,
+                                                     trade_acc, sym)
         # 3. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
         if n_orders > 0:
