@@ -199,5 +199,5 @@ def test_copies_of_one_symbol_are_the_single_symbol_run(universe):
         expected = dict(zip(METRICS, single[c], strict=True))
         expected["n_trades"] *= 3
         assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), expected,
-                             rtol=1e-10, where=str(c))
+                             where=str(c))
         np.testing.assert_array_equal(per_symbol[c, :, 0], single[c, trades])
