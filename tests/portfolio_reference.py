@@ -16,6 +16,32 @@ import numpy as np
 from reference import ref_metrics
 
 
+def stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop):
+    """(reason, price) of the stop that bar ``t`` of ``bars`` reaches for a long
+    ``position`` (its ``fill`` and its ``best`` high since entry), or None: the tighter of
+    stop loss and trailing stop (ties: stop loss) before the target, each at the open
+    when the bar opens through it."""
+    o, h, lo = bars["open"][t], bars["high"][t], bars["low"][t]
+    levels = []
+    if stop_loss:
+        levels.append((position["fill"] * (1 - stop_loss), "stop"))
+    if trailing_stop:
+        levels.append((position["best"] * (1 - trailing_stop), "trail"))
+    if levels:
+        level, reason = max(levels, key=lambda x: (x[0], x[1] == "stop"))
+        if o <= level:
+            return reason, o
+        if lo <= level:
+            return reason, level
+    if take_profit:
+        target = position["fill"] * (1 + take_profit)
+        if o >= target:
+            return "target", o
+        if h >= target:
+            return "target", target
+    return None
+
+
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   slippage=0.0, fill="close", max_positions=None, ppy=252.0,
                   stop_loss=None, take_profit=None, trailing_stop=None):
@@ -49,30 +75,6 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         account["cash"] += received
         book(symbol, received, reason, price)
 
-    def stop_hit(symbol, t):
-        """(reason, price) of the stop that bar t of a held symbol reaches, or None: the
-        tighter of stop loss and trailing stop (ties: stop loss) before the target, each
-        at the open when the bar opens through it."""
-        p, b = held[symbol], bars[symbol]
-        o, h, lo = b["open"][t], b["high"][t], b["low"][t]
-        levels = []
-        if stop_loss:
-            levels.append((p["fill"] * (1 - stop_loss), "stop"))
-        if trailing_stop:
-            levels.append((p["best"] * (1 - trailing_stop), "trail"))
-        if levels:
-            level, reason = max(levels, key=lambda x: (x[0], x[1] == "stop"))
-            if o <= level:
-                return reason, o
-            if lo <= level:
-                return reason, level
-        if take_profit:
-            target = p["fill"] * (1 + take_profit)
-            if o >= target:
-                return "target", o
-            if h >= target:
-                return "target", target
-        return None
 
     def fill_orders(orders, column, t):
         prices = {s: bars[s][column][t] for s in symbols}
@@ -105,7 +107,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             pending = {}
         for s in symbols:  # stops inside the bar, on each held symbol's own bar
             if s in held:
-                hit = stop_hit(s, t)
+                hit = stop_hit(held[s], bars[s], t, stop_loss, take_profit, trailing_stop)
                 if hit is None:
                     held[s]["best"] = max(held[s]["best"], bars[s]["high"][t])
                 else:
