@@ -13,6 +13,8 @@ combos (fast 2..41 x slow 50 values from 60, 2,000 by default), one thread
   ``max_positions`` N / 2; with ``rebalance`` weekly (``1W``); and with
   ``max_positions`` N / 2, ``weight: inverse_vol`` and ``priority: low_vol`` (lookback
   20).
+- stops: single and portfolio again with ``stop_loss`` 2%, ``take_profit`` 4% and
+  ``trailing_stop`` 3% (:data:`STOPS`) on every position.
 
 Both after a warm-up call (compiled, cached); each timing is repeated (median and best).
 The goal is portfolio >= 0.5x single. Nothing is written but the report (stdout).
@@ -40,6 +42,9 @@ from _common import (  # noqa: E402
     stats_cells,
     table,
 )
+
+#: The stops of the stops rows.
+STOPS = {"stop_loss": 0.02, "take_profit": 0.04, "trailing_stop": 0.03}
 
 
 def synthetic_universe(n_symbols: int, n_bars: int) -> dict:
@@ -104,6 +109,9 @@ def main() -> None:
     time_single(strategy, universe, small, execution)  # compile or load from the cache
     time_portfolio(strategy, universe, small, execution)
     time_portfolio(strategy, universe, small, execution, weight="inverse_vol")
+    stops = Execution(fill="close", fees=FEES, **STOPS)
+    time_single(strategy, universe, small, stops)
+    time_portfolio(strategy, universe, small, stops)
 
     work = n_combos * n_bars * args.symbols
     load = [load_avg()]
@@ -113,7 +121,9 @@ def main() -> None:
               "rebalance": lambda *a: time_portfolio(*a, rebalance="1W"),
               "inverse_vol": lambda *a: time_portfolio(*a, max_positions=half,
                                                        weight="inverse_vol",
-                                                       priority="low_vol")}
+                                                       priority="low_vol"),
+              "single_stops": lambda s, u, p, _: time_single(s, u, p, stops),
+              "portfolio_stops": lambda s, u, p, _: time_portfolio(s, u, p, stops)}
     samples = {case: [] for case in timers}
     for k in range(args.repeat):  # rotate, so the cases share the machine's moments
         cases = list(timers)
@@ -138,6 +148,10 @@ def main() -> None:
         [f"portfolio, max_positions {half}, inverse_vol, priority low_vol",
          *stats_cells(stats["inverse_vol"], tuple(load)),
          f"{fmt(rate['inverse_vol'] / 1e6)} M symbol-bars/s"],
+        ["single, stops", *stats_cells(stats["single_stops"], tuple(load)),
+         f"{fmt(rate['single_stops'] / 1e6)} M combo-bars/s"],
+        ["portfolio, stops", *stats_cells(stats["portfolio_stops"], tuple(load)),
+         f"{fmt(rate['portfolio_stops'] / 1e6)} M symbol-bars/s"],
     ]
     print(table(["kernel", *STATS_COLUMNS, "throughput (median)"], rows))
     print()
@@ -146,6 +160,9 @@ def main() -> None:
           f"{rate['max_positions'] / rate['single']:.2f}x; with rebalance 1W "
           f"{rate['rebalance'] / rate['single']:.2f}x, and inverse_vol "
           f"{rate['inverse_vol'] / rate['single']:.2f}x; goal >= 0.5x")
+    print(f"with stops ({', '.join(f'{k} {v}' for k, v in STOPS.items())}): portfolio / "
+          f"single {rate['portfolio_stops'] / rate['single_stops']:.2f}x "
+          f"({best['portfolio_stops'] / best['single_stops']:.2f}x from the bests)")
     print()
     print(STATS_NOTE)
     print(f"\n(total {time.process_time():.1f} CPU s)")

@@ -135,13 +135,9 @@ def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
 
 
 def check_portfolio_execution(execution: Execution) -> None:
-    """Refuse what portfolios do not model: shorts, stops and funding."""
+    """Refuse what portfolios do not model: shorts and funding."""
     if execution.direction != "long":
         raise SpecError("a portfolio trades long only: set execution.direction: long")
-    for name in ("stop_loss", "take_profit", "trailing_stop"):
-        if getattr(execution, name) is not None:
-            raise SpecError(f"a portfolio has no {name} (stops per position are not "
-                            f"modelled): remove execution.{name}")
     if execution.funding:
         raise SpecError("a portfolio pays no funding: set execution.funding: false")
 
@@ -182,8 +178,10 @@ def sweep_portfolio(
     bars : mapping of symbol to a mapping with ``open``, ``high``, ``low``, ``close``
         ndarrays, shape (n_bars,), aligned (the same bars for every symbol).
     params : mapping of parameter name to ndarray, shape (n_combos,)
+        The strategy's parameters, and the stops swept as axes (``STOP_PARAMS``), each
+        position's stops then being its combo's.
     execution : Execution or mapping
-        Long only, no stops, no funding.
+        Long only, no funding; its stops, when set, apply to every position.
     ppy : float
         Bars per year.
     max_positions : None, int, or ndarray of int, shape (n_combos,)
@@ -240,8 +238,6 @@ def sweep_portfolio(
     lengths = {len(b.bars.close) for b in blocks}
     if len(lengths) > 1:
         raise SpecError(f"the symbols' bars differ in length {sorted(lengths)}: align them")
-    if blocks[0].stops and any(np.any(v != 0.0) for v in blocks[0].stops.values()):
-        raise SpecError("a portfolio has no stops: remove the stop axes")
     first = blocks[0]
     tables = [hoist(strategy, b.columns, b.strategy_params, b.n_combos) for b in blocks]
     rows = tables[0][1]
@@ -249,7 +245,7 @@ def sweep_portfolio(
     order = locality_order(rows)
     combos = first.combos(rows, order)
     sbars = tuple(b.bars for b in blocks)
-    px = np.stack([[b.bars.open for b in blocks], [b.bars.close for b in blocks]])
+    px = np.stack([[b.bars[k] for b in blocks] for k in (0, 3, 1, 2)])  # open close high low
     bench = equal_weight_benchmark(np.stack([b.bars.close for b in blocks]))
     run = run_settings(execution, ppy, bench)
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]

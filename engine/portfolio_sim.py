@@ -10,14 +10,18 @@ the same functions can compile as numba.cuda device functions (the per-symbol sc
    (:func:`fill_orders`): every exit first, then the entries in the order of
    ``priority``, each sized from the account's value marked at that open before any of
    its orders, its weight read at the close of bar ``t-1`` (where it was decided);
-2. each symbol's rule is evaluated at the close with its own position state
+2. each open position's stops are checked on its symbol's bar (:func:`stop_positions`,
+   ``fills.stop_exit``, as a single-symbol run checks them; with ``next_open`` this
+   includes a position entered at this very open); a stopped position is sold at the
+   level (the open on a gap) and its symbol is flat for the close's rule;
+3. each symbol's rule is evaluated at the close with its own position state
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
    single-symbol run resolves it (``fills.resolve_signals``): exit, enter from flat,
    or nothing; the orders fill at ``close[t]`` (``fill: close``, again through
    :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the last bar); on a
    rebalance bar with a position open, through :func:`rebalance_fill`, which also
    re-targets the held positions;
-3. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
+4. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
    metric accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
    benchmark's return ``bench[t]`` (the equal-weight buy-and-hold of the symbols).
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .fills import resolve_signals
+from .fills import EXIT_TARGET, resolve_signals, stop_exit
 from .metrics import (
     DD_ACC0,
     RET_ACC0,
@@ -51,7 +55,8 @@ S_NEXT = 6  # the first bar, from where it was searched, whose rule enters from 
 S_BASIS = 7  # the notional the position's buys took at their fill prices (no fees)
 S_RANK = 8  # a rebalance fill's order value of a buy (NaN: no buy)
 S_TARGET = 9  # a rebalance fill's target value of the symbol
-N_STATE = 10
+S_EXTREME = 10  # the open position's highest high up to the previous bar, from its entry fill
+N_STATE = 11
 
 # Columns of the per-symbol results (shape (n_combos, N, N_SYMBOL_METRICS)).
 SYMBOL_METRICS = ("n_trades", "exposure")
@@ -139,6 +144,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
                 state[i, S_BAR] = t
                 state[i, S_COST] = cost
                 state[i, S_BASIS] = size * fill
+                state[i, S_EXTREME] = fill
                 n_open += 1
     return cash, n_open, trade_acc
 
@@ -191,6 +197,41 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
+def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym):
+    """Check every open position's stops inside bar ``t`` and sell those hit, in the
+    symbols' order.
+
+    ``stops`` is ``(stop_loss, take_profit, trailing_stop)``, fractions (0: none); the
+    levels, gaps and which fills first are ``fills.stop_exit``'s, from the position's
+    entry fill and its highest high ``state[i, S_EXTREME]``, as in a single-symbol
+    run. A stop or trailing exit sells at its price less ``slippage``, a target at its
+    price; fees as any exit. A position not stopped raises its highest high to this
+    bar's.
+
+    Returns ``(cash, open positions, trade accumulator)``; ``sym`` as
+    :func:`fill_orders` counts.
+    """
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        if size != 0.0:
+            high = px[2, i, t]
+            reason, price = stop_exit(1.0, px[0, i, t], high, px[3, i, t], state[i, S_FILL],
+                                      state[i, S_EXTREME], stops[0], stops[1], stops[2])
+            if reason >= 0:
+                slip = 0.0 if reason == EXIT_TARGET else run.slippage
+                cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee, slip)
+                pnl = net - state[i, S_COST]
+                trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
+                sym[i, 0] += 1.0
+                sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
+                state[i, S_POS] = 0.0
+                n_open -= 1
+            elif high > state[i, S_EXTREME]:
+                state[i, S_EXTREME] = high
+    return cash, n_open, trade_acc
+
+
+@njit(inline="always", cache=True)
 def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state, out,
                        per_symbol):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
@@ -203,9 +244,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     scan : njit function, the strategy's flat-stretch search
         (:func:`barsweep.engine.simulate.scan_flat`)
     sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
-    px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
+    px : ndarray, shape (4, N, n_bars): each symbol's open (``px[0]``), close (``px[1]``),
+        high (``px[2]``) and low (``px[3]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
-    combos : Combos (rows and fparams are read; stops are not supported)
+    combos : Combos (rows, fparams and the stops are read)
     book : Book (:mod:`barsweep.engine.portfolio_book`): the combo's ``max_positions``
         (each entry then ``1 / min(K, N)`` of the value with equal weights), lookback
         and rebalance period, and the tables they index
@@ -227,6 +269,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     lb = book.lookback[c]
     r = book.rebalance[c]
     sizing = book.sizing
+    stops = (combos.stop_loss[c], combos.take_profit[c], combos.trailing_stop[c])
+    use_stops = stops[0] > 0.0 or stops[1] > 0.0 or stops[2] > 0.0
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
@@ -261,7 +305,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
                                                   max_open, sizing, lb, run, trade_acc, sym)
             n_pending = 0
-        # 2. each symbol's rule at the close
+        if use_stops and n_open > 0:  # 2. each position's stops inside the bar
+            cash, n_open, trade_acc = stop_positions(px, t, state, stops, cash, n_open, run,
+                                                     trade_acc, sym)
+        # 3. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
         rebal = r >= 0 and n_open > 0 and book.rebalance_bars[r, t]
         if n_orders > 0 or rebal:
@@ -278,7 +325,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
                 n_pending = 2 if rebal else 1
-        # 3. mark the account at the close (the value summed with the rules when no
+        # 4. mark the account at the close (the value summed with the rules when no
         # order filled at this close)
         if (n_orders > 0 or rebal) and not run.next_open:
             held = 0.0
@@ -427,6 +474,7 @@ def rebalance_buy(price, t, state, i, cash, n_open, max_open, run):
                 state[i, S_BAR] = t
                 state[i, S_COST] = cost
                 state[i, S_BASIS] = bought * fill
+                state[i, S_EXTREME] = fill
                 n_open += 1
         return cash, n_open
     bought, cash, fill, cost = buy_shares(cash, target / price - size, price, run.fee_rate,

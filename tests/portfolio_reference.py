@@ -5,6 +5,9 @@ account, written with loops and dicts, independent of the engine's kernels.
 ``(long_entry, long_exit, short_entry, short_exit)`` at the close of bar ``t``; the
 portfolio trades long only. ``rebalance`` (e.g. ``"1M"``) re-targets the held positions
 on the first bar of each calendar period, read from the bars' ``time`` with datetime.
+portfolio trades long only. Stops are checked on each held symbol's own bar after the
+open's fills and before the close's rules, from the entry fill and the highest high
+since entry, written out here rather than taken from the engine or tests/reference.py.
 """
 
 from __future__ import annotations
@@ -68,20 +71,48 @@ def ref_priority(bars, t, priority, lookback):
     return list(priority) + [s for s in symbols if s not in priority]
 
 
+def stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop):
+    """(reason, price) of the stop that bar ``t`` of ``bars`` reaches for a long
+    ``position`` (its ``fill`` and its ``best`` high since entry), or None: the tighter of
+    stop loss and trailing stop (ties: stop loss) before the target, each at the open
+    when the bar opens through it."""
+    o, h, lo = bars["open"][t], bars["high"][t], bars["low"][t]
+    levels = []
+    if stop_loss:
+        levels.append((position["fill"] * (1 - stop_loss), "stop"))
+    if trailing_stop:
+        levels.append((position["best"] * (1 - trailing_stop), "trail"))
+    if levels:
+        level, reason = max(levels, key=lambda x: (x[0], x[1] == "stop"))
+        if o <= level:
+            return reason, o
+        if lo <= level:
+            return reason, level
+    if take_profit:
+        target = position["fill"] * (1 + take_profit)
+        if o >= target:
+            return "target", o
+        if h >= target:
+            return "target", target
+    return None
+
+
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   slippage=0.0, fill="close", max_positions=None, ppy=252.0,
-                  rebalance=None, weight="equal", lookback=20, priority=None):
+                  rebalance=None, weight="equal", lookback=20, priority=None,
+                  stop_loss=None, take_profit=None, trailing_stop=None):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
-    ``trades`` (list of dicts), ``per_symbol`` ({symbol: (n_trades, exposure)}),
-    ``targets`` (ndarray (n_bars, N): the weight where an entry was ordered, 0 where an
-    exit was, NaN elsewhere), ``call_seq`` (ndarray (n_bars, N), int: each bar's
-    columns in the order their orders filled, the others after) and ``benchmark`` (the
-    equal-weight buy-and-hold level)."""
+    ``trades`` (list of dicts with the exit ``reason``: signal, stop, target, trail,
+    end, ruin), ``per_symbol`` ({symbol: (n_trades, exposure)}), ``targets`` (ndarray
+    (n_bars, N): the weight where a rule's entry was ordered (or a position re-targeted),
+    0 where its exit was, NaN elsewhere; stops are not in it), ``call_seq`` (ndarray
+    (n_bars, N), int: each bar's columns in the order their orders filled, the others
+    after) and ``benchmark`` (the equal-weight buy-and-hold level)."""
     symbols = list(bars)
     n = len(bars[symbols[0]]["close"])
     slots = len(symbols) if max_positions is None else min(max_positions, len(symbols))
     account = {"cash": init_cash}
-    held = {}  # symbol -> {"size", "fill", "bar", "cost"}
+    held = {}  # symbol -> {"size", "fill", "bar", "cost", "best"}
     trades = []
     n_trades = {s: 0 for s in symbols}
     bars_held = {s: 0 for s in symbols}
@@ -90,20 +121,28 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                    else [False] * n)
     call_seq = np.tile(np.arange(len(symbols)), (n, 1))
 
-    def book(symbol, received):
+    def book(symbol, received, reason, price=math.nan):
         p = held.pop(symbol)
         pnl = received - p["cost"]  # every sell's net proceeds less every buy's cost
-        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / p["basis"]})
+        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / p["basis"],
+                       "reason": reason, "price": price})
         n_trades[symbol] += 1
 
-    def sell(s, size, price, partial=False):
-        """Cash received; a partial sale that its fees would eat is not made (None)."""
-        proceeds = size * price * (1 - slippage)
+    def sell(s, size, price, partial=False, slip=None):
+        """Cash received for ``size`` shares at ``price`` less ``slip`` (default:
+        slippage); a partial sale that its fees would eat is not made (None)."""
+        fill_price = price * (1 - (slippage if slip is None else slip))
+        proceeds = size * fill_price
         received = proceeds - proceeds * fees - fixed_fee
         if partial and received < 0:
             return None
         account["cash"] += received
         return received
+
+    def sell_all(s, price, reason, slip=None):
+        """Close ``s`` at ``price`` less ``slip`` and book the trade."""
+        received = sell(s, held[s]["size"], price, slip=slip)
+        book(s, received, reason, price * (1 - (slippage if slip is None else slip)))
 
     def buy(size, price):
         """(shares, cost, fill) of buying ``size`` shares, or what the cash pays for."""
@@ -130,7 +169,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             if orders.get(s) == "exit" and s in held:
                 calls.append(j)
                 targets[t, j] = 0.0
-                book(s, sell(s, held[s]["size"], prices[s]))
+                sell_all(s, prices[s], "signal")
             elif s in held and rebalancing and weights[s] > 0:
                 targets[t, j] = weights[s]
                 change = weights[s] * value / prices[s] - held[s]["size"]
@@ -161,7 +200,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                 size, cost, price = buy(change, prices[s])
                 if size > 0:
                     held[s] = {"size": size, "fill": price, "bar": t, "cost": cost,
-                               "basis": size * price}
+                               "basis": size * price, "best": price}
         call_seq[t] = calls + [j for j in range(len(symbols)) if j not in calls]
 
     equity, exposed, ruined, pending = [], 0, False, ()
@@ -172,6 +211,15 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         if pending:
             fill_orders(*pending, "open", t)
             pending = ()
+        for s in symbols:  # stops inside the bar, on each held symbol's own bar
+            if s in held:
+                hit = stop_hit(held[s], bars[s], t, stop_loss, take_profit, trailing_stop)
+                if hit is None:
+                    held[s]["best"] = max(held[s]["best"], bars[s]["high"][t])
+                else:
+                    reason, price = hit
+                    sell_all(s, price, reason, 0.0 if reason == "target" else None)
+                    trades[-1]["gap"] = price == bars[s]["open"][t]
         orders = {}
         for s in symbols:
             p = held.get(s)
@@ -194,11 +242,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         value = account["cash"] + sum(p["size"] * bars[s]["close"][t] for s, p in held.items())
         if value <= 0:
             for s in list(held):
-                book(s, held[s]["size"] * bars[s]["close"][t])
+                book(s, held[s]["size"] * bars[s]["close"][t], "ruin")
             ruined, value = True, 0.0
         equity.append(value)
     for s in list(held):  # open at the end: marked at the last close, no fee
-        book(s, held[s]["size"] * bars[s]["close"][n - 1])
+        book(s, held[s]["size"] * bars[s]["close"][n - 1], "end")
 
     level = [sum(bars[s]["close"][t] / bars[s]["close"][0] for s in symbols) / len(symbols)
              for t in range(n)]

@@ -171,7 +171,7 @@ def test_one_symbol_is_the_single_symbol_run(universe, execution):
 def test_refusals(universe):
     strategy = get_strategy("ema_cross")
     params = dict(fast=np.array([5]), slow=np.array([20]))
-    for execution in (dict(direction="both"), dict(stop_loss=0.05), dict(funding=True)):
+    for execution in (dict(direction="both"), dict(funding=True)):
         with pytest.raises(SpecError):
             sweep_portfolio(strategy, universe, params, Execution(**execution), PPY)
     with pytest.raises(SpecError, match="max_positions"):

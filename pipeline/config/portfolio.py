@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from ...engine.execution import STOP_PARAMS
 from ...engine.portfolio import check_portfolio_execution
 from ...engine.portfolio_periods import parse_period
 from ...engine.portfolio_weights import PRIORITIES
@@ -158,7 +157,7 @@ def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
     ``run.backend: cuda``, fewer than two symbols, a priority naming others, a
-    ``vol_lookback`` nothing reads, shorts, stops or funding (one problem each)."""
+    ``vol_lookback`` nothing reads, shorts or funding (one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
@@ -186,8 +185,4 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
         check_portfolio_execution(spec.execution)
     except SpecError as err:
         problems.append(("execution", str(err)))
-    stops = [k for k in STOP_PARAMS if k in spec.grid]
-    if stops:
-        problems.append((f"grid.{stops[0]}", "a portfolio has no stops (stops per position "
-                         "are not modelled): remove the stop axes"))
     return problems

@@ -176,6 +176,32 @@ def test_python_sweep_takes_a_portfolio(store):
                                   metrics[:2, 0, 1, METRICS.index("sharpe")])
 
 
+def test_stop_axis_equals_sweep_portfolio(store, tmp_path):
+    """``stop_loss`` as a grid axis and ``trailing_stop`` as an execution setting: every
+    cell of the run is :func:`sweep_portfolio`'s with those stops on each position."""
+    grid = {"fast": [3, 5], "slow": [20, 30], "stop_loss": [0.004, 0.02]}
+    execution = {**EXECUTION, "trailing_stop": 0.03}
+    out = tmp_path / "stops.zarr"
+    path = tmp_path / "stops.yaml"
+    path.write_text(yaml.safe_dump(spec_dict(store, out, grid=grid, execution=execution)))
+    assert main(["run", str(path), "--no-progress", "--cluster", "threads"]) == 0
+    ds = xr.open_zarr(out, consolidated=False).load()
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "stop_loss")
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    mesh = np.meshgrid(*grid.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(grid, mesh, strict=True)}
+    metrics, per_symbol = sweep_portfolio(get_strategy("ema_cross"), bars, params, execution,
+                                          periods_per_year("1h"))
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].values[0].ravel(), metrics[:, k], err_msg=name)
+    np.testing.assert_array_equal(ds["member_n_trades"].values.reshape(len(MEMBERS), -1),
+                                  per_symbol[:, :, 0].T)
+    # the axis matters: a 0.4% stop holds the positions for less time than a 2% one
+    exposure = ds["exposure"].values[0]
+    assert np.all(exposure[..., 0] < exposure[..., 1])
+
+
 def test_memory_cut_blocks_and_resume_write_the_same_store(local, tmp_path, store):
     """A budget that fits one value of ``fast`` per block (the table counted once per
     member) cuts the blocks; a block lost then resumed comes back the same."""
