@@ -129,8 +129,23 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
             sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
             n_open -= 1
+    cash, n_open = enter_orders(px, column, t, state, order_col, cash, n_open, max_open,
+                                value, sizing, lb, run)
+    return cash, n_open, trade_acc
+
+
+@njit(cache=True)
+def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value, sizing, lb,
+                 run):
+    """The entries of :func:`fill_orders`, in the order of ``sizing``, each targeting
+    its weight of ``value`` (none when 0), read at the close where they were decided
+    (``t`` for the close, ``t - 1`` for the open); returns ``(cash, open positions)``.
+
+    A function of its own, not inlined: inlined, it made the per-bar loop of the
+    compiled kernel slower (measured with ``benchmarks/portfolio.py``).
+    """
     decided = t if column == 1 else t - 1
-    for r in range(n_sym):
+    for r in range(state.shape[0]):
         i = entry_symbol(sizing, lb, r, decided)
         if state[i, order_col] > 0.0 and state[i, S_POS] == 0.0 and n_open < max_open:
             weight = target_weight(sizing, lb, i, decided, max_open)
@@ -146,7 +161,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
                 state[i, S_BASIS] = size * fill
                 state[i, S_EXTREME] = fill
                 n_open += 1
-    return cash, n_open, trade_acc
+    return cash, n_open
 
 
 @njit(inline="always", cache=True)
