@@ -24,6 +24,7 @@ from .block import locality_order, prepare_block
 from .execution import Execution, execution_of, run_settings
 from .hoist import hoist
 from .metrics import N_METRICS
+from .portfolio_record import PortfolioRecord
 from .portfolio_sim import N_SYMBOL_METRICS
 from .strategies import kernels
 from .strategies.base import Strategy
@@ -49,11 +50,11 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 @njit(nogil=True, cache={cache})
 def portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
-                     per_symbol):
+                     per_symbol, rec):
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
         simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
-                           state, out, per_symbol)
+                           state, out, per_symbol, rec)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}
@@ -64,7 +65,7 @@ def portfolio_kernel(signal):
     8 arguments), written and imported once per process.
 
     It is called ``portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
-    per_symbol)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
+    per_symbol, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
     """
     module = _COMPILED.get(signal)
     if module is None:
@@ -163,6 +164,7 @@ def sweep_portfolio(
     *,
     max_positions=None,
     timings: dict[str, float] | None = None,
+    record: PortfolioRecord | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
     ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
@@ -185,6 +187,9 @@ def sweep_portfolio(
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
         kernel (``kernel``).
+    record : PortfolioRecord, optional
+        With one combo: written with its equity, cash, shares and trades
+        (:func:`~barsweep.engine.portfolio_record.portfolio_record`).
 
     Returns
     -------
@@ -235,7 +240,8 @@ def sweep_portfolio(
     per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
     kernel = portfolio_kernel(strategy.signal)
     t1 = time.perf_counter()
-    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol,
+                         record)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
@@ -250,20 +256,24 @@ PIECE_COMBOS = 16
 
 
 def run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics,
-                         per_symbol) -> None:
+                         per_symbol, record=None) -> None:
     """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
-    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``)."""
+    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``);
+    ``record`` (a PortfolioRecord, one combo only) receives that combo's record; None
+    (a sweep) compiles the kernel without any recording."""
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
+    if record is not None and n != 1:
+        raise ValueError(f"a record is of one combo, got {n}")
     if n_threads <= 1:
-        kernel(sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+        kernel(sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol, record)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
         kernel(sbars, px, ind, combos.take(part), kmax[part], run, bench, metrics[part],
-               per_symbol[part])
+               per_symbol[part], None)
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:
         list(pool.map(piece, range(edges.size - 1)))

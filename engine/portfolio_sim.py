@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from .fills import resolve_signals
+from .fills import EXIT_END, EXIT_RUIN, EXIT_SIGNAL, resolve_signals
 from .metrics import (
     DD_ACC0,
     RET_ACC0,
@@ -34,6 +34,7 @@ from .metrics import (
     acc_trade,
     finalize,
 )
+from .portfolio_record import record_bar, record_flat, record_trade
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
 S_POS = 0  # shares held (0.0 when flat)
@@ -88,14 +89,15 @@ def sell(cash, size, price, fee_rate, fixed_fee, slippage):
 
 @njit(inline="always", cache=True)
 def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight, run,
-                trade_acc, sym):
+                trade_acc, sym, rec):
     """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
     or the close): every exit, then the entries in the symbols' order while fewer than
     ``max_open`` positions are open, each with ``weight`` of the account's value marked
     at these prices before any of these orders.
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
-    symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked).
+    symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked);
+    each closed trade goes into the record ``rec`` (:mod:`.portfolio_record`).
     """
     n_sym = state.shape[0]
     value = cash
@@ -108,7 +110,10 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, weight,
             cash, fill, net = sell(cash, size, px[column, i, t], run.fee_rate,
                                    run.fixed_fee, run.slippage)
             pnl = net - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
+            ret = pnl / (size * state[i, S_FILL])
+            record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL],
+                         fill, size, pnl, ret, EXIT_SIGNAL)
+            trade_acc = acc_trade(trade_acc, pnl, ret)
             sym[i, 0] += 1.0
             sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
@@ -175,10 +180,11 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 @njit(inline="always", cache=True)
 def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
-                       state, out, per_symbol):
+                       state, out, per_symbol, rec):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
-    ``per_symbol[c]``.
+    ``per_symbol[c]``; with a record ``rec`` (not None), its equity, cash and shares at
+    each close and its trades too.
 
     Parameters
     ----------
@@ -197,6 +203,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     state : ndarray, shape (N, N_STATE): scratch, overwritten
     out : ndarray, shape (n_combos, N_METRICS)
     per_symbol : ndarray, shape (n_combos, N, N_SYMBOL_METRICS)
+    rec : PortfolioRecord (:mod:`.portfolio_record`), or None: nothing is recorded
     """
     rows = combos.rows[c]
     fparams = combos.fparams[c]
@@ -230,11 +237,12 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
             t = next_entry(scan, sbars, ind, rows, fparams, t, n, state)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
+                record_flat(rec, start, t, equity)
             if t >= n:
                 break
         if n_pending > 0:  # 1. queued orders fill at this open
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
-                                                  max_open, weight, run, trade_acc, sym)
+                                                  max_open, weight, run, trade_acc, sym, rec)
             n_pending = 0
         # 2. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
@@ -242,7 +250,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
             if not run.next_open:
                 cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
                                                       n_open, max_open, weight, run,
-                                                      trade_acc, sym)
+                                                      trade_acc, sym, rec)
             elif t + 1 < n:
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
@@ -258,10 +266,12 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
         if n_open > 0:
             n_exposed += 1
         if equity <= 0.0:  # ruin: liquidated at this close, nothing more is traded
-            trade_acc = liquidate(px, t, state, trade_acc, sym)
+            trade_acc = liquidate(px, t, state, trade_acc, sym, rec, EXIT_RUIN)
             n_open = 0
+            cash = 0.0
             equity = 0.0
             ruined = True
+        record_bar(rec, t, cash, equity, state, S_POS)
         ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t] if t > t0 else 0.0)
         dd_acc = acc_drawdown(dd_acc, equity)
         prev_equity = equity
@@ -270,7 +280,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
             break
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
-    trade_acc = liquidate(px, n - 1, state, trade_acc, sym)  # open at the end: marked
+        record_flat(rec, t, n, 0.0)
+    trade_acc = liquidate(px, n - 1, state, trade_acc, sym, rec,
+                          EXIT_END)  # open at the end: marked
     for i in range(n_sym):
         sym[i, 1] /= n - t0
     finalize(out[c], n - t0, run.ppy, run.init_cash, equity, ret_acc, dd_acc, trade_acc,
@@ -278,14 +290,18 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
 
 
 @njit(inline="always", cache=True)
-def liquidate(px, t, state, trade_acc, sym):
-    """Book every open position as a trade marked at ``close[t]`` without fee, and close
-    it; returns the trade accumulator."""
+def liquidate(px, t, state, trade_acc, sym, rec, reason):
+    """Book every open position as a trade marked at ``close[t]`` without fee (exit
+    reason ``reason`` in the record ``rec``), and close it; returns the trade
+    accumulator."""
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size != 0.0:
             pnl = size * px[1, i, t] - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / (size * state[i, S_FILL]))
+            ret = pnl / (size * state[i, S_FILL])
+            record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL],
+                         px[1, i, t], size, pnl, ret, reason)
+            trade_acc = acc_trade(trade_acc, pnl, ret)
             sym[i, 0] += 1.0
             sym[i, 1] += t + 1 - state[i, S_BAR]  # marked held from its entry bar to t
             state[i, S_POS] = 0.0

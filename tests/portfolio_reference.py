@@ -17,7 +17,8 @@ from reference import ref_metrics
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   slippage=0.0, fill="close", max_positions=None, ppy=252.0):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
-    ``trades`` (list of dicts), ``per_symbol`` ({symbol: (n_trades, exposure)}),
+    ``trades`` (list of dicts), ``held`` (list: each bar's ``{symbol: shares}`` at the
+    close), ``per_symbol`` ({symbol: (n_trades, exposure)}),
     ``targets`` (ndarray (n_bars, N): the weight where an entry was ordered, 0 where an
     exit was, NaN elsewhere) and ``benchmark`` (the equal-weight buy-and-hold level)."""
     symbols = list(bars)
@@ -31,10 +32,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
     bars_held = {s: 0 for s in symbols}
     targets = np.full((n, len(symbols)), math.nan)
 
-    def book(symbol, received):
+    def book(symbol, received, t):
         p = held.pop(symbol)
         pnl = received - p["cost"]
-        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / (p["size"] * p["fill"])})
+        trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / (p["size"] * p["fill"]),
+                       "entry_bar": p["bar"], "exit_bar": t, "size": p["size"]})
         n_trades[symbol] += 1
 
     def fill_orders(orders, column, t):
@@ -47,7 +49,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                 received = proceeds - proceeds * fees - fixed_fee
                 account["cash"] += received
                 targets[t, j] = 0.0
-                book(s, received)
+                book(s, received, t)
         for j, s in enumerate(symbols):  # then the buys, in the symbols' order
             if orders.get(s) == "enter" and s not in held and len(held) < slots:
                 targets[t, j] = weight
@@ -61,10 +63,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                     account["cash"] -= cost
                     held[s] = {"size": size, "fill": price, "bar": t, "cost": cost}
 
-    equity, exposed, ruined, pending = [], 0, False, {}
+    equity, exposed, ruined, pending, shares = [], 0, False, {}, []
     for t in range(n):
         if ruined:
             equity.append(0.0)
+            shares.append({})
             continue
         if pending:
             fill_orders(pending, "open", t)
@@ -90,15 +93,17 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         value = account["cash"] + sum(p["size"] * bars[s]["close"][t] for s, p in held.items())
         if value <= 0:
             for s in list(held):
-                book(s, held[s]["size"] * bars[s]["close"][t])
+                book(s, held[s]["size"] * bars[s]["close"][t], t)
             ruined, value = True, 0.0
         equity.append(value)
+        shares.append({s: p["size"] for s, p in held.items()})
     for s in list(held):  # open at the end: marked at the last close, no fee
-        book(s, held[s]["size"] * bars[s]["close"][n - 1])
+        book(s, held[s]["size"] * bars[s]["close"][n - 1], n - 1)
 
     level = [sum(bars[s]["close"][t] / bars[s]["close"][0] for s in symbols) / len(symbols)
              for t in range(n)]
     metrics = ref_metrics(equity, level, trades, exposed, init_cash, ppy, ruined)
     return {"metrics": metrics, "equity": equity, "trades": trades, "targets": targets,
+            "held": shares,
             "per_symbol": {s: (n_trades[s], bars_held[s] / n) for s in symbols},
             "benchmark": level}
