@@ -96,7 +96,12 @@ def _equity_panel(ax, x: np.ndarray, result, hold) -> None:
     values = equity if hold is None else np.concatenate([equity, hold.equity.to_numpy()])
     values = values[np.isfinite(values) & (values > 0)]
     if len(values) and values.max() > 10 * values.min():
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         ax.set_yscale("log")  # growth spanning more than 10x reads on a log axis
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel("equity (log)")
     else:
         ax.set_ylabel("equity")
@@ -110,7 +115,7 @@ def _holding_panel(ax, x: np.ndarray, result, symbol: str, colour: str) -> None:
     ax.plot(x, value, color=colour, linewidth=0.6, drawstyle="steps-post")
     n_trades, exposure = result.members.loc[symbol, ["n_trades", "exposure"]]
     ax.set_ylabel(symbol, rotation=0, ha="right", va="center")
-    ax.text(0.005, 0.92, f"{symbol} held: {int(n_trades)} trades, {exposure:.0%} of bars",
+    ax.text(0.005, 0.92, f"value held: {int(n_trades)} trades, {exposure:.0%} of bars",
             transform=ax.transAxes, va="top", fontsize="small",
             bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0})
     ax.set_ylim(bottom=0.0)
@@ -126,7 +131,8 @@ def _stacked_panel(ax, x: np.ndarray, result, colours: list[str]) -> None:
                  step="post")
     ax.set_ylabel("held (% of account)")
     ax.set_ylim(0.0, 100.0)
-    ax.legend(loc="upper left", fontsize="x-small", ncols=min(10, len(colours)))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="x-small",
+              ncols=1 + len(colours) // 12)  # beside the panel, off the areas
 
 
 def _drawdown_panel(ax, x: np.ndarray, result, hold) -> None:
