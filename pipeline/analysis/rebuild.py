@@ -78,9 +78,12 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     differ from the store's, naming the metric.
     """
     if "portfolio" in ds.attrs:
+        from ..config.portfolio import members
         from .rebuild_portfolio import rebuild_portfolio
 
-        return rebuild_portfolio(ds, params, what, window=window)
+        spec, ppy = stored_spec(ds, what)
+        bars = {member: stored_bars(spec, member) for member in members(spec)}
+        return rebuild_portfolio(ds, spec, ppy, bars, params, what, window=window)
     at = {} if window is None else {"window": window, "sample": sample}
     span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
                                         int(ds[f"{sample}_end_bar"].sel(window=window)))

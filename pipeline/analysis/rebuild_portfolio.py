@@ -1,5 +1,5 @@
 """One combo of a portfolio store rebuilt in full: the members' bars, the execution
-settings and the portfolio's sizing read from the spec stored with the results, run by
+settings and the portfolio's sizing from the spec stored with the results, run by
 :func:`barsweep.engine.portfolio_backtest.backtest_portfolio`, its account's metrics and
 each member's ``n_trades`` and ``exposure`` checked against the store's."""
 
@@ -11,14 +11,15 @@ from ...engine import METRICS
 from ...engine.portfolio_backtest import PortfolioResult, backtest_portfolio
 from ...engine.portfolio_sim import SYMBOL_METRICS
 from ...errors import MismatchError, ResultsError
-from ..config.portfolio import PORTFOLIO_AXES, PORTFOLIO_LABEL, members
-from .rebuild import stored_spec
+from ..config.portfolio import PORTFOLIO_AXES, PORTFOLIO_LABEL
 
 
-def rebuild_portfolio(ds, params: dict, what: str = "the results store", *,
+def rebuild_portfolio(ds, spec, ppy: float, bars: dict, params: dict,
+                      what: str = "the results store", *,
                       window: int | None = None) -> PortfolioResult:
     """The combo ``params`` (every parameter dim's value, the portfolio's axes included)
-    of portfolio store ``ds``, rebuilt from its stored spec over the bars the run used.
+    of portfolio store ``ds``, rebuilt with its stored ``spec`` and bars per year ``ppy``
+    over ``bars`` (each member's, as the run read them).
 
     Raises
     ------
@@ -28,13 +29,9 @@ def rebuild_portfolio(ds, params: dict, what: str = "the results store", *,
         The rebuilt metrics, or a member's ``n_trades`` or ``exposure``, differ from the
         store's (the bars or barsweep changed since the run), naming the value.
     """
-    from .buyhold import _run_bars  # the members' bars, refused when not the run's
-
     if window is not None:
         raise ResultsError(f"{what}: a walk-forward portfolio's windows are not rebuilt; "
                            f"rebuild a combo of a portfolio run without walk_forward")
-    spec, ppy = stored_spec(ds, what)
-    bars = {symbol: _run_bars(ds, spec, symbol) for symbol in members(spec)}
     strategy_params = {k: v for k, v in params.items() if k not in PORTFOLIO_AXES}
     max_positions = params.get("max_positions", spec.portfolio.max_positions)
     result = backtest_portfolio(bars, spec.strategy_def, strategy_params, ppy=ppy,
