@@ -26,6 +26,7 @@ from .hoist import hoist
 from .metrics import N_METRICS
 from .portfolio_book import Book
 from .portfolio_periods import rebalance_table
+from .portfolio_record import PortfolioRecord
 from .portfolio_sim import N_SYMBOL_METRICS
 from .portfolio_weights import hoist_sizing, lookback_column
 from .strategies import kernels
@@ -51,11 +52,11 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(nogil=True, cache={cache})
-def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol):
+def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol, rec):
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
         simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state,
-                           out, per_symbol)
+                           out, per_symbol, rec)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}
@@ -66,8 +67,7 @@ def portfolio_kernel(signal):
     8 arguments), written and imported once per process.
 
     It is called ``portfolio_kernel(sbars, px, ind, combos, book, run, bench, out,
-    per_symbol)``
-    (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
+    per_symbol, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
     """
     module = _COMPILED.get(signal)
     if module is None:
@@ -166,6 +166,7 @@ def sweep_portfolio(
     lookback=None,
     priority=None,
     timings: dict[str, float] | None = None,
+    record: PortfolioRecord | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
     ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
@@ -205,6 +206,9 @@ def sweep_portfolio(
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
         kernel (``kernel``).
+    record : PortfolioRecord, optional
+        With one combo: written with its equity, cash, shares and trades
+        (:func:`~barsweep.engine.portfolio_record.portfolio_record`).
 
     Returns
     -------
@@ -259,7 +263,7 @@ def sweep_portfolio(
     kernel = portfolio_kernel(strategy.signal)
     t1 = time.perf_counter()
     run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics,
-                         per_symbol)
+                         per_symbol, record)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
@@ -273,21 +277,25 @@ def sweep_portfolio(
 PIECE_COMBOS = 16
 
 
-def run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench,
-                         metrics, per_symbol) -> None:
+def run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics,
+                         per_symbol, record=None) -> None:
     """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
-    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``)."""
+    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``);
+    ``record`` (a PortfolioRecord, one combo only) receives that combo's record; None
+    (a sweep) compiles the kernel without any recording."""
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
+    if record is not None and n != 1:
+        raise ValueError(f"a record is of one combo, got {n}")
     if n_threads <= 1:
-        kernel(sbars, px, ind, combos, book, run, bench, metrics, per_symbol)
+        kernel(sbars, px, ind, combos, book, run, bench, metrics, per_symbol, record)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
         kernel(sbars, px, ind, combos.take(part), book.take(part), run, bench,
-               metrics[part], per_symbol[part])
+               metrics[part], per_symbol[part], None)
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:
         list(pool.map(piece, range(edges.size - 1)))

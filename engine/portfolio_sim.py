@@ -31,7 +31,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .fills import EXIT_TARGET, resolve_signals, stop_exit
+from .fills import (
+    EXIT_END,
+    EXIT_RUIN,
+    EXIT_SIGNAL,
+    EXIT_TARGET,
+    resolve_signals,
+    stop_exit,
+)
 from .metrics import (
     DD_ACC0,
     RET_ACC0,
@@ -42,6 +49,7 @@ from .metrics import (
     acc_trade,
     finalize,
 )
+from .portfolio_record import record_bar, record_flat, record_trade
 from .portfolio_weights import entry_symbol, target_weight
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
@@ -101,7 +109,7 @@ def sell(cash, size, price, fee_rate, fixed_fee, slippage):
 
 @njit(inline="always", cache=True)
 def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing, lb, run,
-                trade_acc, sym):
+                trade_acc, sym, rec):
     """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
     or the close): every exit, then the entries in the order of ``sizing`` while fewer
     than ``max_open`` positions are open, each with its target weight
@@ -111,7 +119,8 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
     or ``t - 1`` (open).
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
-    symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked).
+    symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked);
+    each closed trade goes into the record ``rec`` (:mod:`.portfolio_record`).
     """
     n_sym = state.shape[0]
     value = cash
@@ -124,7 +133,10 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
             cash, fill, net = sell(cash, size, px[column, i, t], run.fee_rate,
                                    run.fixed_fee, run.slippage)
             pnl = net - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
+            ret = pnl / state[i, S_BASIS]
+            record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL],
+                         fill, size, pnl, ret, EXIT_SIGNAL)
+            trade_acc = acc_trade(trade_acc, pnl, ret)
             sym[i, 0] += 1.0
             sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
             state[i, S_POS] = 0.0
@@ -212,7 +224,7 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 
 @njit(inline="always", cache=True)
-def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym):
+def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym, rec):
     """Check every open position's stops inside bar ``t`` and sell those hit, in the
     symbols' order.
 
@@ -236,7 +248,10 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym):
                 slip = 0.0 if reason == EXIT_TARGET else run.slippage
                 cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee, slip)
                 pnl = net - state[i, S_COST]
-                trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
+                ret = pnl / state[i, S_BASIS]
+                record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL],
+                             fill, size, pnl, ret, reason)
+                trade_acc = acc_trade(trade_acc, pnl, ret)
                 sym[i, 0] += 1.0
                 sym[i, 1] += t - state[i, S_BAR]  # marked held from its entry bar to t - 1
                 state[i, S_POS] = 0.0
@@ -248,10 +263,11 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym):
 
 @njit(inline="always", cache=True)
 def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state, out,
-                       per_symbol):
+                       per_symbol, rec):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
-    ``per_symbol[c]``.
+    ``per_symbol[c]``; with a record ``rec`` (not None), its equity, cash and shares at
+    each close and its trades too.
 
     Parameters
     ----------
@@ -272,6 +288,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     state : ndarray, shape (N, N_STATE): scratch, overwritten
     out : ndarray, shape (n_combos, N_METRICS)
     per_symbol : ndarray, shape (n_combos, N, N_SYMBOL_METRICS)
+    rec : PortfolioRecord (:mod:`.portfolio_record`), or None: nothing is recorded
     """
     rows = combos.rows[c]
     fparams = combos.fparams[c]
@@ -309,20 +326,22 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
             t = next_entry(scan, sbars, ind, rows, fparams, t, n, state)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
+                record_flat(rec, start, t, equity)
             if t >= n:
                 break
         if n_pending > 1:  # 1. queued orders fill at this open (2: with a rebalance)
             cash, n_open, trade_acc = rebalance_fill(px, 0, t, state, S_PENDING, cash,
                                                      n_open, max_open, sizing, lb, run,
-                                                     trade_acc, sym)
+                                                     trade_acc, sym, rec)
             n_pending = 0
         elif n_pending > 0:
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
-                                                  max_open, sizing, lb, run, trade_acc, sym)
+                                                  max_open, sizing, lb, run, trade_acc, sym,
+                                                  rec)
             n_pending = 0
         if use_stops and n_open > 0:  # 2. each position's stops inside the bar
             cash, n_open, trade_acc = stop_positions(px, t, state, stops, cash, n_open, run,
-                                                     trade_acc, sym)
+                                                     trade_acc, sym, rec)
         # 3. each symbol's rule at the close
         n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
         rebal = r >= 0 and n_open > 0 and book.rebalance_bars[r, t]
@@ -331,11 +350,11 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
                 if rebal:
                     cash, n_open, trade_acc = rebalance_fill(px, 1, t, state, S_ORDER, cash,
                                                              n_open, max_open, sizing, lb,
-                                                             run, trade_acc, sym)
+                                                             run, trade_acc, sym, rec)
                 else:
                     cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
                                                           n_open, max_open, sizing, lb,
-                                                          run, trade_acc, sym)
+                                                          run, trade_acc, sym, rec)
             elif t + 1 < n:
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
@@ -351,10 +370,12 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         if n_open > 0:
             n_exposed += 1
         if equity <= 0.0:  # ruin: liquidated at this close, nothing more is traded
-            trade_acc = liquidate(px, t, state, trade_acc, sym)
+            trade_acc = liquidate(px, t, state, trade_acc, sym, rec, EXIT_RUIN)
             n_open = 0
+            cash = 0.0
             equity = 0.0
             ruined = True
+        record_bar(rec, t, cash, equity, state, S_POS)
         ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, bench[t] if t > t0 else 0.0)
         dd_acc = acc_drawdown(dd_acc, equity)
         prev_equity = equity
@@ -363,7 +384,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
             break
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
-    trade_acc = liquidate(px, n - 1, state, trade_acc, sym)  # open at the end: marked
+        record_flat(rec, t, n, 0.0)
+    trade_acc = liquidate(px, n - 1, state, trade_acc, sym, rec,
+                          EXIT_END)  # open at the end: marked
     for i in range(n_sym):
         sym[i, 1] /= n - t0
     finalize(out[c], n - t0, run.ppy, run.init_cash, equity, ret_acc, dd_acc, trade_acc,
@@ -371,14 +394,18 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
 
 
 @njit(inline="always", cache=True)
-def liquidate(px, t, state, trade_acc, sym):
-    """Book every open position as a trade marked at ``close[t]`` without fee, and close
-    it; returns the trade accumulator."""
+def liquidate(px, t, state, trade_acc, sym, rec, reason):
+    """Book every open position as a trade marked at ``close[t]`` without fee (exit
+    reason ``reason`` in the record ``rec``), and close it; returns the trade
+    accumulator."""
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size != 0.0:
             pnl = size * px[1, i, t] - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
+            ret = pnl / state[i, S_BASIS]
+            record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL],
+                         px[1, i, t], size, pnl, ret, reason)
+            trade_acc = acc_trade(trade_acc, pnl, ret)
             sym[i, 0] += 1.0
             sym[i, 1] += t + 1 - state[i, S_BAR]  # marked held from its entry bar to t
             state[i, S_POS] = 0.0
@@ -387,7 +414,7 @@ def liquidate(px, t, state, trade_acc, sym):
 
 @njit(cache=True)
 def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, sizing, lb, run,
-                   trade_acc, sym):
+                   trade_acc, sym, rec):
     """Fill a rebalance bar's orders (``state[:, order_col]``) at ``px[column, i, t]``:
     the exits, entries and every other held position re-targeted to its target weight
     ``w_i`` (:func:`~.portfolio_weights.target_weight`, read where the orders were
@@ -415,7 +442,7 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, sizi
     for i in range(n_sym):
         state[i, S_TARGET] = target_weight(sizing, lb, i, decided, max_open) * value
     cash, n_open, trade_acc, n_buys = rebalance_sells(px, column, t, state, order_col,
-                                                      cash, n_open, run, trade_acc, sym)
+                                                      cash, n_open, run, trade_acc, sym, rec)
     last = -1.0
     last_i = -1
     for _ in range(n_buys):  # the buys, by ascending order value (a selection sort)
@@ -433,7 +460,8 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, sizi
 
 
 @njit(cache=True)
-def rebalance_sells(px, column, t, state, order_col, cash, n_open, run, trade_acc, sym):
+def rebalance_sells(px, column, t, state, order_col, cash, n_open, run, trade_acc, sym,
+                    rec):
     """The sells of :func:`rebalance_fill` (each symbol's target value in
     ``state[:, S_TARGET]``); ranks its buys into ``state[:, S_RANK]``.
 
@@ -449,7 +477,10 @@ def rebalance_sells(px, column, t, state, order_col, cash, n_open, run, trade_ac
             cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee,
                                    run.slippage)
             pnl = net - state[i, S_COST]
-            trade_acc = acc_trade(trade_acc, pnl, pnl / state[i, S_BASIS])
+            ret = pnl / state[i, S_BASIS]
+            record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL],
+                         fill, size, pnl, ret, EXIT_SIGNAL)
+            trade_acc = acc_trade(trade_acc, pnl, ret)
             sym[i, 0] += 1.0
             sym[i, 1] += t - state[i, S_BAR]
             state[i, S_POS] = 0.0

@@ -103,11 +103,12 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   stop_loss=None, take_profit=None, trailing_stop=None):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
     ``trades`` (list of dicts with the exit ``reason``: signal, stop, target, trail,
-    end, ruin), ``per_symbol`` ({symbol: (n_trades, exposure)}), ``targets`` (ndarray
-    (n_bars, N): the weight where a rule's entry was ordered (or a position re-targeted),
-    0 where its exit was, NaN elsewhere; stops are not in it), ``call_seq`` (ndarray
-    (n_bars, N), int: each bar's columns in the order their orders filled, the others
-    after) and ``benchmark`` (the equal-weight buy-and-hold level)."""
+    end, ruin), ``held`` (list: each bar's ``{symbol: shares}`` at the close),
+    ``per_symbol`` ({symbol: (n_trades, exposure)}), ``targets`` (ndarray (n_bars, N):
+    the weight where a rule's entry was ordered (or a position re-targeted), 0 where its
+    exit was, NaN elsewhere; stops are not in it), ``call_seq`` (ndarray (n_bars, N),
+    int: each bar's columns in the order their orders filled, the others after) and
+    ``benchmark`` (the equal-weight buy-and-hold level)."""
     symbols = list(bars)
     n = len(bars[symbols[0]]["close"])
     slots = len(symbols) if max_positions is None else min(max_positions, len(symbols))
@@ -121,11 +122,12 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                    else [False] * n)
     call_seq = np.tile(np.arange(len(symbols)), (n, 1))
 
-    def book(symbol, received, reason, price=math.nan):
+    def book(symbol, received, reason, t, price=math.nan):
         p = held.pop(symbol)
         pnl = received - p["cost"]  # every sell's net proceeds less every buy's cost
         trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / p["basis"],
-                       "reason": reason, "price": price})
+                       "reason": reason, "price": price, "entry_bar": p["bar"],
+                       "exit_bar": t, "size": p["size"]})
         n_trades[symbol] += 1
 
     def sell(s, size, price, partial=False, slip=None):
@@ -139,10 +141,10 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         account["cash"] += received
         return received
 
-    def sell_all(s, price, reason, slip=None):
-        """Close ``s`` at ``price`` less ``slip`` and book the trade."""
+    def sell_all(s, price, reason, t, slip=None):
+        """Close ``s`` at ``price`` less ``slip`` at bar ``t`` and book the trade."""
         received = sell(s, held[s]["size"], price, slip=slip)
-        book(s, received, reason, price * (1 - (slippage if slip is None else slip)))
+        book(s, received, reason, t, price * (1 - (slippage if slip is None else slip)))
 
     def buy(size, price):
         """(shares, cost, fill) of buying ``size`` shares, or what the cash pays for."""
@@ -169,7 +171,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             if orders.get(s) == "exit" and s in held:
                 calls.append(j)
                 targets[t, j] = 0.0
-                sell_all(s, prices[s], "signal")
+                sell_all(s, prices[s], "signal", t)
             elif s in held and rebalancing and weights[s] > 0:
                 targets[t, j] = weights[s]
                 change = weights[s] * value / prices[s] - held[s]["size"]
@@ -203,10 +205,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                                "basis": size * price, "best": price}
         call_seq[t] = calls + [j for j in range(len(symbols)) if j not in calls]
 
-    equity, exposed, ruined, pending = [], 0, False, ()
+    equity, exposed, ruined, pending, shares = [], 0, False, (), []
     for t in range(n):
         if ruined:
             equity.append(0.0)
+            shares.append({})
             continue
         if pending:
             fill_orders(*pending, "open", t)
@@ -218,7 +221,7 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                     held[s]["best"] = max(held[s]["best"], bars[s]["high"][t])
                 else:
                     reason, price = hit
-                    sell_all(s, price, reason, 0.0 if reason == "target" else None)
+                    sell_all(s, price, reason, t, 0.0 if reason == "target" else None)
                     trades[-1]["gap"] = price == bars[s]["open"][t]
         orders = {}
         for s in symbols:
@@ -242,16 +245,18 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         value = account["cash"] + sum(p["size"] * bars[s]["close"][t] for s, p in held.items())
         if value <= 0:
             for s in list(held):
-                book(s, held[s]["size"] * bars[s]["close"][t], "ruin")
+                book(s, held[s]["size"] * bars[s]["close"][t], "ruin", t)
             ruined, value = True, 0.0
         equity.append(value)
+        shares.append({s: p["size"] for s, p in held.items()})
     for s in list(held):  # open at the end: marked at the last close, no fee
-        book(s, held[s]["size"] * bars[s]["close"][n - 1], "end")
+        book(s, held[s]["size"] * bars[s]["close"][n - 1], "end", n - 1)
 
     level = [sum(bars[s]["close"][t] / bars[s]["close"][0] for s in symbols) / len(symbols)
              for t in range(n)]
     metrics = ref_metrics(equity, level, trades, exposed, init_cash, ppy, ruined)
     return {"metrics": metrics, "equity": equity, "trades": trades, "targets": targets,
             "call_seq": call_seq,
+            "held": shares,
             "per_symbol": {s: (n_trades[s], bars_held[s] / n) for s in symbols},
             "benchmark": level}

@@ -27,15 +27,6 @@ def stored_spec(ds, what: str = "the results store"):
     return spec, ppy
 
 
-def refuse_portfolio(ds, what: str) -> None:
-    """ResultsError for a portfolio store's combo, which is not rebuilt (its metrics and
-    each member's ``n_trades`` and ``exposure`` are in the store)."""
-    if "portfolio" in ds.attrs:
-        raise ResultsError(f"{what}: a portfolio combo is not rebuilt yet; its account's "
-                           f"metrics and each member's member_n_trades and member_exposure "
-                           f"are in the store (barsweep rank)")
-
-
 def stored_bars(spec, symbol: str):
     """The bars ``symbol``'s runs covered: ``open_bars`` of the spec's store and range."""
     from ...datasets import open_bars
@@ -48,7 +39,9 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
                   symbol: str | None = None):
     """Combo number ``rank`` of the ranking by ``by`` (as ``barsweep rank``, of
     ``symbol``'s combos when given), rebuilt with :func:`barsweep.engine.backtest`:
-    equity, trades and close in full.
+    equity, trades and close in full (of a portfolio store, a
+    :class:`~barsweep.engine.portfolio_backtest.PortfolioResult`: the account's equity,
+    each member's shares, the trades).
 
     Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
     differ from the store's (the bars or the code changed since the run), naming the
@@ -77,12 +70,20 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
                   window: int | None = None, sample: str | None = None):
     """The combo ``params`` (every parameter dim's value) of ``symbol`` in results
     Dataset ``ds``, rebuilt with :func:`barsweep.engine.backtest` from the stored spec;
-    in a walk-forward store, over the bars of ``window``'s ``sample`` (train or test).
+    in a walk-forward store, over the bars of ``window``'s ``sample`` (train or test);
+    in a portfolio store (``symbol`` portfolio), with
+    :func:`~barsweep.pipeline.analysis.rebuild_portfolio.rebuild_portfolio`.
 
     Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
     differ from the store's, naming the metric.
     """
-    refuse_portfolio(ds, what)
+    if "portfolio" in ds.attrs:
+        from ..config.portfolio import members
+        from .rebuild_portfolio import rebuild_portfolio
+
+        spec, ppy = stored_spec(ds, what)
+        bars = {member: stored_bars(spec, member) for member in members(spec)}
+        return rebuild_portfolio(ds, spec, ppy, bars, params, what, window=window)
     at = {} if window is None else {"window": window, "sample": sample}
     span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
                                         int(ds[f"{sample}_end_bar"].sel(window=window)))

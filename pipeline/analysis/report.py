@@ -208,9 +208,6 @@ def _best(ds, by: str, symbol: str) -> str:
     from .rank import combo_params, rank
     from .rebuild import rebuild_combo
 
-    if "portfolio" in ds.attrs:
-        return ("<p class=\"note\">A portfolio combo is not rebuilt yet: no equity curve "
-                "is drawn; its members' trades and exposure are in the store.</p>")
     top = rank(ds, by=by, top=1, symbol=symbol)
     if not len(top):
         return (f"<p class=\"note\">No combo of {html.escape(symbol)} has a defined "

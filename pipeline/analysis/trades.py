@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ...engine.backtest import BacktestResult
+from ...engine.portfolio_backtest import PortfolioResult
 from ...engine.stats import stat_units
 from ...errors import ResultsError, SpecError
 from ..run.results import open_results
@@ -34,14 +35,15 @@ class Combo:
         Every parameter dim's value, as the store's coordinates hold it.
     chosen : str
         How it was chosen, for people: ``rank 1 by sharpe`` or ``by --params``.
-    result : BacktestResult
+    result : BacktestResult or PortfolioResult
+        A portfolio store's combo is a PortfolioResult (symbol ``portfolio``).
     """
 
     symbol: str
     strategy: str
     params: dict
     chosen: str
-    result: BacktestResult
+    result: BacktestResult | PortfolioResult
 
 
 def combo_backtest(results, params: Mapping | None = None, *, rank: int | None = None,
@@ -259,8 +261,10 @@ def format_stat(name: str, value) -> str:
 
 def trades_text(trades: pd.DataFrame) -> str:
     """The trades table for people: times (UTC) to the minute, side as long/short,
-    returns in percent; numbered from 1."""
+    returns in percent; numbered from 1; a portfolio's with each trade's symbol first."""
+    symbol = {"symbol": trades["symbol"]} if "symbol" in trades.columns else {}
     table = pd.DataFrame({
+        **symbol,
         "entry_time": [format_stat("start", t) for t in trades["entry_time"]],
         "exit_time": [format_stat("start", t) for t in trades["exit_time"]],
         "side": np.where(trades["side"] > 0, "long", "short"),
@@ -279,7 +283,9 @@ def trades_text(trades: pd.DataFrame) -> str:
 def describe(combo: Combo) -> str:
     """The header line: symbol, strategy and parameters, how chosen, the annualisation."""
     said = " ".join(f"{k}={_show(v)}" for k, v in combo.params.items())
-    return f"{combo.symbol} {combo.strategy} {said} ({combo.chosen}), annualised with " \
+    held = getattr(combo.result, "members", None)  # a portfolio: one account, its members
+    symbol = combo.symbol if held is None else f"{combo.symbol} of {', '.join(held.index)}"
+    return f"{symbol} {combo.strategy} {said} ({combo.chosen}), annualised with " \
            f"{combo.result.ppy:,.6g} bars a year; rebuilt from the stored spec, metrics " \
            f"equal to the store's"
 

@@ -29,7 +29,9 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     heat.set_defaults(func=cmd_plot_heatmap)
     best = plot_sub.add_parser("best", help="combo N of the ranking rebuilt from the stored "
                                "spec (metrics checked): price with trades, equity against "
-                               "buy and hold, drawdown")
+                               "buy and hold, drawdown; of a portfolio, the account's "
+                               "equity against the equal-weight hold, each member's "
+                               "holding beneath")
     best.add_argument("results", help="the results store (a run's --out)")
     best.add_argument("--rank", type=int, default=1, help="which combo of the ranking (1)")
     best.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")

@@ -147,20 +147,50 @@ def test_report_heatmap_and_refusals(local, tmp_path, capsys):
     local.drop_encoding().to_zarr(out, zarr_format=3, consolidated=False)
     assert main(["report", str(out), "--out", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
-    assert "buy&amp;hold" in page and "portfolio combo is not rebuilt yet" in page
+    assert "buy&amp;hold" in page and "Best combo of portfolio" in page
+    assert page.count("<img") == 3  # two heatmaps and the best combo
     assert main(["plot", "heatmap", str(out), "--x", "fast", "--y", "max_positions",
                  "--out", str(tmp_path / "h.png")]) == 0
     capsys.readouterr()
-    for command in (["plot", "best", str(out), "--out", str(tmp_path / "b.png")],
-                    ["trades", str(out)], ["rank", str(out), "--pbo"]):
-        assert main(command) != 0
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "portfolio" in err, err
-    from barsweep.errors import ResultsError
+    assert main(["rank", str(out), "--pbo"]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "portfolio" in err, err
+
+
+def test_best_combo_rebuilt_plotted_and_its_trades(local, tmp_path, store, capsys):
+    """best_backtest of a portfolio store is backtest_portfolio of the ranked combo on
+    the members' common bars (metrics equal to the store's, checked); plot best and
+    trades work on it; a store whose values differ is refused."""
+    from barsweep.engine.portfolio_backtest import backtest_portfolio
+    from barsweep.errors import MismatchError
+    from barsweep.pipeline.analysis.rank import rank
     from barsweep.pipeline.analysis.rebuild import best_backtest
 
-    with pytest.raises(ResultsError, match="a portfolio combo is not rebuilt yet"):
-        best_backtest(out)
+    out = tmp_path / "r.zarr"
+    local.drop_encoding().to_zarr(out, zarr_format=3, consolidated=False)
+    result = best_backtest(out, by="sharpe")
+    row = rank(local, by="sharpe", top=1).iloc[0]
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    direct = backtest_portfolio(bars, "ema_cross", dict(fast=row["fast"], slow=row["slow"]),
+                                ppy=periods_per_year("1h"),
+                                max_positions=int(row["max_positions"]), **EXECUTION)
+    assert result.metrics == direct.metrics and result.metrics["sharpe"] == row["sharpe"]
+    np.testing.assert_array_equal(result.equity.to_numpy(), direct.equity.to_numpy())
+    assert list(result.shares.columns) == MEMBERS and len(result.equity) == 600
+    capsys.readouterr()
+    assert main(["plot", "best", str(out), "--out", str(tmp_path / "b.png")]) == 0
+    assert (tmp_path / "b.png").stat().st_size > 20_000
+    assert main(["trades", str(out), "--rank", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "portfolio of AAA, BBB, CCC ema_cross" in text and "rank 2 by sharpe" in text
+    assert "buy and hold" in text and " symbol " in text
+    assert {line.split()[1] for line in text.splitlines()
+            if line[:1] == " " and line.split()[0].isdigit()} <= set(MEMBERS)
+    bad = local.copy()
+    bad["member_exposure"] = bad["member_exposure"] * 0.5
+    with pytest.raises(MismatchError, match="exposure"):
+        best_backtest(bad)
 
 
 def test_python_sweep_takes_a_portfolio(store):
