@@ -34,6 +34,7 @@ from .metrics import (
     acc_trade,
     finalize,
 )
+from .simulate import book_segments, segment_end
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
 S_POS = 0  # shares held (0.0 when flat)
@@ -175,10 +176,11 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
 
 @njit(inline="always", cache=True)
 def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
-                       state, out, per_symbol):
+                       state, out, per_symbol, segs):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
-    into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
-    ``per_symbol[c]``.
+    into ``out[c]``, its per-symbol ``n_trades`` and ``exposure`` into
+    ``per_symbol[c]`` and the sums of the account's bar returns per segment into
+    ``segs[c]``.
 
     Parameters
     ----------
@@ -197,6 +199,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     state : ndarray, shape (N, N_STATE): scratch, overwritten
     out : ndarray, shape (n_combos, N_METRICS)
     per_symbol : ndarray, shape (n_combos, N, N_SYMBOL_METRICS)
+    segs : ndarray, shape (n_combos, S, 2) or (n_combos, 0, 2)
+        When S > 0: the sums of the account's bar returns and of their squares over S
+        equal segments of the bars run, as ``simulate`` writes them
+        (:func:`barsweep.engine.simulate.segment_bounds`).
     """
     rows = combos.rows[c]
     fparams = combos.fparams[c]
@@ -223,6 +229,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
     ret_acc = RET_ACC0
     dd_acc = DD_ACC0
     trade_acc = TRADE_ACC0
+    seg_c = segs[c]
+    seg, seg_end = 0, segment_end(t0, n, seg_c.shape[0], 0)
+    seg_r, seg_r2 = 0.0, 0.0  # the return sums when the current segment began
     t = t0
     while t < n:
         if n_open == 0 and n_pending == 0:  # all flat: equity constant to the next entry
@@ -232,6 +241,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
             if t >= n:
                 break
+        seg, seg_end, seg_r, seg_r2 = book_segments(seg_c, t, seg, seg_end, seg_r, seg_r2,
+                                                    ret_acc, t0, n)
         if n_pending > 0:  # 1. queued orders fill at this open
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
                                                   max_open, weight, run, trade_acc, sym)
@@ -270,6 +281,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
             break
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
+    book_segments(seg_c, n, seg, seg_end, seg_r, seg_r2, ret_acc, t0, n)  # those left
     trade_acc = liquidate(px, n - 1, state, trade_acc, sym)  # open at the end: marked
     for i in range(n_sym):
         sym[i, 1] /= n - t0
