@@ -94,15 +94,11 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
-    """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
-    ``run.backend: cuda``, fewer than two symbols, shorts, stops or funding (one problem
-    each)."""
+    """What a spec with a ``portfolio`` section may not hold: a search, ``run.backend:
+    cuda``, fewer than two symbols, shorts, stops or funding (one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
-    if spec.walk_forward is not None:
-        problems.append(("portfolio", "walk-forward over a portfolio is not yet supported: "
-                         "remove walk_forward or portfolio"))
     if spec.run.backend == "cuda":
         problems.append(("run.backend", "a portfolio runs on the CPU (its CUDA kernel is not "
                          "built yet): set run.backend: cpu or auto"))
