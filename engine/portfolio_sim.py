@@ -241,8 +241,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
             if t >= n:
                 break
-        seg, seg_end, seg_r, seg_r2 = book_segments(seg_c, t, seg, seg_end, seg_r, seg_r2,
-                                                    ret_acc, t0, n)
+        if t >= seg_end:  # a segment ended (never without segments: seg_end is n)
+            seg, seg_end, seg_r, seg_r2 = book_segments(seg_c, t, seg, seg_end, seg_r,
+                                                        seg_r2, ret_acc, t0, n)
         if n_pending > 0:  # 1. queued orders fill at this open
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
                                                   max_open, weight, run, trade_acc, sym)
