@@ -136,6 +136,15 @@ def test_walkforward_rank_and_buy_and_hold_on_the_store(walk, store, capsys):
     assert "walk-forward of portfolio" in capsys.readouterr().out
 
 
+def test_report_and_plot_of_a_portfolio_walk_forward(walk, tmp_path):
+    out, _ = walk
+    assert main(["report", str(out), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "Walk-forward of portfolio" in page and "buy and hold, same bars" in page
+    assert main(["plot", "walkforward", str(out), "--out", str(tmp_path / "w.png")]) == 0
+    assert (tmp_path / "w.png").stat().st_size > 10_000
+
+
 def shifted(signal, start):
     """``signal`` of the whole series read from bar ``start`` on."""
     return lambda t, position, price, bar: signal(t + start, position, price, bar + start)
