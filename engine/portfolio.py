@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import SpecError
 from .block import locality_order, prepare_block
-from .execution import Execution, execution_of, run_settings
+from .execution import Execution, RunSettings, execution_of, over_span, run_settings
 from .hoist import hoist
 from .metrics import N_METRICS
 from .portfolio_book import Book
@@ -52,11 +52,11 @@ def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(nogil=True, cache={cache})
-def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol, rec):
+def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol, segs, rec):
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
         simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state,
-                           out, per_symbol, rec)
+                           out, per_symbol, segs, rec)
 '''
 
 _COMPILED: dict[object, ModuleType] = {}
@@ -67,7 +67,7 @@ def portfolio_kernel(signal):
     8 arguments), written and imported once per process.
 
     It is called ``portfolio_kernel(sbars, px, ind, combos, book, run, bench, out,
-    per_symbol, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
+    per_symbol, segs, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
     """
     module = _COMPILED.get(signal)
     if module is None:
@@ -165,6 +165,8 @@ def sweep_portfolio(
     weight: str = "equal",
     lookback=None,
     priority=None,
+    spans: Sequence[tuple[int, int]] | None = None,
+    seg_sums: np.ndarray | None = None,
     timings: dict[str, float] | None = None,
     record: PortfolioRecord | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -203,6 +205,14 @@ def sweep_portfolio(
     priority : None, "low_vol", "momentum", or a sequence of symbols
         The order of same-bar entries (:func:`~.portfolio_weights.hoist_sizing`); None:
         the symbols' order.
+    spans : sequence of (start, end), optional
+        Runs over bars ``[start, end)`` only, one per span (walk-forward windows): each
+        starts flat with ``init_cash`` at its first bar, the indicators warmed up on every
+        bar before it, against the equal-weight buy-and-hold bought at its first bar
+        (:func:`portfolio_runs`). None: one run over every bar.
+    seg_sums : ndarray, shape (n_combos, S, 2), optional
+        Written: the sums of each combo's account bar returns and of their squares over
+        S equal segments of the bars run (every bar, or the one span; not with several).
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
         kernel (``kernel``).
@@ -217,6 +227,7 @@ def sweep_portfolio(
         equal-weight buy-and-hold of the symbols, :func:`equal_weight_benchmark`).
     per_symbol : ndarray, shape (n_combos, N, 2)
         Each symbol's ``n_trades`` and ``exposure``, symbols in the order of ``bars``.
+        With ``spans``, both have a first dim more, one row per span.
 
     Examples
     --------
@@ -232,6 +243,8 @@ def sweep_portfolio(
     ((2, 18), (2, 2, 2))
     """
     t0 = time.perf_counter()
+    if seg_sums is not None and spans is not None and len(spans) != 1:
+        raise ValueError("seg_sums are summed over one run: give one span at most")
     execution = execution_of(execution)
     check_portfolio_execution(execution)
     if strategy.signal is None:
@@ -250,27 +263,62 @@ def sweep_portfolio(
     combos = first.combos(rows, order)
     sbars = tuple(b.bars for b in blocks)
     px = np.stack([[b.bars[k] for b in blocks] for k in (0, 3, 1, 2)])  # open close high low
-    bench = equal_weight_benchmark(np.stack([b.bars.close for b in blocks]))
-    run = run_settings(execution, ppy, bench)
+    runs = portfolio_runs(execution, ppy, px[1], spans)
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
     rebalance_bars, rebal = rebalance_table(next(iter(bars.values())).get("time"),
                                             rebalance, first.n_combos)
     lookbacks, lb_index = lookback_column(lookback, first.n_combos)
     sizing = hoist_sizing(px[1], lookbacks, weight, priority, list(bars))
     book = Book(kmax, lb_index[order], rebal[order], sizing, rebalance_bars)
-    metrics = np.empty((first.n_combos, N_METRICS))
-    per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
+    metrics = np.empty((len(runs), first.n_combos, N_METRICS))
+    per_symbol = np.empty((len(runs), first.n_combos, len(blocks), N_SYMBOL_METRICS))
+    segs = np.empty((first.n_combos, 0 if seg_sums is None else seg_sums.shape[1], 2))
     kernel = portfolio_kernel(strategy.signal)
     t1 = time.perf_counter()
-    run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics,
-                         per_symbol, record)
+    for k, (run, bench) in enumerate(runs):
+        run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics[k],
+                             per_symbol[k], segs, record)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
     out, out_sym = np.empty_like(metrics), np.empty_like(per_symbol)
-    out[order] = metrics
-    out_sym[order] = per_symbol
-    return out, out_sym
+    out[:, order] = metrics
+    out_sym[:, order] = per_symbol
+    if seg_sums is not None:
+        seg_sums[order] = segs
+    return (out[0], out_sym[0]) if spans is None else (out, out_sym)
+
+
+def portfolio_runs(execution: Execution, ppy: float, closes: np.ndarray,
+                   spans: Sequence[tuple[int, int]] | None,
+                   ) -> list[tuple[RunSettings, np.ndarray]]:
+    """The settings and benchmark returns of each run of a portfolio sweep: one over
+    every bar, or one per span ``(start, end)``, whose benchmark is the equal-weight
+    buy-and-hold bought at its first bar (:func:`equal_weight_benchmark` of the span's
+    closes; 0 outside the span).
+
+    Parameters
+    ----------
+    closes : ndarray, shape (N, n_bars)
+
+    Examples
+    --------
+    >>> closes = np.array([[1.0, 2.0, 4.0], [1.0, 1.0, 1.0]])
+    >>> [bench.tolist() for _, bench in portfolio_runs(Execution(), 252, closes, [(1, 3)])]
+    [[0.0, 0.0, 0.5]]
+    """
+    if spans is None:
+        bench = equal_weight_benchmark(closes)
+        return [(run_settings(execution, ppy, bench), bench)]
+    runs = []
+    for start, end in spans:
+        if not 0 <= start < end <= closes.shape[1]:
+            raise ValueError(f"need 0 <= start < end <= {closes.shape[1]}, got "
+                             f"[{start}, {end})")
+        bench = np.zeros(closes.shape[1])
+        bench[start:end] = equal_weight_benchmark(closes[:, start:end])
+        runs.append((over_span(run_settings(execution, ppy, bench), bench, start, end), bench))
+    return runs
 
 
 #: Combos per piece when a portfolio sweep is split over threads.
@@ -278,24 +326,24 @@ PIECE_COMBOS = 16
 
 
 def run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics,
-                         per_symbol, record=None) -> None:
+                         per_symbol, segs, record=None) -> None:
     """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
-    contiguous piece of the combos (disjoint rows of ``metrics`` and ``per_symbol``);
-    ``record`` (a PortfolioRecord, one combo only) receives that combo's record; None
-    (a sweep) compiles the kernel without any recording."""
+    contiguous piece of the combos (disjoint rows of ``metrics``, ``per_symbol`` and
+    ``segs``); ``record`` (a PortfolioRecord, one combo only) receives that combo's
+    record; None (a sweep) compiles the kernel without any recording."""
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
     if record is not None and n != 1:
         raise ValueError(f"a record is of one combo, got {n}")
     if n_threads <= 1:
-        kernel(sbars, px, ind, combos, book, run, bench, metrics, per_symbol, record)
+        kernel(sbars, px, ind, combos, book, run, bench, metrics, per_symbol, segs, record)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
         kernel(sbars, px, ind, combos.take(part), book.take(part), run, bench,
-               metrics[part], per_symbol[part], None)
+               metrics[part], per_symbol[part], segs[part], None)
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:
         list(pool.map(piece, range(edges.size - 1)))

@@ -51,6 +51,7 @@ from .metrics import (
 )
 from .portfolio_record import record_bar, record_flat, record_trade
 from .portfolio_weights import entry_symbol, target_weight
+from .simulate import book_segments, segment_end
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
 S_POS = 0  # shares held (0.0 when flat)
@@ -263,10 +264,11 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym, rec):
 
 @njit(inline="always", cache=True)
 def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state, out,
-                       per_symbol, rec):
+                       per_symbol, segs, rec):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
-    into ``out[c]`` and its per-symbol ``n_trades`` and ``exposure`` into
-    ``per_symbol[c]``; with a record ``rec`` (not None), its equity, cash and shares at
+    into ``out[c]``, its per-symbol ``n_trades`` and ``exposure`` into
+    ``per_symbol[c]`` and the sums of the account's bar returns per segment into
+    ``segs[c]``; with a record ``rec`` (not None), its equity, cash and shares at
     each close and its trades too.
 
     Parameters
@@ -288,6 +290,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     state : ndarray, shape (N, N_STATE): scratch, overwritten
     out : ndarray, shape (n_combos, N_METRICS)
     per_symbol : ndarray, shape (n_combos, N, N_SYMBOL_METRICS)
+    segs : ndarray, shape (n_combos, S, 2) or (n_combos, 0, 2)
+        When S > 0: the sums of the account's bar returns and of their squares over S
+        equal segments of the bars run, as ``simulate`` writes them
+        (:func:`barsweep.engine.simulate.segment_bounds`).
     rec : PortfolioRecord (:mod:`.portfolio_record`), or None: nothing is recorded
     """
     rows = combos.rows[c]
@@ -319,6 +325,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     ret_acc = RET_ACC0
     dd_acc = DD_ACC0
     trade_acc = TRADE_ACC0
+    seg_c = segs[c]
+    seg, seg_end = 0, segment_end(t0, n, seg_c.shape[0], 0)
+    seg_r, seg_r2 = 0.0, 0.0  # the return sums when the current segment began
     t = t0
     while t < n:
         if n_open == 0 and n_pending == 0:  # all flat: equity constant to the next entry
@@ -329,6 +338,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
                 record_flat(rec, start, t, equity)
             if t >= n:
                 break
+        if t >= seg_end:  # a segment ended (never without segments: seg_end is n)
+            seg, seg_end, seg_r, seg_r2 = book_segments(seg_c, t, seg, seg_end, seg_r,
+                                                        seg_r2, ret_acc, t0, n)
         if n_pending > 1:  # 1. queued orders fill at this open (2: with a rebalance)
             cash, n_open, trade_acc = rebalance_fill(px, 0, t, state, S_PENDING, cash,
                                                      n_open, max_open, sizing, lb, run,
@@ -385,6 +397,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
         record_flat(rec, t, n, 0.0)
+    book_segments(seg_c, n, seg, seg_end, seg_r, seg_r2, ret_acc, t0, n)  # those left
     trade_acc = liquidate(px, n - 1, state, trade_acc, sym, rec,
                           EXIT_END)  # open at the end: marked
     for i in range(n_sym):

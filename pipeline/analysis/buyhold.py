@@ -1,8 +1,9 @@
 """Buy and hold of each symbol beside a results store's combos: the reference a ranked
 combo is read against.
 
-A portfolio store's one row (``symbol`` portfolio) is the equal-weight buy and hold of
-its members: ``1 / N`` of the account bought in each at the first bar and held
+A portfolio store's one row (``symbol`` portfolio; one per window and sample of a
+walk-forward one) is the equal-weight buy and hold of its members: ``1 / N`` of the
+account bought in each at the first bar (of the part) and held
 (:func:`barsweep.engine.portfolio.sweep_portfolio` of ``buy_and_hold``), with the run's
 fill, fees and cash.
 
@@ -72,16 +73,16 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
     bars, rows = {}, []
     for group in groups:
         symbol = str(group["symbol"])
-        if "portfolio" in ds.attrs:
-            rows.append({**group, **portfolio_hold(ds, spec, ppy, execution)})
-            continue
-        if symbol not in bars:
-            bars[symbol] = _run_bars(ds, spec, symbol)
         span = None
         if walk:
             w = int(np.flatnonzero(ds["window"].values == group["window"])[0])
             span = tuple(int(_at(ds, f"{group['sample']}_{end}_bar", symbol, w))
                          for end in ("start", "end"))
+        if "portfolio" in ds.attrs:
+            rows.append({**group, **portfolio_hold(ds, spec, ppy, execution, span)})
+            continue
+        if symbol not in bars:
+            bars[symbol] = _run_bars(ds, spec, symbol)
         result = _hold(bars[symbol], span, ppy, execution)
         rows.append({**group, **{m: result.metrics[m] for m in METRICS}})
     return pd.DataFrame(rows, columns=[*(groups[0] if groups else ["symbol"]), *METRICS])
@@ -103,16 +104,20 @@ def _hold(bars, span, ppy: float, execution: dict):
     return backtest(bars, "buy_and_hold", {}, ppy=ppy, **execution)
 
 
-def portfolio_hold(ds, spec, ppy: float, execution: dict) -> dict[str, float]:
+def portfolio_hold(ds, spec, ppy: float, execution: dict,
+                   span: tuple[int, int] | None = None) -> dict[str, float]:
     """The metrics of the equal-weight buy and hold of a portfolio store's members
-    (``spec.data.symbols``) over the bars the run used."""
+    (``spec.data.symbols``) over the bars the run used (``span``: bars ``[start, end)``
+    of them, bought at the first)."""
     from ...engine import get_strategy
     from ...engine.portfolio import sweep_portfolio
 
+    part = slice(None) if span is None else slice(*span)
     bars = {}
     for symbol in spec.data.symbols:
         ds_bars = _run_bars(ds, spec, symbol)
-        bars[symbol] = {k: ds_bars[k].values.ravel() for k in ("open", "high", "low", "close")}
+        bars[symbol] = {k: ds_bars[k].values.ravel()[part]
+                        for k in ("open", "high", "low", "close")}
     metrics, _ = sweep_portfolio(get_strategy("buy_and_hold"), bars, {}, execution, ppy)
     return dict(zip(METRICS, metrics[0].tolist(), strict=True))
 
@@ -159,10 +164,17 @@ def groups_of(frame: pd.DataFrame) -> list[dict]:
 
 def stitched_hold(ds, wf):
     """Buy and hold of a walk-forward's symbol over the bars its stitched out-of-sample
-    curve covers (first chained test bar to the last; a BacktestResult), or None when no
-    window chose."""
+    curve covers (first chained test bar to the last; a BacktestResult, for a portfolio
+    store the members' equal-weight hold as a
+    :class:`~barsweep.pipeline.analysis.portfolio_parts.Part`), or None when no window
+    chose."""
     chosen = wf.windows[wf.windows["chosen"]]
     if not len(chosen):
         return None
     span = (int(chosen["test_start_bar"].iloc[0]), int(chosen["test_end_bar"].iloc[-1]))
+    if "portfolio" in ds.attrs:  # the members' equal-weight hold: its equity and metrics
+        from .portfolio_parts import hold_part, member_bars
+
+        spec, ppy = stored_spec(ds, "buy and hold")
+        return hold_part(*member_bars(spec), span, ppy, _execution(spec))
     return buy_and_hold_run(ds, wf.symbol, span)

@@ -306,9 +306,6 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
         raise SpecError("--pbo: a halving search's pruned combos ran only the most recent "
                         "bars, so its trials have no returns over every segment; search "
                         "with method random or sobol to estimate PBO over the combos drawn")
-    if missing and "portfolio" in ds.attrs:
-        raise SpecError("--pbo: a portfolio run keeps no segment sums yet; rank it without "
-                        "--pbo")
     if missing and "window" in ds.dims:
         raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "
                         "its out-of-sample test): see `barsweep walkforward`")

@@ -41,6 +41,7 @@ from ..config.windows import BOUND_NAMES
 from . import stream
 from .formatting import metric, param
 from .grids import marked
+from .portfolio_parts import combo_part, member_bars
 from .rank import to_records
 from .rebuild import stored_bars, stored_spec
 
@@ -119,8 +120,10 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     symbol : str, optional
         Required when the store holds several symbols.
     bars : optional
-        The symbol's bars (anything :func:`barsweep.engine.backtest` takes); by default
-        opened from the spec's ``data`` (store, timeframe, start, end).
+        The symbol's bars (anything :func:`barsweep.engine.backtest` takes; for a
+        portfolio store, its members' as
+        :func:`~barsweep.pipeline.analysis.portfolio_parts.member_bars` gives them); by
+        default opened from the spec's ``data`` (store, timeframe, start, end).
 
     Returns
     -------
@@ -167,9 +170,8 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
                         for m in METRICS})
         rows.append(row)
     windows = pd.DataFrame(rows).set_index("window")
-    if bars is None:
-        bars = stored_bars(spec, symbol)
-    equity, stitched = _stitch(windows, combos, spec, bars, ppy)
+    equity, stitched = _stitch(windows, combos, spec, _test_run(ds, spec, bars, symbol, ppy),
+                               ppy)
     return WalkForward(symbol=symbol, by=by, where=where, windows=windows,
                        stitched=stitched, equity=equity)
 
@@ -201,12 +203,31 @@ def _choose(train, by: str, where: str | None) -> int:
     return int(chosen[0]) if len(chosen) else -1
 
 
-def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
+def _test_run(ds, spec, bars, symbol: str, ppy: float):
+    """The function ``(combo, (start, end)) -> (equity, n_trades)`` of a chosen combo's
+    run over bars ``[start, end)``: ``backtest(..., span=)`` on the symbol's bars, or a
+    portfolio store's account over its members' bars (:func:`.portfolio_parts.combo_part`;
+    ``bars`` then as :func:`.portfolio_parts.member_bars` gives them)."""
+    if "portfolio" in ds.attrs:
+        members, index = member_bars(spec) if bars is None else bars
+        return lambda combo, span: combo_part(spec, members, index, combo, span, ppy)
+    bars = stored_bars(spec, symbol) if bars is None else bars
+    execution = spec.execution.model_dump()
+
+    def run(combo, span):
+        strategy_params, stops = split_combo(combo)
+        result = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy, span=span,
+                          **{**execution, **stops})
+        return result.equity, result.metrics["n_trades"]
+    return run
+
+
+def _stitch(windows: pd.DataFrame, combos: list, spec, test_run,
             ppy: float) -> tuple[pd.Series, dict]:
     """The chained test curve of the chosen combos (``combos[w]``, None where window w
-    has no choice) and its summary (see :func:`walkforward`)."""
-    execution = spec.execution.model_dump()
-    init_cash = float(execution["init_cash"])
+    has no choice; ``test_run`` of :func:`_test_run`) and its summary (see
+    :func:`walkforward`)."""
+    init_cash = float(spec.execution.init_cash)
     chosen = [w for w, combo in enumerate(combos) if combo is not None]
     starts = windows["test_start_bar"].to_numpy()
     ends = windows["test_end_bar"].to_numpy()
@@ -214,15 +235,13 @@ def _stitch(windows: pd.DataFrame, combos: list, spec, bars,
     for k, w in enumerate(chosen):
         end = int(ends[w]) if k + 1 == len(chosen) else min(int(ends[w]),
                                                             int(starts[chosen[k + 1]]))
-        strategy_params, stops = split_combo(combos[w])
-        run = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy,
-                       span=(int(starts[w]), end), **{**execution, **stops})
-        _check_bars(run.equity.index, windows["test_start"].iloc[w], w, int(starts[w]))
-        growth = level * (run.equity.to_numpy() / init_cash)  # this run, compounded on
+        run, trades = test_run(combos[w], (int(starts[w]), end))
+        _check_bars(run.index, windows["test_start"].iloc[w], w, int(starts[w]))
+        growth = level * (run.to_numpy() / init_cash)  # this run, compounded on
         level = float(growth[-1])
         parts.append(growth)
-        indexes.append(run.equity.index)
-        n_trades += run.metrics["n_trades"]
+        indexes.append(run.index)
+        n_trades += trades
     growth = np.concatenate(parts) if parts else np.empty(0)
     index = indexes[0].append(indexes[1:]) if indexes else pd.DatetimeIndex([], name="time")
     equity = pd.Series(init_cash * growth, index=index, name="equity")

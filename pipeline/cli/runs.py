@@ -208,8 +208,7 @@ def check_size_line(prepared) -> str:
     from ..run.orchestrate import prepared_size_line
 
     spec = prepared.spec
-    segments = (spec.analysis.pbo_segments if prepared.windows is None
-                and spec.portfolio is None else 0)
+    segments = spec.analysis.pbo_segments if prepared.windows is None else 0
     line = prepared_size_line(prepared, segments, default_workers())
     return line + ("" if spec.cluster.kind in STARTED_HERE
                    else f" (this machine's cores; the run is on its {spec.cluster.kind} "

@@ -155,7 +155,7 @@ def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
-    """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
+    """What a spec with a ``portfolio`` section may not hold: a search,
     ``run.backend: cuda``, fewer than two symbols, a priority naming others, a
     ``vol_lookback`` nothing reads, shorts or funding (one problem each)."""
     if spec.portfolio is None:
@@ -169,9 +169,6 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
                              f"portfolio {members(spec)}: list members only"))
     if section.vol_lookback is not None and not section.reads_lookback():
         problems.append(("portfolio.vol_lookback", _UNREAD))
-    if spec.walk_forward is not None:
-        problems.append(("portfolio", "walk-forward over a portfolio is not yet supported: "
-                         "remove walk_forward or portfolio"))
     if spec.run.backend == "cuda":
         problems.append(("run.backend", "a portfolio runs on the CPU (its CUDA kernel is not "
                          "built yet): set run.backend: cpu or auto"))

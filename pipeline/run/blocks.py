@@ -232,14 +232,14 @@ def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
     store."""
     params, keep = block_combos(task)
     keep = np.flatnonzero(keep)[:2]
-    if task.members:
-        portfolio_sweep(task, {ref.symbol: head for ref in task.members},
-                        {k: v[keep] for k, v in params.items()})
-        return
     n = len(head["close"])
     warm = dataclasses.replace(task, spans=None if task.spans is None
                                else ((0, n),) * len(task.spans))
     sums = np.empty((len(keep), task.segments, 2)) if task.segments else None
+    if task.members:
+        portfolio_sweep(warm, {ref.symbol: head for ref in task.members},
+                        {k: v[keep] for k, v in params.items()}, sums)
+        return
     block_sweep(warm, head, {k: v[keep] for k, v in params.items()}, bars_key=None,
                 seg_sums=sums)
 

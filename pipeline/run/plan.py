@@ -111,7 +111,7 @@ def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
     each symbol's runs cover) and, with PBO segments, ``seg_n`` over ``(symbol,
     segment)`` (the bars of each segment, as the kernels cut them)."""
     if spec.portfolio is not None:  # one account over the members' common bars
-        return {"n_bars": (("symbol",), np.asarray(symbol_bars[:1], dtype=np.int64))}
+        symbol_bars = symbol_bars[:1]
     coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
     n_segs = spec.analysis.pbo_segments
     if n_segs and spec.walk_forward is None:
@@ -160,8 +160,7 @@ def plan(spec: Spec, out: str, block_size: int,
     empty = (counts == 0).nonzero()[0].tolist()
     step = 0 if windows is None else windows_per_block(len(windows), math.prod(chunks))
     groups = window_groups(windows, step)
-    segments = 0 if windows is not None or spec.portfolio is not None else (
-        spec.analysis.pbo_segments)
+    segments = 0 if windows is not None else spec.analysis.pbo_segments
     modules = tuple(spec.modules)
     tasks, task_combos, excluded = [], [], []
     refs = bars_refs(spec, fingerprint, run_id)
@@ -202,8 +201,8 @@ def chunk_cost(spec: Spec, grid: Grid, n_bars: int, windows: np.ndarray | None =
     strategy = resolve(spec.strategy_ref)
     names = grid.names
     segments = spec.analysis.pbo_segments if windows is None else 0
-    if spec.portfolio is not None:  # a table per member, no segments
-        n_bars, segments = n_bars * len(members(spec)), 0
+    if spec.portfolio is not None:  # a table per member
+        n_bars = n_bars * len(members(spec))
 
     def cost(shape: tuple[int, ...]) -> int:
         combos = math.prod(shape)

@@ -3,7 +3,10 @@
 
 The block's metrics are the account's, over ``(symbol, *params)`` with the one
 ``symbol`` ``portfolio``; each member's ``n_trades`` and ``exposure`` are
-``member_n_trades`` and ``member_exposure`` over ``(member, *params)``.
+``member_n_trades`` and ``member_exposure`` over ``(member, *params)``. A walk-forward
+portfolio block runs its windows' train and test spans (each variable then has the
+``window`` and ``sample`` dims after its first), and a block over every bar keeps the
+account's PBO segment sums as a single symbol's block keeps its own.
 """
 
 from __future__ import annotations
@@ -18,18 +21,24 @@ from ...engine.portfolio_sim import N_SYMBOL_METRICS, SYMBOL_METRICS
 from ...engine.strategies import resolve
 from ..config.portfolio import rebalance_periods
 
-#: A portfolio store's per-member variables, over ``(member, *params)``.
+#: A portfolio store's per-member variables, over ``(member, *params)`` (``(member,
+#: window, sample, *params)`` in a walk-forward store).
 MEMBER_VARS = tuple(f"member_{name}" for name in SYMBOL_METRICS)
+
+#: The per-segment sums of each combo's bar returns and of their squares (PBO's input,
+#: :mod:`barsweep.pipeline.analysis.robust`), over dims ``(symbol, segment, *params)``.
+SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
 
 
 def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
-                    params: dict[str, np.ndarray],
+                    params: dict[str, np.ndarray], seg_sums: np.ndarray | None = None,
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``,
     ``vol_lookback`` and rebalance columns, when the grid sweeps them, are the
     portfolio's (else its section's;
-    :func:`~barsweep.pipeline.config.portfolio.rebalance_periods`)."""
+    :func:`~barsweep.pipeline.config.portfolio.rebalance_periods`); over the task's
+    spans (walk-forward windows) when it has some, writing ``seg_sums`` when given."""
     params = dict(params)
     section = task.portfolio
     kmax = params.pop("max_positions", section.max_positions)
@@ -37,28 +46,45 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
     rebalance = rebalance_periods(params, section.rebalance)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
                            max_positions=kmax, rebalance=rebalance, weight=section.weight,
-                           lookback=lookback, priority=section.priority, timings=timings)
+                           lookback=lookback, priority=section.priority, spans=task.spans,
+                           seg_sums=seg_sums, timings=timings)
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,
                       phases: dict[str, float]) -> tuple[dict[str, np.ndarray], int, int]:
     """The block's variables (NaN where the constraints exclude a combo): each metric
-    shaped ``(1, *block shape)``, each of :data:`MEMBER_VARS` ``(N, *block shape)``;
-    the combos computed and the bars each ran. ``phases`` receives the seconds of
-    ``open_bars``, ``indicators`` and ``kernel``."""
+    shaped ``(1, *lead, *block shape)``, each of :data:`MEMBER_VARS` ``(N, *lead,
+    *block shape)``, ``lead`` being a walk-forward block's ``(windows, 2)`` (train and
+    test) or nothing; the segment sums ``(1, S, *block shape)`` when the task keeps
+    them. Also the combos computed and the bars each ran (every bar, or the sum of the
+    spans' bars). ``phases`` receives the seconds of ``open_bars``, ``indicators`` and
+    ``kernel``."""
     t0 = time.perf_counter()
     bars = {ref.symbol: ref.arrays() for ref in task.members}
     phases["open_bars"] = time.perf_counter() - t0
     shape = tuple(len(v) for _, v in task.axes)
     n = len(task.members)
-    metrics = np.full((N_METRICS, keep.size), np.nan)
-    member = np.full((N_SYMBOL_METRICS, n, keep.size), np.nan)
+    runs = 1 if task.spans is None else len(task.spans)
+    metrics = np.full((N_METRICS, runs, keep.size), np.nan)
+    member = np.full((N_SYMBOL_METRICS, n, runs, keep.size), np.nan)
+    segs = np.full((2, task.segments, keep.size), np.nan)
     n_kept = int(keep.sum())
     if n_kept:
         kept = {name: values[keep] for name, values in params.items()}
-        out, per_symbol = portfolio_sweep(task, bars, kept, timings=phases)
-        metrics[:, keep] = out.T
-        member[:, :, keep] = per_symbol.transpose(2, 1, 0)
-    values = {name: metrics[k].reshape(1, *shape) for k, name in enumerate(METRICS)}
-    values.update({name: member[k].reshape(n, *shape) for k, name in enumerate(MEMBER_VARS)})
-    return values, n_kept, len(next(iter(bars.values()))["close"])
+        sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
+        out, per_symbol = portfolio_sweep(task, bars, kept, sums, timings=phases)
+        out = out.reshape(runs, n_kept, N_METRICS)
+        metrics[:, :, keep] = out.transpose(2, 0, 1)
+        member[..., keep] = per_symbol.reshape(runs, n_kept, n, -1).transpose(3, 2, 0, 1)
+        if sums is not None:
+            segs[:, :, keep] = sums.transpose(2, 1, 0)
+    lead = () if task.spans is None else (runs // 2, 2)  # (window, sample)
+    values = {name: metrics[k].reshape(1, *lead, *shape) for k, name in enumerate(METRICS)}
+    values.update({name: member[k].reshape(n, *lead, *shape)
+                   for k, name in enumerate(MEMBER_VARS)})
+    if task.segments:
+        values.update({name: segs[k].reshape(1, task.segments, *shape)
+                       for k, name in enumerate(SEGMENT_SUMS)})
+    n_bars = len(next(iter(bars.values()))["close"])
+    n_run = n_bars if task.spans is None else sum(b - a for a, b in task.spans)
+    return values, n_kept, n_run

@@ -24,13 +24,9 @@ from ...engine import LOWER_IS_BETTER, METRICS
 from ...engine.metrics import METRIC_INFO
 from ...errors import ResultsError, RunError
 from .lock import out_lock as out_lock  # re-exported: the store's lock
-from .portfolio_block import MEMBER_VARS
+from .portfolio_block import MEMBER_VARS, SEGMENT_SUMS
 
 PENDING, COMPUTED, EXCLUDED = 0, 1, 2
-
-#: The per-segment sums of each combo's bar returns and of their squares (PBO's input,
-#: :mod:`barsweep.pipeline.analysis.robust`), over dims ``(symbol, segment, *params)``.
-SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
 
 
 #: The group attribute that marks a directory as a barsweep results store (its value is
@@ -91,7 +87,8 @@ def create_store(
         ``rung``, ``bars_run`` and ``reach``).
     members : sequence of str
         A portfolio's member symbols: the ``member`` dim of :data:`MEMBER_VARS`,
-        over ``(member, *params)``, chunked as the metrics with the whole ``member``.
+        over ``(member, *lead, *params)``, chunked as the metrics with the whole
+        ``member``.
     """
     ds, encoding = empty_store(symbols, axes, chunks, n_blocks, attrs, lead=lead,
                                segments=segments, coords=coords, extra=extra,
@@ -142,11 +139,11 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
         data_vars.update({name: (seg_dims, da.full(seg_shape, np.nan, chunks=seg_block,
                                                    dtype=np.float64))
                           for name in SEGMENT_SUMS})
-    member_block = (len(members), *chunks)
+    member_block = (len(members), *block[1:])
     if len(members):
         every["member"] = np.asarray(members, dtype=object)
-        data_vars.update({name: (("member", *params), da.full(
-            (len(members), *[len(v) for _, v in axes]), np.nan, chunks=member_block,
+        data_vars.update({name: (("member", *dims[1:]), da.full(
+            (len(members), *shape[1:]), np.nan, chunks=member_block,
             dtype=np.float64)) for name in MEMBER_VARS})
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
     ds = xr.Dataset(data_vars, coords=every,
