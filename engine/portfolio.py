@@ -3,15 +3,15 @@
 The per-bar arithmetic is :mod:`barsweep.engine.portfolio_sim`; the contract is
 docs/EXECUTION.md, "Portfolios". As for single-symbol sweeps
 (:mod:`barsweep.engine.strategies.kernels`), each signal's portfolio kernel is written
-once as a small module of its own that imports the signal by name, so numba caches it
-across processes.
+once as a small module of its own that imports the signal by name (:data:`KIND`, written
+by :func:`~barsweep.engine.strategies.kernels.write_kernels`), so numba caches it across
+processes. ``backend="cuda"`` runs the same per-bar functions on a GPU
+(:mod:`barsweep.engine.gpu_portfolio`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
-import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
@@ -28,24 +28,14 @@ from .portfolio_sim import N_SYMBOL_METRICS
 from .strategies import kernels
 from .strategies.base import Strategy
 
-TEMPLATE = '''\
-"""The portfolio kernel of {module}.{name}, written by {writer}: do not edit.
-
-Source of the signal: {path} (sha256 {digest}).
-"""
-
+#: The portfolio's kernel module: ``step``, ``scan`` and ``portfolio_kernel``.
+KIND = kernels.KernelKind("portfolio kernel", "The portfolio kernel", """\
 import numpy as np
 from numba import njit
 
 from {engine}.portfolio_sim import N_STATE, simulate_portfolio
 from {engine}.simulate import scan_flat
-{import_signal}
-{step}
-
-@njit(cache={cache})
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
+""", """
 
 @njit(nogil=True, cache={cache})
 def portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
@@ -54,7 +44,7 @@ def portfolio_kernel(sbars, px, ind, combos, max_positions, run, bench, out,
     for c in range(combos.rows.shape[0]):
         simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run, bench,
                            state, out, per_symbol)
-'''
+""", prefix="portfolio_")
 
 _COMPILED: dict[object, ModuleType] = {}
 
@@ -68,43 +58,8 @@ def portfolio_kernel(signal):
     """
     module = _COMPILED.get(signal)
     if module is None:
-        module = _COMPILED[signal] = _build(signal)
+        module = _COMPILED[signal] = kernels.write_kernels(signal, KIND)
     return module.portfolio_kernel
-
-
-def _text(signal, module, name, path, digest, cache, import_signal) -> str:
-    return TEMPLATE.format(module=module, name=name, writer=__name__, path=path, digest=digest,
-                           engine=kernels.ENGINE_PACKAGE, cache=cache,
-                           import_signal=import_signal,
-                           step=kernels.STEP[kernels.signal_arity(signal)].format(cache=cache))
-
-
-def _build(signal) -> ModuleType:
-    source = kernels.source_of(signal)
-    if source is not None:
-        module, name, path = source
-        alias = "" if name == "signal" else " as signal"
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        text = _text(signal, module, name, path, digest, True,
-                     f"from {module} import {name}{alias}\n")
-        where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
-        stem = f"portfolio_{module.rpartition('.')[2]}_{name}_{where}"
-        for folder in kernels._folders(path):
-            try:
-                target = kernels.write_module(folder / f"{stem}.py", text)
-            except OSError:
-                continue
-            return kernels.import_file(f"_barsweep_kernel_{stem}", target)
-    py_func = getattr(signal, "py_func", signal)
-    warnings.warn(f"the portfolio kernel of {py_func.__module__}.{py_func.__qualname__} is "
-                  "compiled in this process only (its signal cannot be imported by name)",
-                  stacklevel=4)
-    text = _text(signal, py_func.__module__, py_func.__qualname__, "(none)", "-", False, "")
-    module = ModuleType("_barsweep_portfolio_kernel")
-    module.signal = signal
-    exec(compile(text, "<portfolio kernel>", "exec"), module.__dict__)
-    return module
 
 
 def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
