@@ -118,6 +118,7 @@ def sweep_portfolio(
     *,
     max_positions=None,
     timings: dict[str, float] | None = None,
+    backend: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
     ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
@@ -139,7 +140,10 @@ def sweep_portfolio(
         every symbol may be held, each ``1 / N``.
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
-        kernel (``kernel``).
+        kernel (``kernel``; on ``cuda`` with the copies to and from the device).
+    backend : {"cpu", "cuda"}, default "cpu"
+        ``cuda`` runs the same simulation on a GPU
+        (:func:`barsweep.engine.gpu_portfolio.run_portfolio_cuda`).
 
     Returns
     -------
@@ -163,6 +167,8 @@ def sweep_portfolio(
     ((2, 18), (2, 2, 2))
     """
     t0 = time.perf_counter()
+    if backend not in ("cpu", "cuda"):
+        raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     execution = execution_of(execution)
     check_portfolio_execution(execution)
     if strategy.signal is None:
@@ -188,9 +194,16 @@ def sweep_portfolio(
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
     metrics = np.empty((first.n_combos, N_METRICS))
     per_symbol = np.empty((first.n_combos, len(blocks), N_SYMBOL_METRICS))
-    kernel = portfolio_kernel(strategy.signal)
+    kernel = portfolio_kernel(strategy.signal) if backend == "cpu" else None
     t1 = time.perf_counter()
-    run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics, per_symbol)
+    if kernel is None:
+        from .gpu_portfolio import run_portfolio_cuda  # numba.cuda: imported when used
+
+        run_portfolio_cuda(strategy.signal, sbars, px, ind, combos, kmax, run, bench, metrics,
+                           per_symbol)
+    else:
+        run_portfolio_kernel(kernel, sbars, px, ind, combos, kmax, run, bench, metrics,
+                             per_symbol)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1

@@ -95,8 +95,8 @@ def portfolio_axis_problems(expanded: Mapping[str, np.ndarray],
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: walk-forward, a search,
-    ``run.backend: cuda``, fewer than two symbols, shorts, stops or funding (one problem
-    each)."""
+    fewer than two symbols, more than the CUDA kernel takes with ``run.backend: cuda``,
+    shorts, stops or funding (one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
@@ -104,8 +104,11 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
         problems.append(("portfolio", "walk-forward over a portfolio is not yet supported: "
                          "remove walk_forward or portfolio"))
     if spec.run.backend == "cuda":
-        problems.append(("run.backend", "a portfolio runs on the CPU (its CUDA kernel is not "
-                         "built yet): set run.backend: cpu or auto"))
+        from ...engine.gpu_portfolio import portfolio_cuda_problem  # imports numba.cuda
+
+        problem = portfolio_cuda_problem(len(members(spec)))
+        if problem:
+            problems.append(("run.backend", problem))
     if spec.search.method != "grid":
         problems.append(("portfolio", "a portfolio is swept over its whole grid only: "
                          "remove search or portfolio"))

@@ -26,11 +26,25 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``
-    column, when the grid sweeps it, is the portfolio's (else its section's)."""
+    column, when the grid sweeps it, is the portfolio's (else its section's), on the
+    task's backend."""
     params = dict(params)
     kmax = params.pop("max_positions", task.portfolio.max_positions)
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
-                           max_positions=kmax, timings=timings)
+                           max_positions=kmax, timings=timings, backend=task.backend)
+
+
+def portfolio_backend(n_members: int, backend: tuple[str, str]) -> tuple[str, str]:
+    """The backend of a portfolio's blocks and why: ``backend`` (``(name, reason)``,
+    as :func:`~barsweep.pipeline.run.execute.resolve_backend` chose it), but the CPU
+    where it chose CUDA and the CUDA kernel cannot take ``n_members`` symbols (only
+    ``auto`` gets there: the spec refuses such a ``run.backend: cuda``)."""
+    if backend[0] != "cuda":
+        return backend
+    from ...engine.gpu_portfolio import portfolio_cuda_problem  # imports numba.cuda
+
+    problem = portfolio_cuda_problem(n_members)
+    return ("cpu", f"auto: CPU, since {problem}") if problem else backend
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,
