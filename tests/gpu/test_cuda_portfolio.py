@@ -111,3 +111,61 @@ def test_portfolio_kernel_compiles_for_sm_90(tmp_path):
                                "-o", str(tmp_path / f"{key}.cubin")],
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{key}: {done.stderr[-3000:]}"
+
+
+def test_pipeline_portfolio_on_the_gpu_equals_the_cpu(tmp_path):
+    """`barsweep run` of a portfolio with ``--backend cuda`` on a LocalCluster whose
+    worker is in the CUDA simulator: its blocks run on cuda and the store equals
+    ``sweep_portfolio`` on the CPU."""
+    import xarray as xr
+    import yaml
+
+    from barsweep.datasets import open_bars, periods_per_year
+
+    store, out = tmp_path / "bars", tmp_path / "gpu.zarr"
+    members = ["AAA", "BBB", "CCC"]
+    cli = [sys.executable, "-m", "barsweep.pipeline.cli"]
+    for seed, symbol in enumerate(members):
+        subprocess.run([*cli, "data", "synth", "--symbol", symbol, "--timeframe", "1h",
+                        "--bars", "300", "--seed", str(seed + 3), "--store", str(store)],
+                       check=True, capture_output=True)
+    grid = {"fast": [3, 5], "slow": [12, 20], "max_positions": [1, 2]}
+    execution = {"fill": "next_open", "fees": 0.001, "slippage": 0.0005}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": str(store), "symbols": members, "timeframe": "1h"},
+        "strategy": "ema_cross", "grid": grid, "execution": execution, "portfolio": {},
+        "run": {"block_size": 4, "out": str(out)}}))
+    assert "blocks on cuda" in run_simulated("-m", "barsweep.pipeline.cli", "run", str(spec),
+                                             "--no-progress", "--workers", "1",
+                                             "--backend", "cuda")
+    ds = xr.open_zarr(out, consolidated=False).load()
+    assert ds.attrs["backend"] == "cuda" and ds.attrs["backend_requested"] == "cuda"
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel() for k in
+                ("open", "high", "low", "close")} for s in members}
+    mesh = np.meshgrid(*grid.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(grid, mesh, strict=True)}
+    kmax = params.pop("max_positions")
+    cpu, per_symbol = sweep_portfolio(strategy("ema_cross"), bars, params, execution,
+                                      periods_per_year("1h"), max_positions=kmax)
+    gpu = np.stack([ds[m].sel(symbol="portfolio").values.ravel() for m in METRICS], axis=1)
+    assert_same_metrics(gpu, cpu, RTOL, "pipeline")
+    np.testing.assert_array_equal(
+        ds["member_n_trades"].transpose("member", *grid).values.reshape(3, -1).T,
+        per_symbol[:, :, 0])
+    assert per_symbol[:, :, 0].sum() > 0
+
+
+def test_too_many_symbols_for_the_cuda_kernel():
+    """Past the kernel's parameter space: refused on cuda, auto falls back to the CPU."""
+    from barsweep.engine.gpu_portfolio import portfolio_cuda_problem
+    from barsweep.pipeline.run.portfolio_block import portfolio_backend
+
+    most = (MAX_PARAM_BYTES - param_bytes(0)) // SYMBOL_PARAM_BYTES
+    assert portfolio_cuda_problem(most) is None
+    assert f"({most}:" in portfolio_cuda_problem(most + 1)
+    gpu = ("cuda", "auto: each of the 1 workers has a CUDA GPU of its own")
+    assert portfolio_backend(most, gpu) == gpu
+    chosen, reason = portfolio_backend(most + 1, gpu)
+    assert chosen == "cpu" and reason.startswith("auto: CPU, since a portfolio of")
+    assert portfolio_backend(most + 1, ("cpu", "run.backend is cpu"))[0] == "cpu"
