@@ -1,10 +1,10 @@
 """The per-bar simulation of one portfolio combo: N symbols, one cash account.
 
 Everything here is a plain function of scalars, tuples and array elements (no
-allocation, no numpy calls, no Python objects), compiled with ``njit`` for the CPU;
-the same functions can compile as numba.cuda device functions (the per-symbol scratch
-``state`` is an argument: a local array there). The contract is docs/EXECUTION.md,
-"Portfolios". The order of events inside bar ``t``:
+allocation, no numpy calls, no Python objects), compiled with ``njit`` for the CPU
+and as numba.cuda device functions by :mod:`barsweep.engine.gpu_portfolio` (the
+per-symbol scratch ``state`` is an argument: a thread's slice of a device array there).
+The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar ``t``:
 
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``
    (:func:`fill_orders`): every exit first, then the entries in the symbols' order,
@@ -187,7 +187,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, max_positions, c, run
         (:func:`barsweep.engine.simulate.scan_flat`)
     sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
     px : ndarray, shape (2, N, n_bars): each symbol's open (``px[0]``) and close (``px[1]``)
-    ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
+    ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows (on
+        the GPU a tuple of N such tables, column-major)
     combos : Combos (rows and fparams are read; stops are not supported)
     max_positions : ndarray, shape (n_combos,), int64: at most this many open at once,
         each ``1 / min(K, N)`` of the value; 0 for no limit (each ``1 / N``)
