@@ -3,15 +3,15 @@
 The per-bar arithmetic is :mod:`barsweep.engine.portfolio_sim`; the contract is
 docs/EXECUTION.md, "Portfolios". As for single-symbol sweeps
 (:mod:`barsweep.engine.strategies.kernels`), each signal's portfolio kernel is written
-once as a small module of its own that imports the signal by name, so numba caches it
-across processes.
+once as a small module of its own that imports the signal by name (:data:`KIND`, written
+by :func:`~barsweep.engine.strategies.kernels.write_kernels`), so numba caches it across
+processes. ``backend="cuda"`` runs the same per-bar functions on a GPU
+(:mod:`barsweep.engine.gpu_portfolio`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
@@ -32,24 +32,14 @@ from .portfolio_weights import hoist_sizing, lookback_column
 from .strategies import kernels
 from .strategies.base import Strategy
 
-TEMPLATE = '''\
-"""The portfolio kernel of {module}.{name}, written by {writer}: do not edit.
-
-Source of the signal: {path} (sha256 {digest}).
-"""
-
+#: The portfolio's kernel module: ``step``, ``scan`` and ``portfolio_kernel``.
+KIND = kernels.KernelKind("portfolio kernel", "The portfolio kernel", """\
 import numpy as np
 from numba import njit
 
 from {engine}.portfolio_sim import N_STATE, simulate_portfolio
 from {engine}.simulate import scan_flat
-{import_signal}
-{step}
-
-@njit(cache={cache})
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
-
+""", """
 
 @njit(nogil=True, cache={cache})
 def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol, segs, rec):
@@ -57,7 +47,7 @@ def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol, 
     for c in range(combos.rows.shape[0]):
         simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state,
                            out, per_symbol, segs, rec)
-'''
+""", prefix="portfolio_")
 
 _COMPILED: dict[object, ModuleType] = {}
 
@@ -71,43 +61,8 @@ def portfolio_kernel(signal):
     """
     module = _COMPILED.get(signal)
     if module is None:
-        module = _COMPILED[signal] = _build(signal)
+        module = _COMPILED[signal] = kernels.write_kernels(signal, KIND)
     return module.portfolio_kernel
-
-
-def _text(signal, module, name, path, digest, cache, import_signal) -> str:
-    return TEMPLATE.format(module=module, name=name, writer=__name__, path=path, digest=digest,
-                           engine=kernels.ENGINE_PACKAGE, cache=cache,
-                           import_signal=import_signal,
-                           step=kernels.STEP[kernels.signal_arity(signal)].format(cache=cache))
-
-
-def _build(signal) -> ModuleType:
-    source = kernels.source_of(signal)
-    if source is not None:
-        module, name, path = source
-        alias = "" if name == "signal" else " as signal"
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        text = _text(signal, module, name, path, digest, True,
-                     f"from {module} import {name}{alias}\n")
-        where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
-        stem = f"portfolio_{module.rpartition('.')[2]}_{name}_{where}"
-        for folder in kernels._folders(path):
-            try:
-                target = kernels.write_module(folder / f"{stem}.py", text)
-            except OSError:
-                continue
-            return kernels.import_file(f"_barsweep_kernel_{stem}", target)
-    py_func = getattr(signal, "py_func", signal)
-    warnings.warn(f"the portfolio kernel of {py_func.__module__}.{py_func.__qualname__} is "
-                  "compiled in this process only (its signal cannot be imported by name)",
-                  stacklevel=4)
-    text = _text(signal, py_func.__module__, py_func.__qualname__, "(none)", "-", False, "")
-    module = ModuleType("_barsweep_portfolio_kernel")
-    module.signal = signal
-    exec(compile(text, "<portfolio kernel>", "exec"), module.__dict__)
-    return module
 
 
 def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
@@ -169,6 +124,7 @@ def sweep_portfolio(
     seg_sums: np.ndarray | None = None,
     timings: dict[str, float] | None = None,
     record: PortfolioRecord | None = None,
+    backend: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
     ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
@@ -215,10 +171,13 @@ def sweep_portfolio(
         S equal segments of the bars run (every bar, or the one span; not with several).
     timings : dict, optional
         Receives the seconds spent hoisting the indicators (``indicators``) and in the
-        kernel (``kernel``).
+        kernel (``kernel``; on ``cuda`` with the copies to and from the device).
     record : PortfolioRecord, optional
         With one combo: written with its equity, cash, shares and trades
-        (:func:`~barsweep.engine.portfolio_record.portfolio_record`).
+        (:func:`~barsweep.engine.portfolio_record.portfolio_record`); CPU only.
+    backend : {"cpu", "cuda"}, default "cpu"
+        ``cuda`` runs the same simulation on a GPU
+        (:func:`barsweep.engine.gpu_portfolio.run_portfolio_cuda`).
 
     Returns
     -------
@@ -245,6 +204,10 @@ def sweep_portfolio(
     t0 = time.perf_counter()
     if seg_sums is not None and spans is not None and len(spans) != 1:
         raise ValueError("seg_sums are summed over one run: give one span at most")
+    if backend not in ("cpu", "cuda"):
+        raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+    if backend == "cuda" and record is not None:
+        raise SpecError("a portfolio record is written on the CPU: use backend 'cpu'")
     execution = execution_of(execution)
     check_portfolio_execution(execution)
     if strategy.signal is None:
@@ -273,11 +236,17 @@ def sweep_portfolio(
     metrics = np.empty((len(runs), first.n_combos, N_METRICS))
     per_symbol = np.empty((len(runs), first.n_combos, len(blocks), N_SYMBOL_METRICS))
     segs = np.empty((first.n_combos, 0 if seg_sums is None else seg_sums.shape[1], 2))
-    kernel = portfolio_kernel(strategy.signal)
+    kernel = portfolio_kernel(strategy.signal) if backend == "cpu" else None
     t1 = time.perf_counter()
     for k, (run, bench) in enumerate(runs):
-        run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics[k],
-                             per_symbol[k], segs, record)
+        if kernel is None:
+            from .gpu_portfolio import run_portfolio_cuda  # numba.cuda: imported when used
+
+            run_portfolio_cuda(strategy.signal, sbars, px, ind, combos, book, run, bench,
+                               metrics[k], per_symbol[k], segs)
+        else:
+            run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench,
+                                 metrics[k], per_symbol[k], segs, record)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1

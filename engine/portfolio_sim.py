@@ -1,10 +1,10 @@
 """The per-bar simulation of one portfolio combo: N symbols, one cash account.
 
 Everything here is a plain function of scalars, tuples and array elements (no
-allocation, no numpy calls, no Python objects), compiled with ``njit`` for the CPU;
-the same functions can compile as numba.cuda device functions (the per-symbol scratch
-``state`` is an argument: a local array there). The contract is docs/EXECUTION.md,
-"Portfolios". The order of events inside bar ``t``:
+allocation, no numpy calls, no Python objects), compiled with ``njit`` for the CPU
+and as numba.cuda device functions by :mod:`barsweep.engine.gpu_portfolio` (the
+per-symbol scratch ``state`` is an argument: a thread's slice of a device array there).
+The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar ``t``:
 
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``
    (:func:`fill_orders`): every exit first, then the entries in the order of
@@ -279,7 +279,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
     px : ndarray, shape (4, N, n_bars): each symbol's open (``px[0]``), close (``px[1]``),
         high (``px[2]``) and low (``px[3]``)
-    ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows
+    ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows (on
+        the GPU a tuple of N such tables, column-major)
     combos : Combos (rows, fparams and the stops are read)
     book : Book (:mod:`barsweep.engine.portfolio_book`): the combo's ``max_positions``
         (each entry then ``1 / min(K, N)`` of the value with equal weights), lookback

@@ -15,9 +15,11 @@ All three are a few lines that only name the signal: ``scan`` searches flat stre
 a function on disk only when it is a module-level function of a file, and a kernel
 that takes the signal as an argument, or closes over it, compiles again in every
 process (measured in benchmarks/NOTES.md, "Strategy kernels"). So :func:`compiled`
-writes them, once per signal, as a small module of their own (:data:`TEMPLATE`) that
-imports the signal by its module path, and imports it: numba's cache then works as for
-a hand-written module, with the same speed.
+writes them, once per signal, as a small module of their own (:data:`HEADER` completed
+by :data:`SWEEP`) that imports the signal by its module path, and imports it: numba's
+cache then works as for a hand-written module, with the same speed. Other kinds of
+kernel module (:class:`KernelKind`: the portfolio's) are written the same way, by
+:func:`write_kernels`.
 
 The module is written when a kernel is first needed (:class:`~.base.Strategy` reads
 it lazily), to ``BASE/barsweep_kernels/`` (:data:`barsweep.engine.cache.BASE`: the
@@ -39,6 +41,7 @@ import inspect
 import os
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -51,30 +54,71 @@ ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 SIGNAL_ARGS = ("ind", "rows", "fparams", "bars", "t")
 STATE_ARGS = ("position", "entry_price", "entry_bar")
 
-TEMPLATE = '''\
-"""step, scan and sweep kernel of {module}.{name}, written by {writer}: do not edit.
+HEADER = '''\
+"""{title} of {module}.{name}, written by {writer}: do not edit.
 
 Source of the signal: {path} (sha256 {digest}).
 """
 
-from numba import njit
-
-from {engine}.simulate import scan_flat, simulate
-{import_signal}
+{imports}{import_signal}
 {step}
 
 @njit(cache={cache})
 def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
     return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+{body}'''
 
+
+@dataclass(frozen=True)
+class KernelKind:
+    """One kind of kernel module: what :data:`HEADER` is completed with.
+
+    Attributes
+    ----------
+    what : str
+        Its main kernel, for messages (``"sweep kernel"``).
+    title : str
+        What the module holds, for its docstring.
+    imports : str
+        Its import lines before the signal's (``{engine}``: the engine package); they
+        must import ``njit`` and ``scan_flat``.
+    body : str
+        Its functions after ``step`` and ``scan`` (``{cache}``: numba's ``cache=``).
+    prefix : str
+        Of its file's name (kinds of one signal do not share a file).
+    """
+
+    what: str
+    title: str
+    imports: str
+    body: str
+    prefix: str = ""
+
+    def text(self, signal, module: str, name: str, path: str, digest: str, cache: bool,
+             import_signal: str) -> str:
+        """The module's source for ``signal`` (``module.name``, in file ``path``)."""
+        return HEADER.format(title=self.title, module=module, name=name, writer=__name__,
+                             path=path, digest=digest, cache=cache,
+                             imports=self.imports.format(engine=ENGINE_PACKAGE),
+                             import_signal=import_signal,
+                             step=STEP[signal_arity(signal)].format(cache=cache),
+                             body=self.body.format(cache=cache))
+
+
+#: The single-symbol kind: ``step``, ``scan`` and the sweep ``kernel``.
+SWEEP = KernelKind("sweep kernel", "step, scan and sweep kernel", """\
+from numba import njit
+
+from {engine}.simulate import scan_flat, simulate
+""", """
 
 @njit(nogil=True, cache={cache})
 def kernel(bars, ind, combos, run, out):
     for c in range(combos.rows.shape[0]):
         simulate(step, scan, bars, ind, combos, c, run, out)
-'''
+""")
 
-#: ``step`` in :data:`TEMPLATE`, by the signal's number of arguments.
+#: ``step`` in :data:`HEADER`, by the signal's number of arguments.
 STEP = {
     5: '''
 @njit(inline="always", cache={cache})
@@ -123,7 +167,7 @@ def compiled(signal) -> ModuleType:
     """
     module = _COMPILED.get(signal)
     if module is None:
-        module = _COMPILED[signal] = _build(signal)
+        module = _COMPILED[signal] = write_kernels(signal, SWEEP)
     return module
 
 
@@ -177,35 +221,40 @@ def source_of(signal) -> tuple[str, str, str] | None:
     return None
 
 
-def _build(signal) -> ModuleType:
+def write_kernels(signal, kind: KernelKind) -> ModuleType:
+    """The module of ``kind`` for ``signal``, written (when it differs) and imported:
+    the one writer of kernel modules.
+
+    Its file is ``{kind.prefix}{module}_{name}_{hash of module, name and path}.py`` in
+    the first writable of :func:`_folders`; a signal that cannot be imported by name, or
+    no writable folder, gets the same text compiled in this process only, with a warning.
+    """
     source = source_of(signal)
     if source is None:
         py_func = getattr(signal, "py_func", signal)
         module, name = py_func.__module__, py_func.__qualname__
         warnings.warn(f"the signal {module}.{name} cannot be imported by name (define it at "
-                      "the top level of a module file): its sweep kernel is compiled in "
+                      f"the top level of a module file): its {kind.what} is compiled in "
                       "every process, not cached", stacklevel=5)
-        return _in_process(signal, module, name)
+        return _in_process(signal, kind, module, name)
     module, name, path = source
     alias = "" if name == "signal" else " as signal"
     with open(path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    text = TEMPLATE.format(module=module, name=name, writer=__name__, path=path, digest=digest,
-                           engine=ENGINE_PACKAGE, cache=True,
-                           import_signal=f"from {module} import {name}{alias}\n",
-                           step=STEP[signal_arity(signal)].format(cache=True))
+    text = kind.text(signal, module, name, path, digest, True,
+                     f"from {module} import {name}{alias}\n")
     where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
-    stem = f"{module.rpartition('.')[2]}_{name}_{where}"
+    stem = f"{kind.prefix}{module.rpartition('.')[2]}_{name}_{where}"
     for folder in _folders(path):
         try:
             target = write_module(folder / f"{stem}.py", text)
         except OSError:  # not writable: the next place
             continue
         return import_file(f"_barsweep_kernel_{stem}", target)
-    warnings.warn(f"no writable folder for the sweep kernel of {module}.{name} (tried "
+    warnings.warn(f"no writable folder for the {kind.what} of {module}.{name} (tried "
                   f"{', '.join(map(str, _folders(path)))}): it is compiled in every process, "
                   "not cached", stacklevel=5)
-    return _in_process(signal, module, name)
+    return _in_process(signal, kind, module, name)
 
 
 def _folders(signal_path: str) -> list[Path]:
@@ -241,11 +290,9 @@ def import_file(name: str, path: Path) -> ModuleType:
     return module
 
 
-def _in_process(signal, module: str, name: str) -> ModuleType:
-    text = TEMPLATE.format(module=module, name=name, writer=__name__, path="(none)",
-                           digest="-", engine=ENGINE_PACKAGE, cache=False, import_signal="",
-                           step=STEP[signal_arity(signal)].format(cache=False))
-    kernels = ModuleType(f"_barsweep_kernel_{name}")
+def _in_process(signal, kind: KernelKind, module: str, name: str) -> ModuleType:
+    text = kind.text(signal, module, name, "(none)", "-", False, "")
+    kernels = ModuleType(f"_barsweep_kernel_{kind.prefix}{name}")
     kernels.signal = signal
-    exec(compile(text, f"<sweep kernel of {module}.{name}>", "exec"), kernels.__dict__)
+    exec(compile(text, f"<{kind.what} of {module}.{name}>", "exec"), kernels.__dict__)
     return kernels

@@ -155,9 +155,10 @@ def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
-    """What a spec with a ``portfolio`` section may not hold: a search,
-    ``run.backend: cuda``, fewer than two symbols, a priority naming others, a
-    ``vol_lookback`` nothing reads, shorts or funding (one problem each)."""
+    """What a spec with a ``portfolio`` section may not hold: a search, fewer than two
+    symbols, more than the CUDA kernel takes with ``run.backend: cuda``, a priority
+    naming others, a ``vol_lookback`` nothing reads, shorts or funding (one problem
+    each)."""
     if spec.portfolio is None:
         return []
     problems = []
@@ -170,8 +171,11 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
     if section.vol_lookback is not None and not section.reads_lookback():
         problems.append(("portfolio.vol_lookback", _UNREAD))
     if spec.run.backend == "cuda":
-        problems.append(("run.backend", "a portfolio runs on the CPU (its CUDA kernel is not "
-                         "built yet): set run.backend: cpu or auto"))
+        from ...engine.gpu_portfolio import portfolio_cuda_problem  # imports numba.cuda
+
+        problem = portfolio_cuda_problem(len(members(spec)))
+        if problem:
+            problems.append(("run.backend", problem))
     if spec.search.method != "grid":
         problems.append(("portfolio", "a portfolio is swept over its whole grid only: "
                          "remove search or portfolio"))

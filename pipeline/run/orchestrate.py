@@ -28,13 +28,14 @@ from distributed import Client
 from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
 from ..config.cluster import ClusterSpec
 from ..config.model import Spec
-from ..config.portfolio import PORTFOLIO_LABEL
+from ..config.portfolio import PORTFOLIO_LABEL, members
 from .blocks import BlockTask
 from .estimate import size_line
 from .execute import resolve_backend, shipped_modules, wait_for_workers
 from .lock import leftovers, out_lock, refuse_locked
 from .memory import worker_budget
 from .plan import Plan, auto_block_size, plan, store_coords
+from .portfolio_block import portfolio_backend
 from .prepare import Prepared, prepare_run
 from .results import (
     PENDING,
@@ -211,8 +212,9 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     t0 = time.perf_counter()
     spec = prepared.spec
     wait_for_workers(client, spec.run.worker_timeout)
-    backend = (("cpu", "a portfolio runs on the CPU") if spec.portfolio is not None
-               else resolve_backend(spec.run.backend, client))
+    backend = resolve_backend(spec.run.backend, client)
+    if spec.portfolio is not None:
+        backend = portfolio_backend(len(members(spec)), backend)
     the_plan = plan_run(prepared, client, backend)
     if voice.say is not None:
         voice.say(plan_size_line(prepared, the_plan, client))

@@ -38,7 +38,8 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
     ``vol_lookback`` and rebalance columns, when the grid sweeps them, are the
     portfolio's (else its section's;
     :func:`~barsweep.pipeline.config.portfolio.rebalance_periods`); over the task's
-    spans (walk-forward windows) when it has some, writing ``seg_sums`` when given."""
+    spans (walk-forward windows) when it has some, writing ``seg_sums`` when given, on
+    the task's backend."""
     params = dict(params)
     section = task.portfolio
     kmax = params.pop("max_positions", section.max_positions)
@@ -47,7 +48,21 @@ def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
     return sweep_portfolio(resolve(task.strategy), bars, params, task.execution, task.ppy,
                            max_positions=kmax, rebalance=rebalance, weight=section.weight,
                            lookback=lookback, priority=section.priority, spans=task.spans,
-                           seg_sums=seg_sums, timings=timings)
+                           seg_sums=seg_sums, timings=timings,
+                           backend=task.backend)
+
+
+def portfolio_backend(n_members: int, backend: tuple[str, str]) -> tuple[str, str]:
+    """The backend of a portfolio's blocks and why: ``backend`` (``(name, reason)``,
+    as :func:`~barsweep.pipeline.run.execute.resolve_backend` chose it), but the CPU
+    where it chose CUDA and the CUDA kernel cannot take ``n_members`` symbols (only
+    ``auto`` gets there: the spec refuses such a ``run.backend: cuda``)."""
+    if backend[0] != "cuda":
+        return backend
+    from ...engine.gpu_portfolio import portfolio_cuda_problem  # imports numba.cuda
+
+    problem = portfolio_cuda_problem(n_members)
+    return ("cpu", f"auto: CPU, since {problem}") if problem else backend
 
 
 def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,

@@ -1,0 +1,64 @@
+"""CUDA-vs-CPU portfolio cases, sized for the simulator: 4 symbols, ``ema_cross`` and a
+rule reading the position state, fills at the close and at the next open, fees, fixed
+fees and slippage, ``max_positions`` as one value and per combo, and one case where the
+account is ruined."""
+
+from __future__ import annotations
+
+import numpy as np
+from bars import random_bars
+
+from barsweep.engine import get_strategy
+from barsweep.engine.rules import Rule, compile_rule
+
+N_BARS = 400
+SYMBOLS = ("AAA", "BBB", "CCC", "DDD")
+#: more combos than the simulated grid has threads: the grid-stride loop is used
+N_COMBOS = 24
+
+STATE_RULE = Rule("cross_above(close, bbands(close, n, k).upper) and position == 0",
+                  "bars_held >= hold or close < entry_price * (1 - stop)")
+STATE_KINDS = {"n": "int", "k": "float", "hold": "int", "stop": "float"}
+
+
+def universe() -> dict[str, dict[str, np.ndarray]]:
+    """The symbols' bars (aligned, seeded)."""
+    return {s: random_bars(N_BARS, seed=30 + i, gap=0.003) for i, s in enumerate(SYMBOLS)}
+
+
+def strategy(name: str):
+    """``ema_cross`` or ``state_rule`` (:data:`STATE_RULE`, compiled)."""
+    return compile_rule(STATE_RULE, STATE_KINDS) if name == "state_rule" else get_strategy(name)
+
+
+def _grid(**axes) -> dict[str, np.ndarray]:
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {name: m.ravel()[:N_COMBOS] for name, m in zip(axes, mesh)}
+
+
+PARAMS = {
+    "ema_cross": _grid(fast=np.arange(2, 8), slow=np.array([12, 20, 30, 45])),
+    "state_rule": _grid(n=np.array([8, 14, 20]), k=np.array([0.5, 1.0]),
+                        hold=np.array([3, 10]), stop=np.array([0.01, 0.03])),
+}
+
+EXECUTIONS = {
+    "close_fees": dict(fill="close", fees=0.001),
+    "open_costs": dict(fill="next_open", fees=0.0005, fixed_fee=1.0, slippage=0.0003),
+    "ruin": dict(fill="close", init_cash=100.0, fixed_fee=30.0),
+}
+
+#: max_positions: none, one value, one per combo
+LIMITS = {"all": None, "two": 2, "per_combo": np.arange(N_COMBOS) % 3 + 1}
+
+
+def cases() -> list[tuple[str, str, dict, str, object]]:
+    """``(case id, strategy, params, execution name, max_positions)`` of every case."""
+    out = []
+    for name in PARAMS:
+        for execution in ("close_fees", "open_costs"):
+            for limit in LIMITS:
+                out.append((f"{name}-{execution}-{limit}", name, PARAMS[name], execution,
+                            LIMITS[limit]))
+    out.append(("ema_cross-ruin-all", "ema_cross", PARAMS["ema_cross"], "ruin", None))
+    return out
