@@ -48,7 +48,7 @@ MAX_PARAM_BYTES = 32_764
 #: indicator table (a 2-d array: 9 words).
 SYMBOL_PARAM_BYTES = 8 * (6 * 7 + 9)
 #: Bytes of the portfolio kernel's other parameters (an upper bound).
-OTHER_PARAM_BYTES = 1_024
+OTHER_PARAM_BYTES = 2_048
 
 #: Cache: the CUDA portfolio kernel built for each (step, scan), once per process.
 _KERNELS: dict[tuple, object] = {}

@@ -46,7 +46,19 @@ EXECUTIONS = {
     "close_fees": dict(fill="close", fees=0.001),
     "open_costs": dict(fill="next_open", fees=0.0005, fixed_fee=1.0, slippage=0.0003),
     "ruin": dict(fill="close", init_cash=100.0, fixed_fee=30.0),
+    "stops": dict(fill="next_open", fees=0.0005, slippage=0.0003, stop_loss=0.01,
+                  take_profit=0.02, trailing_stop=0.015),
 }
+
+#: Cases run with more of sweep_portfolio's settings: weekly rebalancing to
+#: inverse-volatility weights, entries by lowest volatility first.
+SIZED = {"ema_cross-close_fees-rebalance": dict(rebalance="1W", weight="inverse_vol",
+                                                lookback=24, priority="low_vol")}
+
+
+def sized(case_id: str) -> dict:
+    """The sweep_portfolio settings of ``case_id`` beyond its execution and limit."""
+    return SIZED.get(case_id, {})
 
 #: max_positions: none, one value, one per combo
 LIMITS = {"all": None, "two": 2, "per_combo": np.arange(N_COMBOS) % 3 + 1}
@@ -61,4 +73,8 @@ def cases() -> list[tuple[str, str, dict, str, object]]:
                 out.append((f"{name}-{execution}-{limit}", name, PARAMS[name], execution,
                             LIMITS[limit]))
     out.append(("ema_cross-ruin-all", "ema_cross", PARAMS["ema_cross"], "ruin", None))
+    for name in PARAMS:
+        out.append((f"{name}-stops-two", name, PARAMS[name], "stops", 2))
+    out.append(("ema_cross-close_fees-rebalance", "ema_cross", PARAMS["ema_cross"],
+                "close_fees", 2))
     return out

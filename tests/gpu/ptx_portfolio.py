@@ -30,7 +30,9 @@ from barsweep.engine import N_METRICS, Execution  # noqa: E402
 from barsweep.engine.block import Bars, Combos  # noqa: E402
 from barsweep.engine.execution import run_settings  # noqa: E402
 from barsweep.engine.gpu_portfolio import portfolio_kernel_cuda  # noqa: E402
+from barsweep.engine.portfolio_book import Book  # noqa: E402
 from barsweep.engine.portfolio_sim import N_STATE, N_SYMBOL_METRICS  # noqa: E402
+from barsweep.engine.portfolio_weights import Sizing  # noqa: E402
 
 
 def param_bytes(ptx: str) -> int:
@@ -53,10 +55,15 @@ def arg_types(n_sym: int, n_params: int) -> tuple:
     combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, n_params)),
                     *[np.zeros(n)] * 3)
     run = run_settings(Execution(), 8760.0, np.zeros(n))
-    return (types.UniTuple(bars, n_sym), typeof(np.zeros((2, n_sym, n))),
-            types.UniTuple(table, n_sym), typeof(combos), typeof(np.zeros(n, dtype=np.int64)),
+    index = np.zeros(n, dtype=np.int64)
+    book = Book(index, index, index, Sizing(False, *[np.zeros((1, n_sym, n))] * 2,
+                                           np.zeros((1, n_sym, 1), dtype=np.int64)),
+                np.zeros((1, n), dtype=np.bool_))
+    return (types.UniTuple(bars, n_sym), typeof(np.zeros((4, n_sym, n))),
+            types.UniTuple(table, n_sym), typeof(combos), typeof(book),
             typeof(run), typeof(np.zeros(n)), typeof(np.zeros((n_sym, N_STATE, n))),
-            typeof(np.zeros((n, N_METRICS))), typeof(np.zeros((n, n_sym, N_SYMBOL_METRICS))))
+            typeof(np.zeros((n, N_METRICS))), typeof(np.zeros((n, n_sym, N_SYMBOL_METRICS))),
+            typeof(np.zeros((n, 0, 2))))
 
 
 def main(sizes: list[int]) -> None:

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # tests' modules
 
 import numpy as np  # noqa: E402
-from portfolio_cases import EXECUTIONS, cases, strategy, universe  # noqa: E402
+from portfolio_cases import EXECUTIONS, cases, sized, strategy, universe  # noqa: E402
 
 from barsweep.engine import Execution, gpu  # noqa: E402
 from barsweep.engine.portfolio import sweep_portfolio  # noqa: E402
@@ -35,7 +35,8 @@ def main(out: str) -> None:
     for case_id, name, params, execution, limit in cases():
         metrics, per_symbol = sweep_portfolio(strategy(name), bars, params,
                                               Execution(**EXECUTIONS[execution]), 8760.0,
-                                              max_positions=limit, backend="cuda")
+                                              max_positions=limit, backend="cuda",
+                                              **sized(case_id))
         results[f"{case_id}/metrics"] = metrics
         results[f"{case_id}/per_symbol"] = per_symbol
     np.savez(out, **results)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from portfolio_cases import EXECUTIONS, LIMITS, PARAMS, cases, strategy, universe
+from portfolio_cases import EXECUTIONS, LIMITS, PARAMS, cases, sized, strategy, universe
 from test_cuda_sim import RTOL, assert_same_metrics, run_simulated
 
 from barsweep.engine import METRICS, Execution
@@ -42,15 +42,15 @@ def bars():
     return universe()
 
 
-def cpu_case(bars, name, params, execution, limit):
+def cpu_case(bars, name, params, execution, limit, case_id=""):
     return sweep_portfolio(strategy(name), bars, params, Execution(**execution), PPY,
-                           max_positions=limit)
+                           max_positions=limit, **sized(case_id))
 
 
 @pytest.mark.parametrize(("case_id", "name", "params", "execution", "limit"), CASES,
                          ids=[c[0] for c in CASES])
 def test_cuda_portfolio_equals_cpu(simulated, bars, case_id, name, params, execution, limit):
-    metrics, per_symbol = cpu_case(bars, name, params, EXECUTIONS[execution], limit)
+    metrics, per_symbol = cpu_case(bars, name, params, EXECUTIONS[execution], limit, case_id)
     gpu_metrics = simulated[f"{case_id}/metrics"]
     gpu_symbols = simulated[f"{case_id}/per_symbol"]
     assert_same_metrics(gpu_metrics, metrics, RTOL, case_id)
@@ -63,8 +63,9 @@ def test_cuda_portfolio_equals_cpu(simulated, bars, case_id, name, params, execu
 
 
 def test_cases_are_not_vacuous(bars):
-    """max_positions binds, the ruin case ruins, and each cost of ``open_costs`` (fees,
-    fixed fee, slippage) changes some metric."""
+    """max_positions binds, the ruin case ruins, each cost of ``open_costs`` (fees,
+    fixed fee, slippage), the stops and the rebalanced inverse-vol sizing change some
+    metric."""
     trades = {}
     for case_id, name, params, execution, limit in CASES:
         metrics, per_symbol = cpu_case(bars, name, params, EXECUTIONS[execution], limit)
@@ -80,6 +81,15 @@ def test_cases_are_not_vacuous(bars):
         less, _ = cpu_case(bars, "ema_cross", PARAMS["ema_cross"],
                            {k: v for k, v in costs.items() if k != key}, LIMITS["two"])
         assert not np.array_equal(full, less, equal_nan=True), key
+    stops = EXECUTIONS["stops"]
+    with_stops, _ = cpu_case(bars, "ema_cross", PARAMS["ema_cross"], stops, 2)
+    without, _ = cpu_case(bars, "ema_cross", PARAMS["ema_cross"],
+                          {k: v for k, v in stops.items() if "_" not in k}, 2)
+    assert not np.array_equal(with_stops, without, equal_nan=True), "stops"
+    plain, _ = cpu_case(bars, "ema_cross", PARAMS["ema_cross"], EXECUTIONS["close_fees"], 2)
+    rebalanced, _ = cpu_case(bars, "ema_cross", PARAMS["ema_cross"],
+                             EXECUTIONS["close_fees"], 2, "ema_cross-close_fees-rebalance")
+    assert not np.array_equal(plain, rebalanced, equal_nan=True), "rebalance"
 
 
 def ptxas() -> Path:
