@@ -20,12 +20,12 @@ import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .order import rank_order
-from .watch import TOP, TOPIC
+from .watch import PLUGIN, TOP, TOPIC
 
 logger = logging.getLogger(__name__)
 
 #: The plugin's name on the scheduler, and the page's path.
-NAME = "barsweep-dashboard"
+NAME = PLUGIN
 PAGE = "barsweep"
 
 

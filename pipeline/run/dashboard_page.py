@@ -23,6 +23,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from .progress import eta_text
+from .watch import PLUGIN
 
 #: Milliseconds between two redraws.
 REDRAW_MS = 500
@@ -32,13 +33,11 @@ def page_doc(scheduler, extra: dict, doc) -> None:
     """Build the page into ``doc`` (distributed calls it for each browser tab)."""
     from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 
-    from .dashboard import NAME
-
     view = PageView()
     seen = [-1]
 
     def update() -> None:
-        plugin = scheduler.plugins.get(NAME)
+        plugin = scheduler.plugins.get(PLUGIN)
         if plugin is None or plugin.version == seen[0]:
             if plugin is not None and plugin.state is not None and not plugin.state.ended:
                 view.status(plugin.state)  # the elapsed time goes on

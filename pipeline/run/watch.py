@@ -24,6 +24,8 @@ from ..config.portfolio import PORTFOLIO_LABEL
 
 #: The Dask event topic of the page's events.
 TOPIC = "barsweep"
+#: The name of the scheduler plugin that folds them (:mod:`.dashboard`).
+PLUGIN = "barsweep-dashboard"
 #: Best combos a block reports, and the page's table shows.
 TOP = 20
 #: Metrics a table row carries besides the ranked one.
