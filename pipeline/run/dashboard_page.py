@@ -10,14 +10,13 @@ import time
 
 from bokeh.layouts import column, row
 from bokeh.models import (
+    ColorBar,
     ColumnDataSource,
-    DataTable,
     Div,
     FactorRange,
+    FixedTicker,
     HoverTool,
     LinearColorMapper,
-    NumberFormatter,
-    TableColumn,
 )
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
@@ -61,9 +60,7 @@ class PageView:
     def __init__(self) -> None:
         self.head = Div(name="barsweep-status", text="<h3>barsweep</h3><p>no run yet</p>",
                         sizing_mode="stretch_width")
-        self.top_source = ColumnDataSource({}, name="barsweep-top")
-        self.top = DataTable(source=self.top_source, columns=[], height=520, index_position=None,
-                             sizing_mode="stretch_width", name="barsweep-top-table")
+        self.top = Div(name="barsweep-top", text="", sizing_mode="stretch_width")
         self.worker_source = ColumnDataSource({"worker": [], "blocks": []},
                                               name="barsweep-workers")
         self.workers = figure(title="blocks done per worker", height=300, width=420,
@@ -71,21 +68,17 @@ class PageView:
         self.workers.hbar(y="worker", right="blocks", height=0.7, source=self.worker_source)
         self.workers.x_range.start = 0
         self.mapper = LinearColorMapper(palette=Viridis256)
-        self.cell_source = ColumnDataSource({"a": [], "b": [], "best": []},
+        self.cell_source = ColumnDataSource({"x": [], "y": [], "a": [], "b": [], "best": []},
                                             name="barsweep-cells")
-        self.heatmap = figure(title="best by parameter pair", height=300, width=520,
-                              x_range=FactorRange(), y_range=FactorRange(),
+        self.heatmap = figure(title="best by parameter pair", height=320, width=560,
                               tools="hover", toolbar_location=None)
-        self.heatmap.rect(x="a", y="b", width=1, height=1, source=self.cell_source,
+        self.heatmap.rect(x="x", y="y", width=1, height=1, source=self.cell_source,
                           fill_color={"field": "best", "transform": self.mapper},
                           line_color=None)
+        self.heatmap.add_layout(ColorBar(color_mapper=self.mapper, width=10), "right")
         self.heatmap.select_one(HoverTool).tooltips = [("", "@a, @b"), ("best", "@best")]
-        self.rung_source = ColumnDataSource({"rung": [], "blocks": [], "combos": []},
-                                            name="barsweep-rungs")
-        self.rungs = DataTable(source=self.rung_source, height=140, width=420, visible=False,
-                               index_position=None, name="barsweep-rungs-table",
-                               columns=[TableColumn(field=f, title=f)
-                                        for f in ("rung", "blocks", "combos")])
+        self.cells: dict[str, tuple[dict, dict]] = {}
+        self.rungs = Div(name="barsweep-rungs", text="", visible=False)
         self.root = column(self.head, row(self.heatmap, column(self.workers, self.rungs)),
                            self.top, sizing_mode="stretch_width")
         self.run = None
@@ -98,8 +91,7 @@ class PageView:
             self.run = state.run
             self.new_run(state.meta)
         self.status(state)
-        rows = state.rows.get(state.rung, [])
-        self.top_source.data = table_data(rows, state.meta)
+        self.top.text = table_html(state.rows.get(state.rung, []), state.meta)
         workers = sorted(state.workers)
         self.workers.y_range.factors = workers
         self.worker_source.data = {"worker": workers,
@@ -108,26 +100,25 @@ class PageView:
         values = list(cells.values())
         if values:
             self.mapper.low, self.mapper.high = min(values), max(values)
-        self.cell_source.data = {"a": [label(a) for a, _ in cells],
+        xs, ys = self.positions
+        self.cell_source.data = {"x": [xs.get(a, -1) for a, _ in cells],
+                                 "y": [ys.get(b, 0) for _, b in cells],
+                                 "a": [label(a) for a, _ in cells],
                                  "b": [label(b) for _, b in cells], "best": values}
         rungs = sorted(r for r in state.stages if r >= 0)
         self.rungs.visible = bool(rungs)
-        self.rung_source.data = {
-            "rung": rungs,
-            "blocks": [f"{state.stages[r]['done']}/{state.stages[r]['blocks']}" for r in rungs],
-            "combos": [f"{state.stages[r]['combos_done']:,}/{state.stages[r]['combos']:,}"
-                       for r in rungs]}
+        self.rungs.text = rungs_html(state.stages, rungs)
 
     def new_run(self, meta: dict) -> None:
         """Columns and heatmap axes for a run described by ``meta``."""
-        names = ["rank", "symbol", *meta.get("params", []), *dict.fromkeys(
-            [meta["by"], "sharpe", "total_return", "max_drawdown", "n_trades"])]
-        self.top_source.data = {n: [] for n in names}
-        self.top.columns = [column_of(n, meta) for n in names]
-        pair, axes = meta.get("pair", []), meta.get("axes", [])
-        self.heatmap.x_range.factors = [label(v) for v in axes[0]] if pair else []
-        self.heatmap.y_range.factors = ([label(v) for v in axes[1]] if len(pair) > 1
-                                        else ["-"])
+        pair, axes = meta.get("pair", []), [list(map(float, v)) for v in meta.get("axes", [])]
+        if len(axes) < 2:
+            axes = [*axes, [0.0]][:2]
+        self.positions = tuple({v: i for i, v in enumerate(values)} for values in axes)
+        for axis, values in zip((self.heatmap.xaxis, self.heatmap.yaxis), axes):
+            step = max(1, len(values) // 10)
+            axis.ticker = FixedTicker(ticks=list(range(0, len(values), step)))
+            axis.major_label_overrides = {i: label(v) for i, v in enumerate(values)}
         self.heatmap.xaxis.axis_label = pair[0] if pair else ""
         self.heatmap.yaxis.axis_label = pair[1] if len(pair) > 1 else ""
         self.heatmap.title.text = f"best {meta['by']} by {' x '.join(pair) or 'run'}"
@@ -137,21 +128,48 @@ class PageView:
         self.head.text = status_html(state, time.time())
 
 
-def column_of(name: str, meta: dict) -> TableColumn:
-    """The table's column of ``name``: metrics with four decimals."""
-    plain = ("rank", "symbol", "n_trades", *meta.get("params", []))
-    if name in plain:
-        return TableColumn(field=name, title=name)
-    return TableColumn(field=name, title=name, formatter=NumberFormatter(format="0.0000"))
-
-
-def table_data(rows: list[dict], meta: dict) -> dict:
-    """The top table's columns from the best ``rows``."""
+def table_html(rows: list[dict], meta: dict) -> str:
+    """The best ``rows`` as an HTML table: rank, symbol, the parameters, ``by`` and a few
+    metrics."""
     names = ["symbol", *meta.get("params", []), *dict.fromkeys(
         [meta["by"], "sharpe", "total_return", "max_drawdown", "n_trades"])]
-    data = {"rank": list(range(1, len(rows) + 1))}
-    data.update({n: [r.get(n) for r in rows] for n in names})
-    return data
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in ["rank", *names])
+    body = "".join(
+        f"<tr><td>{k}</td>" + "".join(f"<td>{cell_text(r.get(n), n, meta)}</td>"
+                                      for n in names) + "</tr>"
+        for k, r in enumerate(rows, 1))
+    title = f"best combos by {html.escape(str(meta['by']))}"
+    return (f"{CELL_STYLE}<b>{title}</b><table class='barsweep' style='{TABLE_STYLE}'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+#: The table's look: numbers right-aligned, thin rules between rows.
+TABLE_STYLE = "border-collapse:collapse;font-size:13px;text-align:right;min-width:60%"
+CELL_STYLE = ("<style>table.barsweep td, table.barsweep th {padding: 2px 10px; "
+              "border-bottom: 1px solid #ddd}</style>")
+
+
+def cell_text(value, name: str, meta: dict) -> str:
+    """A table cell: parameters as given, counts as integers, metrics to 4 decimals."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return html.escape(value)
+    if name in meta.get("params", []):
+        return label(value)
+    if name == "n_trades":
+        return f"{value:.0f}"
+    return f"{value:.4f}"
+
+
+def rungs_html(stages: dict, rungs: list[int]) -> str:
+    """A search's rungs as an HTML table: blocks and combos done of each."""
+    body = "".join(f"<tr><td>{r}</td><td>{stages[r]['done']}/{stages[r]['blocks']}</td>"
+                   f"<td>{stages[r]['combos_done']:,}/{stages[r]['combos']:,}</td></tr>"
+                   for r in rungs)
+    return (f"{CELL_STYLE}<b>search rungs</b><table class='barsweep' style='{TABLE_STYLE}'>"
+            f"<thead><tr><th>rung</th><th>blocks</th><th>combos</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
 def label(value: float) -> str:

@@ -142,7 +142,7 @@ def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
                                spec_path=spec_path, say=voice.say)
         with placed(prepared, client, cluster, n_workers, dashboard) as (client, where):
             if voice.say is not None:
-                voice.say(where_line(client, where))
+                voice.say(where_line(client, where, dashboard))
             try:
                 with performance_report(perf_report), shipped_modules(client, prepared.spec):
                     return execute_run(prepared, client, where, voice)
@@ -192,13 +192,23 @@ def placed(prepared: Prepared, client: Client | None, cluster: tuple[str, str] |
         yield found
 
 
-def where_line(client: Client, where: tuple[str, str]) -> str:
-    """The line that says where a run goes: a threads cluster and why, or the
-    dashboard's address."""
-    if where[0] == "threads" and not client.dashboard_link:
+def where_line(client: Client, where: tuple[str, str], dashboard: bool = False) -> str:
+    """The line that says where a run goes: a threads cluster and why (its dashboard
+    too with ``dashboard``), or the dashboard's address and the run's page there."""
+    link = dashboard_link(client, where) if dashboard or where[0] != "threads" else None
+    if link is None:
         return f"{where[1]}; no dashboard (--dashboard serves one)"
-    page = client.dashboard_link.rsplit("/", 1)[0] + "/barsweep"
-    return f"dask dashboard: {client.dashboard_link} (this run: {page})"
+    return f"dask dashboard: {link} (this run: {link.rsplit('/', 1)[0]}/barsweep)"
+
+
+def dashboard_link(client: Client, where: tuple[str, str]) -> str | None:
+    """The dashboard's address (None: there is none): Dask's link, but for a threads
+    cluster, whose dashboard listens on 127.0.0.1 where Dask's link names this
+    machine's address."""
+    if where[0] != "threads":
+        return client.dashboard_link
+    port = client.scheduler_info(n_workers=0).get("services", {}).get("dashboard")
+    return None if port is None else f"http://127.0.0.1:{port}/status"
 
 
 def performance_report(path: str | None) -> contextlib.AbstractContextManager:
