@@ -22,14 +22,15 @@ from conftest import DASK, stop
 from runs import synth
 
 from barsweep.pipeline.analysis.rank import rank
+from barsweep.pipeline.config.grid import Grid
 from barsweep.pipeline.config.model import load_spec
 from barsweep.pipeline.run.cluster import connect
+from barsweep.pipeline.run.dashboard import SweepWatch
 from barsweep.pipeline.run.orchestrate import run_spec
-from barsweep.pipeline.run.watch import TOP
+from barsweep.pipeline.run.watch import TOP, TOPIC, heatmap_pair
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed here "
-                                 "(.ci/run installs Debian's chromium)")]
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed "
+                                    "here (.ci/run installs Debian's chromium)")
 
 BLOCKS = re.compile(r"(\d+)/(\d+) blocks")
 STATUS = "Bokeh.documents[0].get_model_by_name('barsweep-status').text"
@@ -43,12 +44,13 @@ def bars(tmp_path_factory):
     return synth(tmp_path_factory.mktemp("bars") / "bars", 6000, seed=5)
 
 
-def spec_file(tmp_path: Path, bars: Path, cluster: str = "local") -> Path:
-    """A sweep of ~30 blocks of ~1,500 combos: a few seconds on two cores."""
+def spec_file(tmp_path: Path, bars: Path, cluster: str = "local", slow_stop: int = 250) -> Path:
+    """A sweep of ~30 blocks of 150 combos: a few seconds on two cores."""
+    tmp_path.mkdir(exist_ok=True)
     spec = {"data": {"store": str(bars), "symbols": ["BTCUSDT"], "timeframe": "1h"},
             "strategy": "ema_cross", "cluster": cluster,
             "grid": {"fast": {"start": 2, "stop": 40, "step": 1},
-                     "slow": {"start": 10, "stop": 250, "step": 2}},
+                     "slow": {"start": 10, "stop": slow_stop, "step": 2}},
             "run": {"out": str(tmp_path / "r.zarr"), "block_size": 150}}
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -131,6 +133,8 @@ def check_counts_and_table(browser: Browser, seen, out: Path) -> None:
     assert browser.errors == []
 
 
+@pytest.mark.slow
+@needs_chromium
 def test_the_page_on_the_local_cluster_barsweep_starts(tmp_path, bars):
     spec = load_spec(str(spec_file(tmp_path, bars)))
     shots = tmp_path / "shots"
@@ -148,6 +152,8 @@ def test_the_page_on_the_local_cluster_barsweep_starts(tmp_path, bars):
         check_counts_and_table(browser, seen, tmp_path / "r.zarr")
 
 
+@pytest.mark.slow
+@needs_chromium
 def test_the_page_on_a_scheduler_started_by_hand_with_the_preload(tmp_path, bars,
                                                                    start_scheduler):
     from distributed import Client
@@ -181,11 +187,15 @@ def test_the_page_on_a_scheduler_started_by_hand_with_the_preload(tmp_path, bars
             stop(proc)
 
 
+@pytest.mark.slow
+@needs_chromium
 def test_a_threads_run_serves_the_page_only_when_asked(tmp_path, bars):
     path = spec_file(tmp_path, bars, cluster="threads")
     command = [sys.executable, "-m", "barsweep.pipeline.cli", "run", str(path),
                "--workers", "2", "--no-progress"]
-    plain = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    small = spec_file(tmp_path / "small", bars, cluster="threads", slow_stop=20)
+    plain = subprocess.run([*command[:4], str(small), *command[5:]], capture_output=True,
+                           text=True, timeout=300)
     assert plain.returncode == 0, plain.stderr
     assert "no dashboard (--dashboard serves one)" in plain.stdout + plain.stderr
     proc = subprocess.Popen([*command, "--overwrite", "--dashboard"], stdout=subprocess.PIPE,
@@ -206,3 +216,49 @@ def test_a_threads_run_serves_the_page_only_when_asked(tmp_path, bars):
     finally:
         proc.kill()
         proc.wait()
+
+
+# --------------------------------------------------------------------------- the state
+
+
+def row(position: int, sharpe: float, fast: int, ruined: bool = False) -> dict:
+    return {"symbol": "X", "fast": fast, "sharpe": sharpe, "position": position,
+            "ruined": ruined, "traded": True}
+
+
+def test_the_plugin_folds_each_block_once_and_ranks_rows_as_rank_does():
+    watch = SweepWatch()
+    meta = {"by": "sharpe", "ascending": False, "idle_wins": False, "pair": ["fast"],
+            "axes": [[1, 2, 3]], "params": ["fast"]}
+    watch.log_event(TOPIC, {"run": "r1", "kind": "stage", "t": 0.0, "blocks": 3,
+                            "combos": 30, "rung": -1, **meta})
+    one = {"run": "r1", "kind": "block", "t": 1.0, "block": 0, "combos": 10, "bars": 100,
+           "worker": "w1", "rows": [row(5, 1.0, 1), row(2, 1.0, 2), row(7, 9.0, 3, True)],
+           "cells": [[1.0, 0.0, 1.0], [2.0, 0.0, 1.0]]}
+    watch.log_event(TOPIC, one)
+    watch.log_event(TOPIC, one)  # a block's event again (a retried fetch): counted once
+    watch.log_event(TOPIC, {**one, "block": 1, "worker": "w2", "rows": [row(9, 2.0, 1)],
+                            "cells": [[1.0, 0.0, 2.0], [2.0, 0.0, 0.5]]})
+    watch.log_event("other", {"run": "r1", "kind": "block", "block": 2})
+    watch.log_event(TOPIC, {"run": "r0", "kind": "block", "block": 2})  # an earlier run's
+    state = watch.state
+    assert state.totals() == (2, 3, 20, 30)
+    assert state.workers == {"w1": 1, "w2": 1}
+    assert state.combo_bars == 2000
+    # best first; equal sharpe by position; ruined last whatever its sharpe
+    assert [r["position"] for r in state.rows[-1]] == [9, 2, 5, 7]
+    assert state.cells[-1] == {(1.0, 0.0): 2.0, (2.0, 0.0): 1.0}
+    watch.log_event(TOPIC, {"run": "r1", "kind": "end", "t": 2.0})
+    assert not state.ended  # a block is missing
+    watch.log_event(TOPIC, {"run": "r2", "kind": "stage", "t": 3.0, "blocks": 1,
+                            "combos": 1, "rung": -1, **meta, "ascending": True})
+    assert watch.state.run == "r2" and watch.state.totals() == (0, 1, 0, 1)
+
+
+def test_the_heatmap_takes_the_two_parameters_with_the_most_values():
+    import numpy as np
+
+    grid = Grid((("a", np.arange(3)), ("b", np.arange(9)), ("c", np.arange(5)),
+                 ("d", np.arange(1))))
+    assert heatmap_pair(grid) == ("b", "c")
+    assert heatmap_pair(Grid((("a", np.arange(3)), ("d", np.arange(1))))) == ("a",)
