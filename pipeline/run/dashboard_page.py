@@ -17,6 +17,7 @@ from bokeh.models import (
     FixedTicker,
     HoverTool,
     LinearColorMapper,
+    Range1d,
 )
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
@@ -71,6 +72,7 @@ class PageView:
         self.cell_source = ColumnDataSource({"x": [], "y": [], "a": [], "b": [], "best": []},
                                             name="barsweep-cells")
         self.heatmap = figure(title="best by parameter pair", height=320, width=560,
+                              x_range=Range1d(-0.5, 0.5), y_range=Range1d(-0.5, 0.5),
                               tools="hover", toolbar_location=None)
         self.heatmap.rect(x="x", y="y", width=1, height=1, source=self.cell_source,
                           fill_color={"field": "best", "transform": self.mapper},
@@ -115,7 +117,9 @@ class PageView:
         if len(axes) < 2:
             axes = [*axes, [0.0]][:2]
         self.positions = tuple({v: i for i, v in enumerate(values)} for values in axes)
-        for axis, values in zip((self.heatmap.xaxis, self.heatmap.yaxis), axes):
+        ranges = (self.heatmap.x_range, self.heatmap.y_range)
+        for axis, span, values in zip((self.heatmap.xaxis, self.heatmap.yaxis), ranges, axes):
+            span.start, span.end = -0.5, len(values) - 0.5  # the whole grid, filling in
             step = max(1, len(values) // 10)
             axis.ticker = FixedTicker(ticks=list(range(0, len(values), step)))
             axis.major_label_overrides = {i: label(v) for i, v in enumerate(values)}
