@@ -84,6 +84,7 @@ class PageView:
         self.root = column(self.head, row(self.heatmap, column(self.workers, self.rungs)),
                            self.top, sizing_mode="stretch_width")
         self.run = None
+        self.edges: list[list[float]] = [[], [0.0]]
 
     def draw(self, state) -> None:
         """Draw every part from ``state`` (None: no run yet)."""
@@ -102,11 +103,10 @@ class PageView:
         values = list(cells.values())
         if values:
             self.mapper.low, self.mapper.high = min(values), max(values)
-        xs, ys = self.positions
-        self.cell_source.data = {"x": [xs.get(a, -1) for a, _ in cells],
-                                 "y": [ys.get(b, 0) for _, b in cells],
-                                 "a": [label(a) for a, _ in cells],
-                                 "b": [label(b) for _, b in cells], "best": values}
+        xs, ys = self.edges
+        self.cell_source.data = {"x": [a for a, _ in cells], "y": [b for _, b in cells],
+                                 "a": [label(xs[int(a)]) for a, _ in cells],
+                                 "b": [label(ys[int(b)]) for _, b in cells], "best": values}
         rungs = sorted(r for r in state.stages if r >= 0)
         self.rungs.visible = bool(rungs)
         self.rungs.text = rungs_html(state.stages, rungs)
@@ -116,7 +116,7 @@ class PageView:
         pair, axes = meta.get("pair", []), [list(map(float, v)) for v in meta.get("axes", [])]
         if len(axes) < 2:
             axes = [*axes, [0.0]][:2]
-        self.positions = tuple({v: i for i, v in enumerate(values)} for values in axes)
+        self.edges = axes  # each bin's first value
         ranges = (self.heatmap.x_range, self.heatmap.y_range)
         for axis, span, values in zip((self.heatmap.xaxis, self.heatmap.yaxis), ranges, axes):
             span.start, span.end = -0.5, len(values) - 0.5  # the whole grid, filling in

@@ -28,6 +28,8 @@ TOPIC = "barsweep"
 PLUGIN = "barsweep-dashboard"
 #: Best combos a block reports, and the page's table shows.
 TOP = 20
+#: The most cells of the heatmap along each parameter: longer axes are binned.
+BINS = 60
 #: Metrics a table row carries besides the ranked one.
 ROW_METRICS = ("sharpe", "total_return", "max_drawdown", "n_trades")
 
@@ -45,6 +47,9 @@ class Watch:
         (as ``rank`` orders them).
     pair : tuple of str
         The heatmap's parameters (none, one or two).
+    pair_values : tuple of ndarray
+        Each one's values over the whole grid; a cell of the heatmap is a bin of at most
+        ``len / BINS`` consecutive values of each (:func:`bin_edges`).
     shape : tuple of int
         The store's ``(symbol, *params)`` sizes (``(symbol, combo)`` for a search): a
         combo's flat position there breaks ties as ``rank`` does.
@@ -55,6 +60,7 @@ class Watch:
     ascending: bool
     idle_wins: bool
     pair: tuple[str, ...]
+    pair_values: tuple[np.ndarray, ...]
     shape: tuple[int, ...]
     top: int = TOP
 
@@ -62,8 +68,9 @@ class Watch:
 def watch_of(by: str, grid: Grid, shape: tuple[int, ...], top: int = TOP) -> Watch:
     """The :class:`Watch` of a run ranked by ``by`` over ``grid`` (store shape ``shape``)."""
     ascending = by in LOWER_IS_BETTER
-    return Watch(by, ascending, ascending or by in BEST_WHEN_IDLE, heatmap_pair(grid),
-                 tuple(int(n) for n in shape), top)
+    pair, axes = heatmap_pair(grid), dict(grid.axes)
+    return Watch(by, ascending, ascending or by in BEST_WHEN_IDLE, pair,
+                 tuple(np.asarray(axes[n]) for n in pair), tuple(int(n) for n in shape), top)
 
 
 def heatmap_pair(grid: Grid) -> tuple[str, ...]:
@@ -80,23 +87,28 @@ def heatmap_pair(grid: Grid) -> tuple[str, ...]:
     return tuple(name for name, _ in grid.axes if name in chosen)
 
 
-def block_params(task) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """A block's combos as flat arrays in the order of its metrics, and each one's flat
-    position in the store's ``(symbol, *params)`` (or ``(symbol, combo)``) cells."""
-    shape = task.watch.shape
-    symbol = task.region[0].start
-    if task.cells is not None:  # a search's listed combos, scattered in a combo slice
-        n = task.region[-1].stop - task.region[-1].start
-        params = {name: np.zeros(n, values.dtype) for name, values in task.axes}
-        for name, values in task.axes:
-            params[name][task.cells] = values
-        start = symbol * shape[-1] + task.region[-1].start
-        return params, np.arange(start, start + n, dtype=np.int64)
-    params = box_combos(task.axes)
-    local = np.indices(tuple(len(v) for _, v in task.axes)).reshape(len(task.axes), -1)
-    index = [np.full(local.shape[1], symbol)] + [
-        local[k] + task.region[k + 1].start for k in range(len(task.axes))]
-    return params, np.ravel_multi_index(index, shape).astype(np.int64)
+def block_params(task) -> dict[str, np.ndarray]:
+    """A block's combos as flat arrays in the order of its metrics."""
+    if task.cells is None:
+        return box_combos(task.axes)
+    n = task.region[-1].stop - task.region[-1].start  # a search's combos, scattered
+    params = {name: np.zeros(n, values.dtype) for name, values in task.axes}
+    for name, values in task.axes:
+        params[name][task.cells] = values
+    return params
+
+
+def store_positions(task, local: np.ndarray) -> np.ndarray:
+    """The flat positions in the store's ``(symbol, *params)`` (or ``(symbol, combo)``)
+    cells of the block's combos at flat offsets ``local`` (their order kept: positions
+    grow with offsets)."""
+    shape, symbol = task.watch.shape, task.region[0].start
+    if task.cells is not None:
+        return symbol * shape[-1] + task.region[-1].start + local
+    index = np.unravel_index(local, tuple(len(v) for _, v in task.axes))
+    return np.ravel_multi_index(
+        [np.full(len(local), symbol), *(ix + task.region[k + 1].start
+                                        for k, ix in enumerate(index))], shape)
 
 
 def block_summary(task, metrics: dict[str, np.ndarray]) -> dict | None:
@@ -113,48 +125,103 @@ def block_summary(task, metrics: dict[str, np.ndarray]) -> dict | None:
     watch = task.watch
     if watch is None or (task.spans is not None and task.rung < 0):
         return None
-    params, position = block_params(task)
+    params = block_params(task)
     score = np.asarray(metrics[watch.by], dtype=np.float64).ravel()
-    if score.size != position.size:  # pragma: no cover - a layout this does not know
-        return None
+    if any(v.size != score.size for v in params.values()):  # pragma: no cover
+        return None  # a layout this does not know
     ruined = np.asarray(metrics["ruined"]).ravel() == 1.0
     traded = np.asarray(metrics["n_trades"]).ravel() > 0.0
     pick = np.flatnonzero(~np.isnan(score))
-    order = pick[row_order(score[pick], watch, ruined[pick], traded[pick])][:watch.top]
+    order = pick[top_order(score[pick], watch, ruined[pick], traded[pick])]
+    position = store_positions(task, order)
     symbol = PORTFOLIO_LABEL if task.members else task.bars.symbol
     names = dict.fromkeys((watch.by, *ROW_METRICS))
     rows = [{"symbol": symbol, **{k: params[k][i].item() for k in params},
              **{m: float(np.asarray(metrics[m]).ravel()[i]) for m in names if m in metrics},
-             "position": int(position[i]), "ruined": bool(ruined[i]),
-             "traded": bool(traded[i])} for i in order]
+             "position": int(p), "ruined": bool(ruined[i]),
+             "traded": bool(traded[i])} for i, p in zip(order, position)]
     return {"rows": rows, "cells": cell_best(params, score, ruined, watch)}
 
 
-def row_order(score: np.ndarray, watch: Watch, ruined: np.ndarray,
+def top_order(score: np.ndarray, watch: Watch, ruined: np.ndarray,
               traded: np.ndarray) -> np.ndarray:
-    """The order ``rank`` gives candidates listed by position, best first
-    (:func:`~barsweep.pipeline.run.order.rank_order`)."""
+    """The best ``watch.top`` of candidates listed by position, best first, in the order
+    ``rank`` gives them (:func:`~barsweep.pipeline.run.order.rank_order`), sorting only
+    the few that can be among them: the groups rank puts first (not ruined, traded where
+    idling would win, finite), and within the last group needed the values up to its
+    ``top``-th (ties included)."""
     from .order import rank_order
 
-    return rank_order(score, watch.ascending, watch.idle_wins, ruined, traded)
+    signed = score if watch.ascending else -score
+    idle = ~traded if watch.idle_wins else np.zeros(len(score), dtype=bool)
+    group = ruined * 4 + idle * 2 + np.isinf(score)
+    picked, n = [], 0
+    for g in range(8):
+        members = np.flatnonzero(group == g)
+        if n + len(members) > watch.top:
+            need = watch.top - n
+            kth = np.partition(signed[members], need - 1)[need - 1]
+            members = members[signed[members] <= kth]
+        picked.append(members)
+        n += len(members)
+        if n >= watch.top:
+            break
+    chosen = np.sort(np.concatenate(picked)) if picked else np.empty(0, dtype=np.int64)
+    return chosen[rank_order(score[chosen], watch.ascending, watch.idle_wins,
+                             ruined[chosen], traded[chosen])][:watch.top]
 
 
 def cell_best(params: dict[str, np.ndarray], score: np.ndarray, ruined: np.ndarray,
               watch: Watch) -> list[list[float]]:
-    """``[a, b, best]`` for each ``(a, b)`` of the heatmap's parameters among the block's
-    finite, unruined combos (``b`` 0 with one parameter; nothing without any)."""
+    """``[i, j, best]`` for each heatmap cell (bins ``i`` and ``j`` of the two parameters,
+    :func:`bin_of`) holding some of the block's finite, unruined combos (``j`` 0 with one
+    parameter; nothing without any): at most :data:`BINS` squared, whatever the block's
+    size."""
     ok = np.isfinite(score) & ~ruined
     if not watch.pair or not ok.any():
         return []
-    a = params[watch.pair[0]][ok].astype(np.float64)
-    b = (params[watch.pair[1]][ok].astype(np.float64) if len(watch.pair) > 1
-         else np.zeros(len(a)))
+    bins = [bin_of(params[name][ok], values)
+            for name, values in zip(watch.pair, watch.pair_values)]
+    sizes = [n_bins(len(values)) for values in watch.pair_values]
+    if len(bins) == 1:
+        bins, sizes = [bins[0], np.zeros_like(bins[0])], [sizes[0], 1]
+    flat = bins[0] * sizes[1] + bins[1]
     signed = -score[ok] if watch.ascending else score[ok]
-    keys, inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
-    best = np.full(len(keys), -np.inf)
-    np.maximum.at(best, inverse.ravel(), signed)
-    best = -best if watch.ascending else best
-    return [[float(x), float(y), float(v)] for (x, y), v in zip(keys, best)]
+    best = np.full(sizes[0] * sizes[1], -np.inf)
+    np.maximum.at(best, flat, signed)
+    cells = np.flatnonzero(best > -np.inf)
+    values = -best[cells] if watch.ascending else best[cells]
+    return [[int(c // sizes[1]), int(c % sizes[1]), float(v)] for c, v in zip(cells, values)]
+
+
+def n_bins(n_values: int) -> int:
+    """The heatmap's cells along an axis of ``n_values`` values."""
+    return min(n_values, BINS)
+
+
+def bin_of(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """The heatmap bin of each of ``values`` on ``axis`` (the parameter's grid values):
+    its index on the axis, scaled to :func:`n_bins` bins.
+
+    >>> bin_of(np.array([10, 13, 19]), np.arange(10, 20)).tolist()
+    [0, 3, 9]
+    >>> bin_of(np.array([0, 119]), np.arange(120)).tolist()
+    [0, 59]
+    """
+    order = np.argsort(axis, kind="stable")
+    found = np.searchsorted(axis[order], values)
+    index = order[np.minimum(found, len(axis) - 1)]
+    return index * n_bins(len(axis)) // len(axis)
+
+
+def bin_edges(axis: np.ndarray) -> list[float]:
+    """The first value of each heatmap bin of ``axis`` (what its label shows).
+
+    >>> bin_edges(np.arange(120))[:3]
+    [0.0, 2.0, 4.0]
+    """
+    n, size = len(axis), n_bins(len(axis))
+    return [float(axis[-(-k * n // size)]) for k in range(size)]
 
 
 class Feed:
@@ -212,11 +279,12 @@ def stage_feed(client, prepared, tasks: tuple, todo_combos: int) -> tuple[Feed, 
     else:
         shape = (n_symbols, *prepared.grid.shape)
     watch = watch_of(spec.search.by, prepared.grid, shape)
-    axes = dict(prepared.grid.axes)
     stage = {"out": prepared.out, "strategy": spec.strategy_name, "by": watch.by,
              "ascending": watch.ascending, "idle_wins": watch.idle_wins,
-             "pair": list(watch.pair), "axes": [axes[n].tolist() for n in watch.pair],
-             "params": list(axes), "rung": tasks[0].rung if tasks else -1,
-             "blocks": len(tasks), "combos": int(todo_combos)}
+             "pair": list(watch.pair),
+             "axes": [bin_edges(values) for values in watch.pair_values],
+             "params": [name for name, _ in prepared.grid.axes],
+             "rung": tasks[0].rung if tasks else -1, "blocks": len(tasks),
+             "combos": int(todo_combos)}
     run = f"{prepared.out}#{os.getpid()}-{id(prepared):x}"
     return Feed(client, run, stage), watched(tasks, watch)

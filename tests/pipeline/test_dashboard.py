@@ -262,3 +262,44 @@ def test_the_heatmap_takes_the_two_parameters_with_the_most_values():
                  ("d", np.arange(1))))
     assert heatmap_pair(grid) == ("b", "c")
     assert heatmap_pair(Grid((("a", np.arange(3)), ("d", np.arange(1))))) == ("a",)
+
+
+def test_a_blocks_top_rows_are_rank_orders_first_ones():
+    """Ties, infinite values, ruined combos and combos that never traded (where idling
+    would win): the few rows a block sorts are the first of the whole order."""
+    import numpy as np
+
+    from barsweep.pipeline.run.order import rank_order
+    from barsweep.pipeline.run.watch import Watch, top_order
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(0, 120))
+        score = rng.integers(-4, 4, n).astype(float)
+        score[rng.random(n) < 0.1] = np.inf
+        score[rng.random(n) < 0.05] = -np.inf
+        ruined, traded = rng.random(n) < 0.2, rng.random(n) < 0.7
+        for ascending in (False, True):
+            for idle_wins in (False, True):
+                watch = Watch("x", ascending, idle_wins, (), (), (1,),
+                              top=int(rng.integers(1, 30)))
+                want = rank_order(score, ascending, idle_wins, ruined, traded)[:watch.top]
+                assert top_order(score, watch, ruined, traded).tolist() == want.tolist()
+
+
+def test_store_positions_are_the_stores_flat_cells():
+    import types
+
+    import numpy as np
+
+    from barsweep.pipeline.run.watch import Watch, store_positions
+
+    watch = Watch("sharpe", False, False, (), (), (3, 7, 9))
+    box = types.SimpleNamespace(watch=watch, cells=None, region=(slice(2, 3), slice(4, 7),
+                                                                 slice(5, 9)),
+                                axes=(("a", np.arange(3)), ("b", np.arange(4))))
+    want = np.arange(3 * 7 * 9).reshape(3, 7, 9)[2:3, 4:7, 5:9].ravel()
+    assert store_positions(box, np.arange(12)).tolist() == want.tolist()
+    search = types.SimpleNamespace(watch=Watch("sharpe", False, False, (), (), (3, 50)),
+                                   cells=np.array([0, 2]), region=(slice(1, 2), slice(10, 20)))
+    assert store_positions(search, np.array([0, 2])).tolist() == [60, 62]
