@@ -10,7 +10,6 @@ state.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -224,6 +223,10 @@ def bin_edges(axis: np.ndarray) -> list[float]:
     return [float(axis[-(-k * n // size)]) for k in range(size)]
 
 
+#: The longest a page's event may hold the run up.
+SEND_TIMEOUT_S = 2.0
+
+
 class Feed:
     """Sends a stage's events to the scheduler: the stage as it starts, each block as
     it ends, and the stage's end. A scheduler that cannot take one (gone, or an old
@@ -240,12 +243,20 @@ class Feed:
     """
 
     def __init__(self, client, run: str, stage: dict) -> None:
-        self.client, self.run = client, run
+        self.client, self.run, self.off = client, run, False
         self.send({"kind": "stage", "t": time.time(), **stage})
 
     def send(self, msg: dict) -> None:
-        with contextlib.suppress(Exception):
-            self.client.log_event(TOPIC, {"run": self.run, **msg})
+        """Log ``msg`` on the scheduler (``Client.log_event``), waiting at most
+        :data:`SEND_TIMEOUT_S`; nothing once a send failed or while the client is not
+        connected (the run reports a lost scheduler itself)."""
+        if self.off or self.client.status != "running":
+            return
+        try:
+            self.client.sync(self.client.scheduler.log_event, topic=TOPIC,
+                             msg={"run": self.run, **msg}, callback_timeout=SEND_TIMEOUT_S)
+        except Exception:
+            self.off = True
 
     def done(self, then: Callable | None) -> Callable:
         """A block's ``on_done``: its event sent, then ``then`` called."""
