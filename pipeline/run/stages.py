@@ -130,8 +130,8 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
             reports = execute(client, todo, feed.done(bar.update if bar else None),
                               worker_timeout=spec.run.worker_timeout,
                               on_workers=bar.workers if bar else None, ship=shipper.ensure)
-        finally:
             feed.end()
+        finally:
             if bar:
                 bar.close()
     finally:

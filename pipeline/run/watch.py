@@ -10,6 +10,7 @@ state.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
@@ -229,8 +230,10 @@ SEND_TIMEOUT_S = 2.0
 
 class Feed:
     """Sends a stage's events to the scheduler: the stage as it starts, each block as
-    it ends, and the stage's end. A scheduler that cannot take one (gone, or an old
-    one) costs the page its events, never the run.
+    it ends, and the stage's end. They go in order from the client's event loop, so the
+    run never waits on one (nor takes a Ctrl-C inside one); :meth:`end` waits at most
+    :data:`SEND_TIMEOUT_S` for those still going. A scheduler that cannot take one (gone,
+    or an old one) costs the page its events, never the run.
 
     Parameters
     ----------
@@ -239,24 +242,34 @@ class Feed:
         The run's key: the page starts afresh on a key it has not seen.
     stage : dict
         What the page shows of the run and this stage (``out``, ``strategy``, ``by``,
-        ``pair`` and its axes' values, ``rung``, ``blocks``, ``combos``).
+        ``pair`` and its bins' first values, ``rung``, ``blocks``, ``combos``).
     """
 
     def __init__(self, client, run: str, stage: dict) -> None:
         self.client, self.run, self.off = client, run, False
+        self.lock = asyncio.Lock()  # taken in the order the sends were asked
         self.send({"kind": "stage", "t": time.time(), **stage})
 
     def send(self, msg: dict) -> None:
-        """Log ``msg`` on the scheduler (``Client.log_event``), waiting at most
-        :data:`SEND_TIMEOUT_S`; nothing once a send failed or while the client is not
-        connected (the run reports a lost scheduler itself)."""
+        """Log ``msg`` on the scheduler, from the client's event loop; nothing once a
+        send failed or while the client is not connected."""
         if self.off or self.client.status != "running":
             return
-        try:
-            self.client.sync(self.client.scheduler.log_event, topic=TOPIC,
-                             msg={"run": self.run, **msg}, callback_timeout=SEND_TIMEOUT_S)
-        except Exception:
-            self.off = True
+        self.client.loop.add_callback(self._send, {"run": self.run, **msg})
+
+    async def _send(self, msg: dict) -> None:
+        async with self.lock:
+            if self.off:
+                return
+            try:
+                await asyncio.wait_for(self.client.scheduler.log_event(topic=TOPIC, msg=msg),
+                                       SEND_TIMEOUT_S)
+            except Exception:
+                self.off = True
+
+    async def _sent(self) -> None:
+        async with self.lock:
+            pass
 
     def done(self, then: Callable | None) -> Callable:
         """A block's ``on_done``: its event sent, then ``then`` called."""
@@ -270,7 +283,15 @@ class Feed:
         return on_done
 
     def end(self) -> None:
+        """The stage's end sent, after every earlier event (waiting at most
+        :data:`SEND_TIMEOUT_S`)."""
         self.send({"kind": "end", "t": time.time()})
+        if self.off or self.client.status != "running":
+            return
+        try:
+            self.client.sync(self._sent, callback_timeout=SEND_TIMEOUT_S)
+        except Exception:
+            self.off = True
 
 
 def watched(tasks, watch: Watch) -> tuple:
