@@ -39,6 +39,10 @@ def add_run_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--perf-report", metavar="FILE.html",
                      help="write Dask's performance report of the run (task stream, "
                           "profiles, bandwidth) to this HTML file")
+    run.add_argument("--dashboard", action="store_true",
+                     help="serve the Dask dashboard with its /barsweep page from this "
+                          "process (on 127.0.0.1) on a threads run too; a cluster started "
+                          "here always serves one")
     run.add_argument("--max-combos", type=int, metavar="N",
                      help="refuse grids of more than N combos (default: the spec's "
                           "run.max_combos, 1,000,000,000)")
@@ -107,7 +111,7 @@ def cmd_run(args) -> int:
                        overwrite=args.overwrite, spec_path=args.spec,
                        voice=voice(quiet=args.quiet,
                                    progress=not (args.no_progress or args.quiet)),
-                       perf_report=args.perf_report)
+                       perf_report=args.perf_report, dashboard=args.dashboard)
     print(summary_line(summary))
     print(f"results in {summary.out}")
     return 0

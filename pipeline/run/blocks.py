@@ -25,6 +25,7 @@ from ..config.portfolio import PortfolioSpec
 from .portfolio_block import portfolio_metrics, portfolio_sweep
 from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
+from .watch import Watch, block_summary
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,8 @@ class BlockTask:
         Empty: one symbol's block.
     portfolio : PortfolioSpec, optional
         The spec's ``portfolio`` section, with ``members``.
+    watch : Watch, optional
+        What the block summarises for the dashboard page (:mod:`.watch`); None: nothing.
     """
 
     block_id: int
@@ -121,13 +124,16 @@ class BlockTask:
     rung: int = -1
     members: tuple[BarsRef, ...] = ()
     portfolio: PortfolioSpec | None = None
+    watch: Watch | None = None
 
 
 @dataclass(frozen=True)
 class BlockReport:
     """What a finished block tells the driver; ``metrics`` (the block's region of every
     variable, by name) only when its worker could not write the store, for the driver
-    to write (which then sets ``written_by_driver``)."""
+    to write (which then sets ``written_by_driver``); ``summary``: its best rows and
+    heatmap cells for the dashboard page (:func:`~.watch.block_summary`), and ``worker``
+    the address of the worker that ran it ("" outside a Dask worker)."""
 
     block_id: int
     n_combos: int
@@ -137,6 +143,8 @@ class BlockReport:
     written_by_driver: bool = False
     best_sharpe: float = float("nan")  # the block's best, for the progress line
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds
+    summary: dict | None = None
+    worker: str = ""
 
 
 def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
@@ -253,6 +261,7 @@ def run_block(task: BlockTask) -> BlockReport:
     phases: dict[str, float] = {}
     metrics, n_combos, n_bars = block_metrics(task, phases)
     best = best_sharpe(metrics) if task.spans is None else float("nan")
+    summary = block_summary(task, metrics)
     t_write = time.perf_counter()
     if task_cancelled():
         metrics = None
@@ -261,13 +270,24 @@ def run_block(task: BlockTask) -> BlockReport:
         metrics = None
         phases["write"] = time.perf_counter() - t_write
     return BlockReport(task.block_id, n_combos, n_bars, time.perf_counter() - t0, metrics,
-                       best_sharpe=best, phases=phases)
+                       best_sharpe=best, phases=phases, summary=summary,
+                       worker=worker_address())
 
 
 def best_sharpe(values: dict[str, np.ndarray]) -> float:
     """The block's best finite Sharpe among combos not ruined (NaN if none)."""
     sharpe = values["sharpe"][(values["ruined"] == 0) & np.isfinite(values["sharpe"])]
     return float(sharpe.max()) if sharpe.size else float("nan")
+
+
+def worker_address() -> str:
+    """The address of the Dask worker running this code ("" outside one)."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return ""
 
 
 def task_cancelled() -> bool:

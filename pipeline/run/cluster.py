@@ -31,8 +31,12 @@ from distributed.security import Security
 from ...engine.backend import cuda_problem_here
 from ...errors import BackendError, one_line
 from ..config.cluster import ClusterSpec, check_address
+from .dashboard import install_on
 
 CONNECT_TIMEOUT_S = 10
+#: Where a ``threads`` run asked for a dashboard (``--dashboard``) serves it: this
+#: machine only (a busy port: distributed takes another, and the link says which).
+THREADS_DASHBOARD = "127.0.0.1:8787"
 #: ``auto`` runs a sweep of at most this many combo-bars (combos x bars each runs, all
 #: symbols and walk-forward runs counted) on threads of this process: about 15-30 s of
 #: kernel on two cores, where starting worker processes (2-4 s, each loading the
@@ -84,9 +88,11 @@ def security_of(cluster: ClusterSpec) -> Security | None:
 
 
 @contextmanager
-def connect(cluster: ClusterSpec | str = "local",
-            n_workers: int | None = None) -> Iterator[Client]:
-    """A Dask client for the run, closed (with any cluster it started) on exit.
+def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
+            dashboard: bool = False) -> Iterator[Client]:
+    """A Dask client for the run, closed (with any cluster it started) on exit. A
+    cluster started here has the ``/barsweep`` page on its dashboard
+    (:mod:`~barsweep.pipeline.run.dashboard`).
 
     Parameters
     ----------
@@ -96,6 +102,9 @@ def connect(cluster: ClusterSpec | str = "local",
         the result of :func:`choose` to size it to the work).
     n_workers : int, optional
         Workers of a cluster started here (local, cuda); default one per core (per GPU).
+    dashboard : bool
+        Serve the dashboard of a ``threads`` cluster too (from this process, on
+        127.0.0.1); other clusters started here always serve one.
     """
     if isinstance(cluster, str):
         cluster = ClusterSpec.model_validate(cluster)
@@ -110,8 +119,9 @@ def connect(cluster: ClusterSpec | str = "local",
     try:
         with ExitStack() as stack:
             with stop_signals_kept_from_workers(processes=cluster.kind != "threads"):
-                started = stack.enter_context(start_cluster(cluster, n_workers))
+                started = stack.enter_context(start_cluster(cluster, n_workers, dashboard))
                 client = stack.enter_context(Client(started, security=started.security))
+                install_on(client)
                 if cluster.kind in ("auto", "threads", "local", "cuda"):
                     client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
                 # the scheduler (and a threads worker) here hook distributed's GC
@@ -133,8 +143,9 @@ def connect(cluster: ClusterSpec | str = "local",
         logging.disable(disabled)
 
 
-def start_cluster(cluster: ClusterSpec, n_workers: int | None):
-    """The Dask cluster :func:`connect` starts for ``cluster`` (not a ``scheduler``)."""
+def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool = False):
+    """The Dask cluster :func:`connect` starts for ``cluster`` (not a ``scheduler``); a
+    ``threads`` one serves a dashboard (on 127.0.0.1) only with ``dashboard``."""
     if cluster.kind == "cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -149,7 +160,8 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None):
         return cm
     if cluster.kind == "threads":
         return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
-                            processes=False, dashboard_address=None)
+                            processes=False,
+                            dashboard_address=THREADS_DASHBOARD if dashboard else None)
     return LocalCluster(
         n_workers=n_workers or default_workers(),
         threads_per_worker=1,

@@ -58,7 +58,7 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
              resume: bool = False, spec_path: str | None = None,
              client: Client | None = None, cluster: tuple[str, str] | None = None,
              n_workers: int | None = None, voice: Voice = QUIET,
-             perf_report: str | None = None) -> RunSummary:
+             perf_report: str | None = None, dashboard: bool = False) -> RunSummary:
     """Run ``spec`` into its results store and return what was done.
 
     A run already writing the store at ``out`` (default ``spec.run.out``) refuses this
@@ -89,6 +89,9 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         What the run tells, and how; by default nothing.
     perf_report : str, optional
         A path for Dask's performance report of the run (HTML).
+    dashboard : bool
+        A ``threads`` cluster started here serves a dashboard too (on 127.0.0.1), with
+        its ``/barsweep`` page.
     """
     out = os.path.abspath(out or spec.run.out)
     refuse_early(out, overwrite=overwrite, resume=resume)
@@ -104,7 +107,8 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
             earlier = store_attrs(out)
             return _run_locked(spec, out, earlier, overwrite=overwrite, resume=resume,
                                spec_path=spec_path, client=client, cluster=cluster,
-                               n_workers=n_workers, voice=voice, perf_report=perf_report)
+                               n_workers=n_workers, voice=voice, perf_report=perf_report,
+                               dashboard=dashboard)
     except KeyboardInterrupt as exc:
         logging.disable(disabled)
         if not voice.one_line:
@@ -129,7 +133,7 @@ def refuse_early(out: str, *, overwrite: bool, resume: bool) -> None:
 def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
                 resume: bool, spec_path: str | None, client: Client | None,
                 cluster: tuple[str, str] | None, n_workers: int | None, voice: Voice,
-                perf_report: str | None) -> RunSummary:
+                perf_report: str | None, dashboard: bool = False) -> RunSummary:
     """:func:`run_spec` once ``out`` is locked; ``earlier``: the attributes of the store
     at ``out`` before the run, if any."""
     if voice.one_line:
@@ -137,9 +141,9 @@ def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
     try:
         prepared = prepare_run(spec, out=out, resume=resume, overwrite=overwrite,
                                spec_path=spec_path, say=voice.say)
-        with placed(prepared, client, cluster, n_workers) as (client, where):
+        with placed(prepared, client, cluster, n_workers, dashboard) as (client, where):
             if voice.say is not None:
-                voice.say(where_line(client, where))
+                voice.say(where_line(client, where, dashboard))
             try:
                 with performance_report(perf_report), shipped_modules(client, prepared.spec):
                     return execute_run(prepared, client, where, voice)
@@ -158,22 +162,25 @@ def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
 
 @contextlib.contextmanager
 def place(cluster: ClusterSpec, combo_bars: float, backend: str,
-          n_workers: int | None = None) -> Iterator[tuple[Client, tuple[str, str]]]:
+          n_workers: int | None = None,
+          dashboard: bool = False) -> Iterator[tuple[Client, tuple[str, str]]]:
     """A client of the cluster :func:`~barsweep.pipeline.run.cluster.choose` picks for
     ``cluster`` and a run of ``combo_bars`` on ``backend``, started or reached by
     :func:`~barsweep.pipeline.run.cluster.connect` (``n_workers`` workers of a cluster
-    started here), with what it is and why: ``(client, (kind, reason))``. The cluster
+    started here; ``dashboard``: a threads one serves one too), with what it is and
+    why: ``(client, (kind, reason))``. The cluster
     is closed on exit."""
     from .cluster import choose, connect  # looked up at each call: tests stand in for it
 
     chosen, reason = choose(cluster, combo_bars, backend)
-    with connect(chosen, n_workers) as client:
+    with connect(chosen, n_workers, dashboard) as client:
         yield client, (chosen.describe(), reason)
 
 
 @contextlib.contextmanager
 def placed(prepared: Prepared, client: Client | None, cluster: tuple[str, str] | None,
-           n_workers: int | None) -> Iterator[tuple[Client, tuple[str, str]]]:
+           n_workers: int | None,
+           dashboard: bool = False) -> Iterator[tuple[Client, tuple[str, str]]]:
     """Where a prepared run goes: ``client`` as given (``cluster`` says what it is,
     else its scheduler's address and "a client given"), or a cluster :func:`place`
     chooses for the run's work and starts."""
@@ -182,16 +189,27 @@ def placed(prepared: Prepared, client: Client | None, cluster: tuple[str, str] |
         return
     spec = prepared.spec
     with place(spec.cluster, prepared.combo_bars(), spec.run.backend,
-               n_workers or spec.n_workers) as found:
+               n_workers or spec.n_workers, dashboard) as found:
         yield found
 
 
-def where_line(client: Client, where: tuple[str, str]) -> str:
-    """The line that says where a run goes: a threads cluster and why, or the
-    dashboard's address."""
-    if where[0] == "threads":
-        return f"{where[1]}; no dashboard (--cluster local starts one)"
-    return f"dask dashboard: {client.dashboard_link}"
+def where_line(client: Client, where: tuple[str, str], dashboard: bool = False) -> str:
+    """The line that says where a run goes: a threads cluster and why (its dashboard
+    too with ``dashboard``), or the dashboard's address and the run's page there."""
+    link = dashboard_link(client, where) if dashboard or where[0] != "threads" else None
+    if link is None:
+        return f"{where[1]}; no dashboard (--dashboard serves one)"
+    return f"dask dashboard: {link} (this run: {link.rsplit('/', 1)[0]}/barsweep)"
+
+
+def dashboard_link(client: Client, where: tuple[str, str]) -> str | None:
+    """The dashboard's address (None: there is none): Dask's link, but for a threads
+    cluster, whose dashboard listens on 127.0.0.1 where Dask's link names this
+    machine's address."""
+    if where[0] != "threads":
+        return client.dashboard_link
+    port = client.scheduler_info(n_workers=0).get("services", {}).get("dashboard")
+    return None if port is None else f"http://127.0.0.1:{port}/status"
 
 
 def performance_report(path: str | None) -> contextlib.AbstractContextManager:

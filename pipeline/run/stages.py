@@ -19,6 +19,7 @@ from .execute import execute, kernel_cached, warm_up
 from .prepare import Prepared
 from .progress import ProgressBar
 from .shipping import BarsShipper
+from .watch import stage_feed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +103,8 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
             todo_combos: int, voice: Voice) -> tuple[list[BlockReport], float, list[str]]:
     """Compute the ``todo`` blocks (``todo_combos`` combos) on ``client``: the bars
     shipped to workers that cannot read them, the kernel warmed once per cluster, then
-    every block, with the progress line. Returns the blocks' reports, when the warm-up
+    every block, with the progress line and the dashboard page's events
+    (:func:`~.watch.stage_feed`). Returns the blocks' reports, when the warm-up
     ended (``time.perf_counter``) and the workers the bars were shipped to."""
     spec, say = prepared.spec, voice.say
     shipper = BarsShipper(client, dict.fromkeys(ref for t in tasks
@@ -123,10 +125,12 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
             say(f"compiled in {t_plan - t_warm:.1f} s")
         bar = ProgressBar(len(todo), todo_combos, every_s=spec.run.progress_every
                           ) if voice.progress and todo else None
+        feed, todo = stage_feed(client, prepared, todo, todo_combos)
         try:
-            reports = execute(client, todo, bar.update if bar else None,
+            reports = execute(client, todo, feed.done(bar.update if bar else None),
                               worker_timeout=spec.run.worker_timeout,
                               on_workers=bar.workers if bar else None, ship=shipper.ensure)
+            feed.end()
         finally:
             if bar:
                 bar.close()

@@ -169,7 +169,7 @@ def test_resume_refuses_another_spec_or_other_bars(bars, undisturbed, tmp_path, 
     assert "execution.fees was 0.001, now 0.002" in err
     assert "grid.slow.stop was 200, now 150" in err
     assert "dask dashboard" not in (printed := capsys.readouterr().out)
-    assert "no dashboard (--cluster local" not in printed
+    assert "no dashboard (--dashboard" not in printed
 
     other_bars = tmp_path / "bars"
     assert main(["data", "synth", "--symbol", "BTCUSDT", "--timeframe", "1h", "--bars",

@@ -60,7 +60,7 @@ def assert_one_line_refusal(capsys, *needles: str) -> str:
     err = captured.err
     assert "Traceback" not in err + captured.out
     assert "dask dashboard" not in captured.out  # refused before any cluster started
-    assert "no dashboard (--cluster local" not in captured.out
+    assert "no dashboard (--dashboard" not in captured.out
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     for needle in needles:

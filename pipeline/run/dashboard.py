@@ -1,0 +1,207 @@
+"""The ``/barsweep`` page of a Dask scheduler's dashboard, live while a run goes.
+
+:class:`SweepWatch`, a scheduler plugin, folds the run's events (topic
+:data:`~barsweep.pipeline.run.watch.TOPIC`: a stage's start, each block's counts, its best
+rows and heatmap cells; :mod:`barsweep.pipeline.run.watch`) into a small
+:class:`RunState`; the page (:mod:`barsweep.pipeline.run.dashboard_page`) draws it twice a
+second. :func:`install` puts both on a scheduler, beside its other pages and in its menu,
+on the same HTTP server (its address and TLS settings). barsweep installs them on the
+clusters it starts; an external scheduler takes them as a preload::
+
+    dask scheduler --preload barsweep.pipeline.run.dashboard
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from .order import rank_order
+from .watch import PLUGIN, TOP, TOPIC
+
+logger = logging.getLogger(__name__)
+
+#: The plugin's name on the scheduler, and the page's path.
+NAME = PLUGIN
+PAGE = "barsweep"
+
+
+class RunState:
+    """What the page shows of one run, folded from its events.
+
+    Attributes
+    ----------
+    run : str
+        The run's key.
+    meta : dict
+        The first stage's description (``out``, ``strategy``, ``by``, ``pair``, ...).
+    stages : dict
+        Per rung (-1: a grid run): ``blocks``, ``done``, ``combos``, ``combos_done``.
+    workers : dict
+        Blocks done per worker address.
+    rows, cells : dict
+        Per rung: the best rows so far (best first), and the best ``by`` per heatmap
+        cell ``(a, b)``.
+    """
+
+    def __init__(self, run: str, meta: dict) -> None:
+        self.run, self.meta = run, meta
+        self.t0 = meta.get("t", 0.0)
+        self.t_last = self.t0
+        self.ended = False
+        self.stages: dict[int, dict] = {}
+        self.workers: dict[str, int] = {}
+        self.rows: dict[int, list[dict]] = {}
+        self.cells: dict[int, dict[tuple[float, float], float]] = {}
+        self.combo_bars = 0
+        self.seen: set[tuple[int, int]] = set()
+        self.rung = -1
+
+    def stage(self, msg: dict) -> None:
+        """A stage starts: its blocks and combos join the totals."""
+        rung = int(msg.get("rung", -1))
+        stage = self.stages.setdefault(rung, {"blocks": 0, "done": 0, "combos": 0,
+                                              "combos_done": 0})
+        stage["blocks"] += int(msg.get("blocks", 0))
+        stage["combos"] += int(msg.get("combos", 0))
+        self.rung, self.ended = rung, False
+
+    def block(self, msg: dict) -> None:
+        """A block ends: its counts, rows and cells folded in (once per block)."""
+        key = (self.rung, int(msg.get("block", -1)))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        stage = self.stages.setdefault(self.rung, {"blocks": 0, "done": 0, "combos": 0,
+                                                   "combos_done": 0})
+        stage["done"] += 1
+        stage["combos_done"] += int(msg.get("combos", 0))
+        self.combo_bars += int(msg.get("combos", 0)) * int(msg.get("bars", 0))
+        worker = msg.get("worker") or "this process"
+        self.workers[worker] = self.workers.get(worker, 0) + 1
+        self.t_last = max(self.t_last, float(msg.get("t", self.t_last)))
+        if msg.get("rows"):
+            self.rows[self.rung] = merge_rows(self.rows.get(self.rung, []), msg["rows"],
+                                              self.meta)
+        cells = self.cells.setdefault(self.rung, {})
+        better = min if self.meta.get("ascending") else max
+        for a, b, value in msg.get("cells", ()):
+            cells[(a, b)] = better(cells.get((a, b), value), value)
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """Blocks done and planned, combos done and planned, over every stage so far."""
+        s = self.stages.values()
+        return (sum(x["done"] for x in s), sum(x["blocks"] for x in s),
+                sum(x["combos_done"] for x in s), sum(x["combos"] for x in s))
+
+
+def merge_rows(rows: list[dict], new: list[dict], meta: dict, top: int = TOP) -> list[dict]:
+    """The best ``top`` of ``rows`` and ``new`` (one row per store position), in the
+    order ``rank`` gives them (:func:`~barsweep.pipeline.run.order.rank_order`)."""
+    by_position = {r["position"]: r for r in rows}
+    by_position.update((r["position"], r) for r in new)
+    candidates = [by_position[p] for p in sorted(by_position)]
+    score = np.array([r.get(meta["by"], np.nan) for r in candidates], dtype=np.float64)
+    order = rank_order(score, bool(meta.get("ascending")), bool(meta.get("idle_wins")),
+                       np.array([r["ruined"] for r in candidates], dtype=bool),
+                       np.array([r["traded"] for r in candidates], dtype=bool))
+    return [candidates[i] for i in order[:top]]
+
+
+class SweepWatch(SchedulerPlugin):
+    """A scheduler plugin holding the latest run's :class:`RunState` (None before any),
+    folded from its events; ``version`` counts the events taken."""
+
+    name = NAME
+
+    def __init__(self) -> None:
+        self.state: RunState | None = None
+        self.version = 0
+
+    def log_event(self, topic: str, msg) -> None:
+        if topic != TOPIC or not isinstance(msg, dict):
+            return
+        kind, run = msg.get("kind"), msg.get("run")
+        if kind == "stage" and (self.state is None or self.state.run != run):
+            self.state = RunState(run, msg)
+        state = self.state
+        if state is None or state.run != run:
+            return  # an earlier run's late event
+        if kind == "stage":
+            state.stage(msg)
+        elif kind == "block":
+            state.block(msg)
+        elif kind == "end":
+            state.ended = state.totals()[0] >= state.totals()[1]
+            state.t_last = max(state.t_last, float(msg.get("t", state.t_last)))
+        self.version += 1
+
+
+def install(scheduler) -> bool:
+    """Put :class:`SweepWatch` and the ``/barsweep`` page on ``scheduler`` (once; run in
+    its event loop): the page is served by the scheduler's own dashboard server, and
+    listed in its menu. Returns whether the page is served (False: the scheduler serves
+    no dashboard; the plugin still keeps the run's state)."""
+    if NAME not in scheduler.plugins:
+        scheduler.add_plugin(SweepWatch(), name=NAME)
+    apps = dashboard_apps(scheduler)
+    if not apps:
+        return False
+    if not any(path.rstrip("/").endswith("/" + PAGE) for app in apps
+               for path in getattr(app, "_applications", {})):
+        add_page(scheduler, apps[0].prefix)
+    return True
+
+
+def dashboard_apps(scheduler) -> list:
+    """The Bokeh server applications on ``scheduler``'s HTTP server (none: no
+    dashboard)."""
+    from bokeh.server.server import BokehTornado
+
+    routing = getattr(scheduler, "http_application", None)
+    return [a for a in getattr(routing, "applications", ()) if isinstance(a, BokehTornado)]
+
+
+def add_page(scheduler, prefix: str) -> None:
+    """Serve the page at ``<prefix>barsweep`` from ``scheduler``'s HTTP server and list
+    it in the dashboard's menu."""
+    from distributed.dashboard.core import BokehApplication
+    from distributed.dashboard.scheduler import template_variables
+    from tornado.ioloop import IOLoop
+
+    from .dashboard_page import page_doc
+
+    variables = template_variables(scheduler)  # one dict per scheduler: its menu
+    if PAGE not in variables["pages"]:
+        variables["pages"].append(PAGE)
+    app = BokehApplication({"/" + PAGE: page_doc}, scheduler, prefix=prefix,
+                           template_variables=variables)
+    scheduler.http_application.add_application(app)
+    app.initialize(IOLoop.current())
+    app.start()
+
+
+def installer(dask_scheduler=None) -> bool:
+    """:func:`install` as ``Client.run_on_scheduler`` calls it."""
+    return install(dask_scheduler)
+
+
+def install_on(client, say: Callable[[str], None] | None = None) -> None:
+    """Install the page on ``client``'s scheduler (a cluster barsweep started, in this
+    process); ``say`` hears why not, when it cannot."""
+    try:
+        client.run_on_scheduler(installer)
+    except Exception as exc:  # the run goes on without its page
+        logger.warning("barsweep: no /barsweep dashboard page: %s", exc)
+        if say is not None:
+            say(f"no /barsweep dashboard page: {exc}")
+
+
+def dask_setup(scheduler) -> None:
+    """The preload's entry point: ``dask scheduler --preload
+    barsweep.pipeline.run.dashboard`` puts the page on that scheduler."""
+    if not install(scheduler):
+        logger.warning("barsweep: this scheduler serves no dashboard; no /barsweep page")
