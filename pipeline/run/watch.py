@@ -105,6 +105,8 @@ def store_positions(task, local: np.ndarray) -> np.ndarray:
     shape, symbol = task.watch.shape, task.region[0].start
     if task.cells is not None:
         return symbol * shape[-1] + task.region[-1].start + local
+    if not task.axes:  # no parameter: one cell per symbol
+        return np.full(len(local), symbol)
     index = np.unravel_index(local, tuple(len(v) for _, v in task.axes))
     return np.ravel_multi_index(
         [np.full(len(local), symbol), *(ix + task.region[k + 1].start

@@ -47,7 +47,7 @@ def test_first_run_says_it_compiles_once_and_warm_compiles_ahead(tmp_path):
                         "caches it; `barsweep warm` does it ahead of time)")
     assert first[1].startswith("compiled in ")  # on the driver, before any cluster
     assert first[2] == ("auto: 500 combo-bars, at most 5e+09: threads of this process; no "
-                        "dashboard (--cluster local starts one)")
+                        "dashboard (--dashboard serves one)")
     assert not any(line.startswith(("compiling", "compiled")) for line in first[2:])
     assert barsweep("warm", "buy_and_hold").startswith("buy_and_hold: loaded from the cache")
     again = barsweep("run", str(spec), "--no-progress", "--overwrite")
