@@ -16,8 +16,8 @@ from .execution import Execution, execution_of
 from .fills import EXIT_REASONS
 from .metrics import METRICS
 from .portfolio import sweep_portfolio
+from .portfolio_orders import SYMBOL_METRICS
 from .portfolio_record import portfolio_record
-from .portfolio_sim import SYMBOL_METRICS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,7 +9,7 @@ import math
 
 from ...engine import METRICS
 from ...engine.portfolio_backtest import PortfolioResult, backtest_portfolio
-from ...engine.portfolio_sim import SYMBOL_METRICS
+from ...engine.portfolio_orders import SYMBOL_METRICS
 from ...errors import MismatchError, ResultsError
 from ..config.portfolio import PORTFOLIO_AXES, PORTFOLIO_LABEL, rebalance_periods
 

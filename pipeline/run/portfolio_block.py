@@ -17,7 +17,7 @@ import numpy as np
 
 from ...engine import METRICS, N_METRICS
 from ...engine.portfolio import sweep_portfolio
-from ...engine.portfolio_sim import N_SYMBOL_METRICS, SYMBOL_METRICS
+from ...engine.portfolio_orders import N_SYMBOL_METRICS, SYMBOL_METRICS
 from ...engine.strategies import resolve
 from ..config.portfolio import rebalance_periods
 
