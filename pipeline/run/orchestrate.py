@@ -368,9 +368,22 @@ def quiet_client_logs() -> None:
     import, which sets its loggers' levels from its configuration."""
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     logging.getLogger("tornado.application").addFilter(not_a_closed_comm)
+    logging.getLogger("asyncio").addFilter(not_a_lost_timeout)
     from .cluster import quiet_memory_logs
 
     quiet_memory_logs()  # a threads worker's, and the nannies' of a local cluster
+
+
+def not_a_lost_timeout(record: logging.LogRecord) -> bool:
+    """A logging filter: False for asyncio's "Future exception was never retrieved" of a
+    timeout or a closed connection, which a client's connections left waiting as the
+    client closed (tornado's ``with_timeout`` under distributed's batched sends) log when
+    they are collected, after the run's line was said."""
+    from distributed.comm.core import CommClosedError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    lost = isinstance(exc, (TimeoutError, CommClosedError))
+    return not (lost and record.getMessage().startswith("Future exception was never"))
 
 
 def not_a_closed_comm(record: logging.LogRecord) -> bool:
