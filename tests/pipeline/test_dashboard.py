@@ -187,6 +187,38 @@ def test_the_page_on_a_scheduler_started_by_hand_with_the_preload(tmp_path, bars
             stop(proc)
 
 
+RUNGS = "Bokeh.documents[0].get_model_by_name('barsweep-rungs')"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_search_shows_its_rungs_and_ends_on_ranks_top_rows(tmp_path, bars):
+    spec = yaml.safe_load(spec_file(tmp_path, bars).read_text())
+    spec["search"] = {"method": "halving", "budget": 1200, "seed": 3, "by": "sharpe",
+                      "eta": 3, "rungs": 3}
+    spec["run"]["block_size"] = 300
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    spec = load_spec(str(tmp_path / "spec.yaml"))
+    with connect(spec.cluster, 2) as client, Browser(tmp_path / "chromium") as browser:
+        browser.open(client.dashboard_link.rsplit("/", 1)[0] + "/barsweep")
+        browser.wait_for("window.Bokeh && Bokeh.documents.length > 0 && "
+                         f"{RUNGS} !== null")
+        run_spec(spec, client=client, cluster=("local", "a test"))
+        browser.wait_for(f"{STATUS}.includes('done') && {RUNGS}.visible && "
+                         f"{RUNGS}.text.includes('<tr><td>2</td>')", timeout=60)
+        rungs = re.findall(r"<tr><td>(\d+)</td><td>(\d+)/(\d+)</td>",
+                           browser.evaluate(f"{RUNGS}.text"))
+        assert [(r, done == blocks) for r, done, blocks in rungs] == [
+            ("0", True), ("1", True), ("2", True)], rungs
+        rows = table_rows(browser.evaluate(TABLE))
+        top = rank(tmp_path / "r.zarr", top=TOP)
+        assert len(rows) == len(top) == TOP
+        for row, (_, want) in zip(rows, top.iterrows()):
+            assert (int(row["fast"]), int(row["slow"])) == (want["fast"], want["slow"])
+            assert row["sharpe"] == f"{want['sharpe']:.4f}"
+        assert browser.errors == []
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_a_threads_run_serves_the_page_only_when_asked(tmp_path, bars):
