@@ -207,43 +207,88 @@ def speed(args) -> int:
 
 # -- check ---------------------------------------------------------------------------
 
-def check(args) -> int:
-    """Every builtin strategy on the GPU against the CPU, two execution settings each;
-    strategies that would not finish before the deadline are listed as not run."""
+def check_pairs() -> list[tuple[str, str]]:
+    """The (strategy, execution) pairs the check runs: two executions per builtin, in
+    turn, so that every execution feature appears."""
+    names = list(EXECUTIONS)
+    return [(name, names[(i + k) % len(names)])
+            for i, name in enumerate(strategy_grids(1)) for k in (0, 1)]
+
+
+def cpu_reference(name: str, execution: str, n_bars: int, n_combos: int) -> np.ndarray:
+    """The CPU kernel's metrics for one pair of the check (in a worker process, which
+    compiles it while the GPU's kernels compile in the main one)."""
     from barsweep.engine import Execution, get_strategy, sweep_block
-    from barsweep.engine.gpu import sweep_cuda
+    from barsweep.engine.backend import limit_threads
+
+    limit_threads(2)
+    return sweep_block(get_strategy(name), synth_bars(n_bars), strategy_grids(n_combos)[name],
+                       Execution(**EXECUTIONS[execution]), PPY)
+
+
+def check(args) -> int:
+    """Every builtin strategy on the GPU against the CPU, two execution settings each
+    (the CPU's side in a pool of processes meanwhile); strategies that would not finish
+    before the deadline are listed as not run."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     from barsweep.engine.strategies import strategy_names
 
-    bars = synth_bars(args.bars)
-    grids = strategy_grids(args.combos)
-    names, ok, slowest = list(EXECUTIONS), True, 0.0
-    for name in sorted(set(strategy_names()) - set(grids)):
+    ok = True
+    for name in sorted(set(strategy_names()) - set(strategy_grids(1))):
         emit(args.out, ["check", name, "", "", "", "", "", "", "", "FAIL",
                         "no grid in gpu_check.py: not checked"], False)
         ok = False
-    for i, (name, params) in enumerate(grids.items()):
-        if time.time() + 1.5 * slowest + 5.0 > args.deadline:
-            emit(args.out, ["check", name, "", "", "", "", "", "", "", "not run",
-                            f"budget: {args.deadline - time.time():.0f} s left"], False)
-            log(f"check {name}: not run (budget)")
+    workers = max(1, min(8, (os.cpu_count() or 2) // 2))
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
+    try:
+        cpu = {pair: pool.submit(cpu_reference, *pair, args.bars, args.combos)
+               for pair in check_pairs()}
+        ok &= check_on_gpu(args, cpu)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return 0 if ok else 1
+
+
+def check_on_gpu(args, cpu: dict) -> bool:
+    """:func:`check`'s GPU side: each pair's metrics against the CPU's (``cpu``: futures
+    by pair); a row per pair. True if all ran and agree."""
+    from barsweep.engine import Execution, get_strategy
+    from barsweep.engine.gpu import sweep_cuda
+
+    bars, grids = synth_bars(args.bars), strategy_grids(args.combos)
+    ok, slowest, started = True, 0.0, {}
+    for name, execution in cpu:
+        t0 = time.perf_counter()
+        left = args.deadline - time.time()
+        if name not in started and 1.5 * slowest + 5.0 > left:
+            emit(args.out, ["check", name, execution, "", "", "", "", "", "", "not run",
+                            f"budget: {left:.0f} s left"], False)
+            log(f"check {name} / {execution}: not run (budget)")
             ok = False
             continue
-        t0 = time.perf_counter()
-        strategy = get_strategy(name)
-        for execution in (names[i % 4], names[(i + 1) % 4]):
-            run = Execution(**EXECUTIONS[execution])
-            cpu = sweep_block(strategy, bars, params, run, PPY)
-            gpu = sweep_cuda(strategy, bars, params, run, PPY, bars_key="check")
-            max_rel, n_bad, n_trades = compare(gpu, cpu)
-            ok &= n_bad == 0 and n_trades == 0
-            emit(args.out, ["check", name, execution, f"{len(cpu):,}", "", "", "", "",
-                            f"{max_rel:.1e}", verdict(n_bad, n_trades)],
-                 n_bad == 0 and n_trades == 0)
-            log(f"check {name} / {execution}: max rel {max_rel:.1e}, "
-                f"{verdict(n_bad, n_trades)}")
-        slowest = max(slowest, time.perf_counter() - t0)
-        log(f"check {name}: {time.perf_counter() - t0:.1f} s (compiles included)")
-    return 0 if ok else 1
+        started.setdefault(name, t0)
+        try:
+            gpu = sweep_cuda(get_strategy(name), bars, grids[name],
+                             Execution(**EXECUTIONS[execution]), PPY, bars_key="check")
+            ref = cpu[name, execution].result(timeout=max(1.0, args.deadline - time.time()))
+        except Exception as exc:
+            emit(args.out, ["check", name, execution, "", "", "", "", "", "", "FAIL",
+                            f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"],
+                 False)
+            log(f"check {name} / {execution}: {type(exc).__name__}: {exc}")
+            ok = False
+            continue
+        max_rel, n_bad, n_trades = compare(gpu, ref)
+        ok &= n_bad == 0 and n_trades == 0
+        emit(args.out, ["check", name, execution, f"{len(ref):,}", "", "", "", "",
+                        f"{max_rel:.1e}", verdict(n_bad, n_trades)],
+             n_bad == 0 and n_trades == 0)
+        log(f"check {name} / {execution}: max rel {max_rel:.1e}, {verdict(n_bad, n_trades)} "
+            f"({time.perf_counter() - t0:.1f} s)")
+        slowest = max(slowest, time.perf_counter() - started[name])
+    return ok
 
 
 # -- pipeline ------------------------------------------------------------------------
