@@ -12,8 +12,8 @@
 # runs `barsweep run` on a LocalCluster of one worker process with backend cuda instead
 # (what LocalCUDACluster does for a machine of one GPU).
 #
-# The wheels go to an ignored folder (default benchmarks/gpu_wheels), which a run on the
-# GPU machine carries with the checkout; their total must stay within MAX_MIB (60), so
+# The wheels go to an ignored folder (default benchmarks/gpu_wheels; the fallback ones to
+# its fallback/), which a run on the GPU machine carries with the checkout; their total must stay within MAX_MIB (60), so
 # that the checkout and the wheels fit the 64 MiB that travel. Versions are those the
 # project's test environment runs.
 #
@@ -35,13 +35,23 @@ wheels=(
     xyzservices==2026.9.1
 )
 
-mkdir -p "$dest"
-rm -f "$dest"/*.whl
-"$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$dest" \
-    --python-version 3.12 --implementation cp \
-    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 \
-    "${wheels[@]}"
+# Installed only if the carried packages do not import with the image's own (gpu_check.sh
+# says so in one line): the newer typing-extensions that pydantic 2.14 asks for, which
+# barsweep's engine imports.
+fallback=(typing-extensions==4.16.0)
+
+download() {  # download DEST NAME==VERSION...
+    local to="$1"
+    shift
+    mkdir -p "$to"
+    rm -f "$to"/*.whl
+    "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$to" \
+        --python-version 3.12 --implementation cp \
+        --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 "$@"
+}
+download "$dest" "${wheels[@]}"
+download "$dest/fallback" "${fallback[@]}"
 
 # one wheel per name, and every name present
 names="$(for f in "$dest"/*.whl; do basename "$f" | cut -d- -f1 | tr 'A-Z_.' 'a-z--'; done)"
@@ -55,10 +65,11 @@ if [ "$(wc -l <<<"$names")" -ne "${#wheels[@]}" ]; then
     exit 1
 fi
 
-bytes="$(cat "$dest"/*.whl | wc -c)"
+bytes="$(cat "$dest"/*.whl "$dest"/fallback/*.whl | wc -c)"
 mib="$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')"
-ls -1s --block-size=K "$dest"/*.whl | sed "s|$dest/||"
-echo "fetch_gpu_wheels: ${#wheels[@]} wheels, $mib MiB in $dest (limit $max_mib MiB)"
+ls -1s --block-size=K "$dest"/*.whl "$dest"/fallback/*.whl | sed "s|$dest/||"
+echo "fetch_gpu_wheels: ${#wheels[@]} wheels and ${#fallback[@]} fallback, $mib MiB in" \
+    "$dest (limit $max_mib MiB)"
 if [ "$bytes" -gt $((max_mib * 1048576)) ]; then
     echo "fetch_gpu_wheels: over $max_mib MiB: carry less" >&2
     exit 1

@@ -16,7 +16,9 @@
 # and within BUDGET_S seconds in all (default 470): a step that fails or runs out of
 # time is one line in the table, and the next step still runs. If numba-cuda finds no
 # working toolkit by itself, the probe is tried again with CUDA_HOME set to each of (at
-# most two) toolkits on the machine that hold NVVM.
+# most two) toolkits on the machine that hold NVVM; if the carried packages do not all
+# import with the image's own, the wheels in $WHEELS/fallback are added and it is tried
+# once more.
 #
 # --simulate: the same steps on a CPU machine, in numba's CUDA simulator, with tiny sizes
 # and PYTHON's own packages (no wheels); tests/gpu/test_gpu_check.py runs it.
@@ -131,6 +133,14 @@ main() {
                 break
             fi
         done
+    fi
+
+    if [ "$CARRIED_OK" != 1 ] && [ "$simulate" = 0 ] && compgen -G "$wheels/fallback/*.whl" >/dev/null; then
+        echo "gpu_check: the carried packages do not all import with the image's own;" \
+            "adding the fallback wheels: $(cd "$wheels/fallback" && echo *.whl)"
+        step wheels-fallback 60 "${pip[@]}" --upgrade "$wheels"/fallback/*.whl \
+            && NOTE="with the fallback wheels" step probe 60 "${check[@]}" probe --out "$out"
+        [ -f "$out/probe.env" ] && . "$out/probe.env"
     fi
 
     if [ "$CUDA_OK" = 1 ]; then

@@ -22,9 +22,10 @@ BENCHMARKS = ROOT / "benchmarks"
 
 
 def gpu_check_module():
-    """``benchmarks/gpu_check.py`` imported (its folder on sys.path, as when it runs)."""
+    """``benchmarks/gpu_check.py`` imported (its folder last on sys.path, so that its other
+    scripts shadow nothing)."""
     if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
+        sys.path.append(str(BENCHMARKS))
     import gpu_check
 
     return gpu_check
@@ -74,11 +75,11 @@ def test_every_step_ran_and_left_its_rows(simulated):
     assert facts["import barsweep"].endswith(str(Path("src") / "barsweep"))  # the checkout
 
 
-def run_table(out: Path, steps: list[dict], rows: list[dict]) -> subprocess.CompletedProcess:
+def run_table(out: Path, steps: list[dict], rows: list[dict]) -> int:
+    """``gpu_check.py table`` on these records: its exit status."""
     (out / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
     (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "table",
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    return gpu_check_module().main(["table", "--out", str(out)])
 
 
 def step(name: str, rc: int, advisory: bool = False) -> dict:
@@ -97,12 +98,14 @@ def row(ok: bool) -> dict:
     ([step("probe", 0), step("speed", 124)], [row(True)], "FAIL"),
     ([step("probe", 0), step("speed", 0)], [row(True), row(False)], "FAIL"),
     ([], [row(True)], "FAIL"),
+    ([step("probe", 3), step("probe", 0), step("speed", 0)], [row(True)], "PASS"),
+    ([step("probe", 0), step("probe", 3), step("speed", 0)], [row(True)], "FAIL"),
 ])
 def test_the_report_fails_on_any_failed_step_or_row(tmp_path, steps, rows, verdict):
-    proc = run_table(tmp_path, steps, rows)
+    rc = run_table(tmp_path, steps, rows)
     report = (tmp_path / "GPU_RESULTS.md").read_text()
     assert f"Result: **{verdict}**" in report
-    assert proc.returncode == (0 if verdict == "PASS" else 1), proc.stderr
+    assert rc == (0 if verdict == "PASS" else 1)
     if any(s["rc"] == 124 for s in steps):
         assert "| speed | timed out |" in report
 
