@@ -240,7 +240,8 @@ def table(args) -> int:
                   s["seconds"], s["limit"], s.get("note", "")] for s in steps]
     lines = [
         f"# GPU check ({time.strftime('%Y-%m-%d %H:%M %Z')})", "",
-        f"`benchmarks/gpu_check.sh {args.mode_flag}` on: {environment(facts)}.", "",
+        f"`{' '.join(['benchmarks/gpu_check.sh', args.mode_flag]).strip()}` on: "
+        f"{environment(facts)}.", "",
         f"{args.bars:,} bars; tolerance vs the CPU kernel: rtol 1e-9, atol 1e-12, trade "
         f"counts identical. Target: >= 100,000 M combo-bars/s. Seconds per stage in the "
         f"notes: `bars` includes the host's preparation of the block.", "",
