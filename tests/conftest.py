@@ -105,6 +105,7 @@ LONGEST_FIRST = (
     "tests/pipeline/test_faults.py",  # ~120 s: real clusters, SIGKILLs, resumed runs
     "tests/gpu/test_cuda_sim.py",  # ~50 s: the CUDA simulator, in processes of its own
     "tests/gpu/test_cuda_ptx.py",  # ~40 s: every kernel through NVVM
+    "tests/gpu/test_gpu_check.py",  # ~40 s: benchmarks/gpu_check.sh --simulate end to end
     "tests/engine/test_kernel_cache.py",  # ~35 s: an engine copied and compiled cold
     "tests/engine/test_vectorbt_directions.py",  # ~33 s: vectorbt compiles its simulators
     "tests/pipeline/test_end_to_end.py",  # ~30 s
