@@ -1,6 +1,7 @@
 """Warp model (CPU only): how busy a GPU's 32-lane warps would be on the check's sweeps.
 
-    python benchmarks/warp_model.py [--sizes 100000 1000000 10000000] [--warps 1500]
+    python benchmarks/warp_model.py [--sizes 100000 1000000 10000000] [--warps 2000]
+                                    [--costs C_FLAT C_HELD C_EVENT]
 
 The grid is ``benchmarks/gpu_check.py``'s: ema_cross on 26,280 synthetic hourly bars,
 ``close, long, fees``, ``ema_params(n)`` combos. Each combo's path is replayed bar by bar
@@ -18,12 +19,14 @@ sample of ``--warps`` warps (all when fewer) is modelled for each design:
   then one general step if any lane has one. Lane costs: a flat iteration ``c_flat``,
   a held one ``c_held``, a general step ``c_event``.
 - ``(b) warp-synchronous``: the warp steps bar by bar; a bar costs ``c_event`` when any
-  lane has an event on it, else ``c_sync`` (the flat and held accumulators by selects).
+  lane has an event on it, else ``c_held`` when any lane holds a position through it
+  (the held accumulators run under a predicate, flat lanes masked), else ``c_flat``.
 
-Lane efficiency = the lanes' own cost (what each would take alone, in that design's
-costs) / (32 x the warp's cost); with unit costs it is active lane-steps / (32 x warp
-steps). ``cost/combo-bar`` is the warp's cost per combo-bar in units of a flat iteration:
-the designs' ratio of it predicts their speed ratio (latency-bound alike). Lane orders:
+Lane efficiency = the lanes' own cost (what each would take alone: its flat iterations,
+held iterations and events at their costs) / (32 x the warp's cost); with unit costs it
+is active lane-steps / (32 x warp steps). ``cost/combo-bar`` is the warp's cost per
+combo-bar in units of a flat iteration: the designs' ratio of it predicts their speed
+ratio (both latency-bound alike; the coalesced loads of (b) come on top). Lane orders:
 ``today`` (:func:`~barsweep.engine.block.locality_order`: slow-period rows major, the
 lanes of a warp differ in the fast period) and ``alike`` (fast major: the lanes differ in
 the slow period, whose neighbours cross at nearly the same bars). ``spread`` is the median
@@ -31,7 +34,7 @@ over the warp's stretches of the spread of its lanes' bars at a stretch's start 
 
 Default costs are the SASS sizes for sm_90 of the kernel's two inner loops (flat scan 79
 instructions, held step 209: ``c_held`` = 2.6) and an assumed general step of 8 flat
-iterations; ``--unit`` sets all to 1.
+iterations; ``--costs 1 1 1`` models unit costs.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from barsweep.engine.strategies import kernels  # noqa: E402
 
 WARP = 32
 EXECUTION = Execution(fill="close", fees=0.001)
-COSTS = {"c_flat": 1.0, "c_held": 2.6, "c_event": 8.0, "c_sync": 2.6}
+COSTS = {"c_flat": 1.0, "c_held": 2.6, "c_event": 8.0}
 
 
 @njit(cache=True)
@@ -112,16 +115,24 @@ def own_pace(events, counts, n, c_flat, c_held, c_event):
 
 
 @njit(cache=True)
-def synchronous(events, counts, n, c_sync, c_event):
-    """Design (b) for one warp: ``(lanes' own cost, warp cost)``."""
+def synchronous(events, counts, n, c_flat, c_held, c_event):
+    """Design (b) for one warp: its cost. A bar costs ``c_event`` when any lane has an
+    event on it, else ``c_held`` when any lane holds a position through it, else
+    ``c_flat`` (a branch no lane takes is skipped)."""
     hit = np.zeros(n, dtype=np.bool_)
-    own = 0.0
+    held = np.zeros(n + 1, dtype=np.int64)  # +1 at a held stretch's start, -1 after it
     for lane in range(counts.shape[0]):
-        own += counts[lane] * c_event + (n - counts[lane]) * c_sync
         for k in range(counts[lane]):
             hit[events[lane, k]] = True
-    union = hit.sum()
-    return own, union * c_event + (n - union) * c_sync
+            if k % 2 == 0:  # an entry: held from the next bar to the exit (or the end)
+                held[events[lane, k] + 1] += 1
+                held[events[lane, k + 1] if k + 1 < counts[lane] else n] -= 1
+    cost = 0.0
+    holding = 0
+    for t in range(n):
+        holding += held[t]
+        cost += c_event if hit[t] else (c_held if holding > 0 else c_flat)
+    return cost
 
 
 def lane_orders(rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -161,22 +172,22 @@ def model_size(n: int, bars_dict, n_warps: int, costs: dict, rng) -> list[list[s
     sample = np.sort(rng.choice(total, min(n_warps, total), replace=False))
     out = []
     for name, order in lane_orders(rows).items():
-        sums = np.zeros(4)
+        sums = np.zeros(3)
         spreads = []
-        for w in sample:
+        for i, w in enumerate(sample):
             combos = order[w * WARP:(w + 1) * WARP]
             events, counts = warp_paths(strategy, bars, params, combos)
-            if w == sample[0]:
+            if i % 100 == 0:
                 check_trades(strategy, bars_dict, params, combos, counts)
             own_a, warp_a, spread = own_pace(events, counts, N_BARS, costs["c_flat"],
                                              costs["c_held"], costs["c_event"])
-            own_b, warp_b = synchronous(events, counts, N_BARS, costs["c_sync"],
-                                        costs["c_event"])
-            sums += (own_a, WARP * warp_a, own_b, WARP * warp_b)
+            warp_b = synchronous(events, counts, N_BARS, costs["c_flat"], costs["c_held"],
+                                 costs["c_event"])
+            sums += (own_a, WARP * warp_a, WARP * warp_b)
             spreads.append(spread)
         work = WARP * len(sample) * N_BARS
         for design, own, cost in (("(a) own pace", sums[0], sums[1]),
-                                  ("(b) warp-synchronous", sums[2], sums[3])):
+                                  ("(b) warp-synchronous", sums[0], sums[2])):
             out.append([f"{n:,}", f"{len(sample):,}", name, design, f"{own / cost:.2f}",
                         f"{cost / work:.2f}",
                         f"{np.median(spreads):,.0f}" if design.startswith("(a)") else ""])
@@ -187,11 +198,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000,
                                                                  10_000_000])
-    parser.add_argument("--warps", type=int, default=1500, help="warps sampled per size")
-    parser.add_argument("--unit", action="store_true", help="every cost 1")
+    parser.add_argument("--warps", type=int, default=2000, help="warps sampled per size")
+    parser.add_argument("--costs", type=float, nargs=3, metavar=("FLAT", "HELD", "EVENT"),
+                        help="c_flat, c_held, c_event (default: %(default)s)",
+                        default=list(COSTS.values()))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    costs = {k: 1.0 for k in COSTS} if args.unit else COSTS
+    costs = dict(zip(COSTS, args.costs))
     bars_dict = synth_bars(N_BARS)
     rng = np.random.default_rng(args.seed)
     head = ["combos", "warps modelled", "lane order", "design", "lane efficiency",
