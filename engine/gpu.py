@@ -48,6 +48,11 @@ from .strategies.base import Strategy
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
 THREADS_PER_BLOCK = 128
+#: Blocks that must fit on a multiprocessor at once: the launch bounds
+#: ``(THREADS_PER_BLOCK, MIN_BLOCKS_PER_SM)`` hold the kernel to 65,536 registers /
+#: (128 x 4) = 128 per thread, 16 warps per SM (above 128, 12 fit); ptxas fits the
+#: ema_cross kernel in them without spilling (tests/gpu/test_registers.py).
+MIN_BLOCKS_PER_SM = 4
 #: At most this many blocks per multiprocessor; a grid-stride loop covers more combos.
 MAX_BLOCKS_PER_SM = 32
 #: Device bar sets kept per process (a worker usually sweeps one or two symbols at a time).
@@ -108,7 +113,11 @@ def sweep_kernel(strategy: Strategy):
 
 
 def _build_kernel(step, scan):
-    @cuda.jit
+    # launch bounds cap the registers (MIN_BLOCKS_PER_SM); the simulator's jit takes none
+    bounds = {} if config.ENABLE_CUDASIM else {
+        "launch_bounds": (THREADS_PER_BLOCK, MIN_BLOCKS_PER_SM)}
+
+    @cuda.jit(**bounds)
     def kernel(bars, ind, combos, run, out):
         for c in range(cuda.grid(1), combos.rows.shape[0], cuda.gridsize(1)):
             simulate(step, scan, bars, ind, combos, c, run, out)
