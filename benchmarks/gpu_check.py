@@ -42,6 +42,8 @@ from pathlib import Path
 import numpy as np
 from gpu_report import emit, log, probe, table
 
+N_BARS = 26_280  # the check's bars: three years of hours
+SLOW0 = 502  # ema_cross grids: the first slow period
 RTOL, ATOL = 1e-9, 1e-12
 PPY = 8760.0
 
@@ -90,7 +92,7 @@ def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
     }
 
 
-def ema_params(n: int, slow0: int) -> dict[str, np.ndarray]:
+def ema_params(n: int, slow0: int = SLOW0) -> dict[str, np.ndarray]:
     """``n`` ema_cross combos: fast 2.. x slow ``slow0``.. (at most 2,000 slow periods)."""
     n_slow = min(2000, n)
     n_fast = -(-n // n_slow)
@@ -360,12 +362,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=list(STEPS))
     parser.add_argument("--out", type=Path, required=True, help="the results folder")
-    parser.add_argument("--bars", type=int, default=26_280)
+    parser.add_argument("--bars", type=int, default=N_BARS)
     parser.add_argument("--combos", type=int, default=3000,
                         help="check: combos per strategy; pipeline: the grid's size")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                         default=[100_000, 1_000_000, 10_000_000], help="speed: combos")
-    parser.add_argument("--slow0", type=int, default=502,
+    parser.add_argument("--slow0", type=int, default=SLOW0,
                         help="ema_cross grids: the first slow period")
     parser.add_argument("--deadline", type=float,
                         default=float(os.environ.get("GPU_CHECK_DEADLINE", "inf")),
