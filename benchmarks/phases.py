@@ -279,17 +279,18 @@ GRID_FIRST = {"fast": {"start": 2, "stop": 140, "step": 1},
               "slow": {"start": 150, "stop": 2150, "step": 1}}  # 278,139 combos
 
 
-def first_blocks(work: Path, workers: int) -> list[dict]:
+def first_blocks(work: Path, workers: int, fast_stop: int = 140) -> list[dict]:
     """A warm ema_cross run of ~278k combos x 26,280 bars on a local cluster of
-    ``workers`` processes; per block its worker, combos, seconds and phases, in the order
-    the driver received them."""
+    ``workers`` processes (``fast_stop`` < 140: fewer fast periods); per block its
+    worker, combos, seconds and phases, in the order the driver received them."""
     from barsweep.pipeline.config.model import load_spec
     from barsweep.pipeline.run import orchestrate, stages
 
     argv, _ = setup(work, "run10k")
     spec_path = work / "first.yaml"
     doc = json.loads(Path(argv[1]).read_text())
-    doc.update(grid=GRID_FIRST, cluster="local")
+    grid = {**GRID_FIRST, "fast": {**GRID_FIRST["fast"], "stop": fast_stop}}
+    doc.update(grid=grid, cluster="local")
     doc["run"]["out"] = str(work / "first.zarr")
     spec_path.write_text(json.dumps(doc))
     execute, got = stages.execute, []
@@ -325,6 +326,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["run10k", "demo", "backtest", "first"])
     parser.add_argument("--bars", type=int, default=1_000_000, help="backtest: bars")
+    parser.add_argument("--fast-stop", type=int, default=140,
+                        help="first: the last fast period (140: ~278k combos)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--work", default=None, help="keep the bars and stores here")
     parser.add_argument("--json", default=None, help="also write the samples here")
@@ -339,7 +342,7 @@ def main() -> None:
         return
     if args.what == "first":
         work = Path(args.work or tempfile.mkdtemp(prefix="phases-"))
-        rows = first_blocks(work, 2)
+        rows = first_blocks(work, 2, args.fast_stop)
         keys = list(dict.fromkeys(k for r in rows for k in r))
         print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
         for r in rows:
