@@ -61,25 +61,29 @@ class Clock:
     seconds spent in top-level imports are charged to ``<phase>: imports``."""
 
     def __init__(self) -> None:
-        self.stack = ["other (CLI parse, rest)"]
+        self.stack = ["other (outside the timed stages)"]
         self.seconds: dict[str, float] = {}
         self.last = time.monotonic()
         self.importing = 0
         self.imports: list[tuple[str, str, float]] = []  # (phase, module, seconds)
 
-    def switch(self, push: str | None) -> None:
+    def charge(self) -> None:
+        """Charge the seconds since the last charge to the open phase."""
         now = time.monotonic()
         name = self.stack[-1] + (": imports" if self.importing else "")
         self.seconds[name] = self.seconds.get(name, 0.0) + now - self.last
         self.last = now
+
+    def switch(self, push: str | None) -> None:
+        """Open phase ``push``, or close the open one (None)."""
+        self.charge()
         if push is None:
             self.stack.pop()
         else:
             self.stack.append(push)
 
     def flush(self) -> None:
-        self.switch(self.stack[-1])
-        self.stack.pop()
+        self.charge()
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -108,12 +112,12 @@ class Clock:
                 module = original(name, import_)
                 on_import(name, module)
                 return module
-            self.switch(self.stack[-1])
+            self.charge()
             self.importing, t0 = 1, time.monotonic()
             try:
                 module = original(name, import_)
             finally:
-                self.switch(self.stack[-1])
+                self.charge()
                 self.importing = 0
                 self.imports.append((self.stack[-1], name, time.monotonic() - t0))
             on_import(name, module)
