@@ -132,8 +132,12 @@ def remove_in_background(path: Path) -> None:
 
 def wait_removals() -> None:
     """Return once every removal :func:`remove_in_background` started is done."""
-    while _REMOVING:
-        _REMOVING.pop().join()
+    while True:
+        try:
+            thread = _REMOVING.pop()
+        except IndexError:  # none left (another thread may have taken the last)
+            return
+        thread.join()
 
 
 def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
