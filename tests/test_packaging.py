@@ -36,7 +36,7 @@ def test_console_script_and_examples_are_installed():
     examples = files("barsweep.pipeline") / "examples"
     assert (examples / "ema_cross.yaml").is_file()
     eps = [e for e in installed().entry_points if e.group == "console_scripts"]
-    assert [e.value for e in eps] == ["barsweep.pipeline.cli:main"]
+    assert [e.value for e in eps] == ["barsweep.pipeline.cli:command"]
 
 
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -23,6 +24,19 @@ from .demo import add_demo_parser
 from .ranking import add_rank_parsers
 from .runs import add_run_parsers, add_strategies_parser, add_warm_parser
 from .views import add_plot_parser, add_report_parser, add_trades_parser
+
+
+def command() -> int:
+    """The ``barsweep`` program: :func:`main` on the command line's arguments; its exit
+    status, for ``sys.exit``.
+
+    The objects the command leaves (numba's, Dask's, pandas' and xarray's, a few
+    hundred thousand after a run) are then frozen out of the garbage collector
+    (``gc.freeze``), which the interpreter's exit would otherwise walk in collections
+    that take about a second; finalizers and ``atexit`` handlers still run."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

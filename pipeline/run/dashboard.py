@@ -14,6 +14,7 @@ clusters it starts; an external scheduler takes them as a preload::
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -158,9 +159,12 @@ def install(scheduler) -> bool:
 
 def dashboard_apps(scheduler) -> list:
     """The Bokeh server applications on ``scheduler``'s HTTP server (none: no
-    dashboard)."""
-    from bokeh.server.server import BokehTornado
-
+    dashboard). A dashboard has Bokeh imported; without one Bokeh is not imported
+    here (it takes about half a second)."""
+    server = sys.modules.get("bokeh.server.server")
+    if server is None:  # no dashboard in this process
+        return []
+    BokehTornado = server.BokehTornado  # noqa: N806 - the class, as Bokeh names it
     routing = getattr(scheduler, "http_application", None)
     return [a for a in getattr(routing, "applications", ()) if isinstance(a, BokehTornado)]
 

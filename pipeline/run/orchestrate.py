@@ -46,6 +46,7 @@ from .results import (
     finish_store,
     resume_hint,
     store_attrs,
+    wait_removals,
 )
 from .search_run import execute_search
 from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
@@ -105,10 +106,13 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                 if voice.note is not None:
                     voice.note(line)
             earlier = store_attrs(out)
-            return _run_locked(spec, out, earlier, overwrite=overwrite, resume=resume,
-                               spec_path=spec_path, client=client, cluster=cluster,
-                               n_workers=n_workers, voice=voice, perf_report=perf_report,
-                               dashboard=dashboard)
+            try:
+                return _run_locked(spec, out, earlier, overwrite=overwrite, resume=resume,
+                                   spec_path=spec_path, client=client, cluster=cluster,
+                                   n_workers=n_workers, voice=voice,
+                                   perf_report=perf_report, dashboard=dashboard)
+            finally:  # the store it replaced is gone before the lock is released
+                wait_removals()
     except KeyboardInterrupt as exc:
         logging.disable(disabled)
         if not voice.one_line:
@@ -344,7 +348,7 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
                  the_plan.n_blocks, attrs, excluded=the_plan.excluded, members=members,
                  segments=the_plan.segments, lead=the_plan.lead,
                  coords={**store_coords(spec, prepared.symbol_bars),
-                         **(prepared.window_times or {})})
+                         **(prepared.window_times or {})}, remove_later=True)
 
 
 def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:

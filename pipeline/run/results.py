@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,6 +52,7 @@ def create_store(
     coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]] | None = None,
     extra: Sequence[str] = (),
     members: Sequence[str] = (),
+    remove_later: bool = False,
 ) -> None:
     """Write the store's metadata and coordinates; no metric chunk is written.
 
@@ -89,6 +91,9 @@ def create_store(
         A portfolio's member symbols: the ``member`` dim of :data:`MEMBER_VARS`,
         over ``(member, *lead, *params)``, chunked as the metrics with the whole
         ``member``.
+    remove_later : bool
+        Remove the earlier store it replaces on a thread of its own (:func:`finish_store`
+        waits for it), not before returning.
     """
     ds, encoding = empty_store(symbols, axes, chunks, n_blocks, attrs, lead=lead,
                                segments=segments, coords=coords, extra=extra,
@@ -106,7 +111,33 @@ def create_store(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    if not remove_later:
+        shutil.rmtree(old, ignore_errors=True)
+    elif old.exists():
+        remove_in_background(old)
+
+
+#: The threads removing earlier stores (:func:`remove_in_background`), until waited for.
+_REMOVING: list[threading.Thread] = []
+
+
+def remove_in_background(path: Path) -> None:
+    """Remove the directory ``path`` on a thread of its own (not a daemon: the process
+    ends once it is done); :func:`wait_removals` waits for it."""
+    thread = threading.Thread(target=shutil.rmtree, args=(path,),
+                              kwargs={"ignore_errors": True}, name="barsweep-remove-store")
+    thread.start()
+    _REMOVING.append(thread)
+
+
+def wait_removals() -> None:
+    """Return once every removal :func:`remove_in_background` started is done."""
+    while True:
+        try:
+            thread = _REMOVING.pop()
+        except IndexError:  # none left (another thread may have taken the last)
+            return
+        thread.join()
 
 
 def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
@@ -270,7 +301,9 @@ def done_mask(path: str) -> np.ndarray:
 
 
 def finish_store(path: str, attrs: Mapping[str, object]) -> None:
-    """Add ``attrs`` and set ``complete: true``, or raise when a block is still pending."""
+    """Add ``attrs`` and set ``complete: true``, or raise when a block is still pending;
+    first, wait for the removal of any earlier store (:func:`wait_removals`)."""
+    wait_removals()
     pending = np.flatnonzero(done_flags(path) == PENDING)
     if len(pending):
         raise RunError(
