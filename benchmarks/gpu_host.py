@@ -1,14 +1,16 @@
 """Host preparation of ``sweep_cuda``, stage by stage, on the CPU (no GPU needed).
 
-    python benchmarks/gpu_host.py [--sizes 100000,1000000,10000000] [--repeat 3]
+    python benchmarks/gpu_host.py [--sizes 100000,1000000,10000000] [--repeat 3] [--shuffle]
 
-Times the host functions a GPU block runs before and after its kernels, for ema_cross
-grids of the GPU check (``gpu_check.ema_params``: fast 2.. x slow 502..2501) on 26,280
-bars: ``prepare_block``, ``plan_rows``, ``locality_order``, ``Block.combos`` (the
-combos gathered in kernel order) and the scatter of the metrics back to the grid's order
-(``out[:, order] = result``, 18 metrics per combo). When ``sweep_cuda`` puts the
-metrics back in order on the device (``barsweep.engine.gpu.restore_order``), the host's
-part of that is nothing and the row says so. Prints the median seconds per stage.
+Times the host functions a GPU block runs around its kernels, for the ema_cross grids
+of the GPU check (``gpu_check.ema_params``: fast 2.. x slow 502..2501, fast-major) on
+26,280 bars, or those grids in a random order (``--shuffle``): ``prepare_block``,
+``plan_rows``, ``locality_order``, the combos packed for the kernel and the metrics (18
+per combo) put back in the grid's order. Where ``sweep_cuda`` gathers the combos and
+puts the metrics back on the device (``barsweep.engine.gpu.device_combos``), the host's
+share of those two is what is timed (the order checked, the block's own arrays
+handed over); otherwise ``Block.combos(rows, order)`` and ``out[:, order] = result``.
+The copies over PCIe are not timed (no GPU here). Prints the median seconds per stage.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def timed(fn, repeat: int) -> tuple[float, object]:
     return float(np.median(times)), result
 
 
-def stages(n: int, bars: dict, repeat: int) -> dict[str, float]:
+def stages(n: int, bars: dict, repeat: int, shuffle: bool) -> dict[str, float]:
     """Median seconds of each host stage for ``n`` ema_cross combos."""
     from barsweep.engine import Execution, get_strategy, gpu
     from barsweep.engine.block import locality_order, prepare_block
@@ -46,16 +48,21 @@ def stages(n: int, bars: dict, repeat: int) -> dict[str, float]:
 
     strategy, execution = get_strategy("ema_cross"), Execution(fill="close", fees=0.001)
     params = ema_params(n)
+    if shuffle:
+        pick = np.random.default_rng(1).permutation(n)
+        params = {k: v[pick] for k, v in params.items()}
+    on_device = hasattr(gpu, "device_combos")
     out: dict[str, float] = {}
     out["prepare_block"], block = timed(
         lambda: prepare_block(strategy, bars, params, execution, PPY), repeat)
     out["plan_rows"], (_, rows) = timed(
         lambda: plan_rows(strategy, block.strategy_params, n), repeat)
     out["locality_order"], order = timed(lambda: locality_order(rows), repeat)
-    out["combos"], _ = timed(lambda: block.combos(rows, order), repeat)
-    if hasattr(gpu, "restore_order"):
-        out["scatter"] = 0.0  # on the device
+    if on_device:
+        out["combos"], _ = timed(lambda: (gpu.is_identity(order), block.combos(rows)), repeat)
+        out["scatter"] = timed(lambda: np.empty((1, n, N_METRICS)), repeat)[0]
     else:
+        out["combos"], _ = timed(lambda: block.combos(rows, order), repeat)
         result = np.random.default_rng(0).random((1, n, N_METRICS))
 
         def scatter():
@@ -72,10 +79,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000,10000000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--shuffle", action="store_true", help="the grids in a random order")
     args = parser.parse_args()
     bars = synth_bars(N_BARS)
     sizes = [int(s) for s in args.sizes.split(",")]
-    table = {n: stages(n, bars, args.repeat) for n in sizes}
+    table = {n: stages(n, bars, args.repeat, args.shuffle) for n in sizes}
     names = list(table[sizes[0]])
     print("| stage | " + " | ".join(f"{n:,}" for n in sizes) + " |")
     print("|---|" + "---|" * len(sizes))

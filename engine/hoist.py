@@ -133,9 +133,10 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],
                  n_combos: int) -> np.ndarray:
     """Parameter values as float64, shape (n_combos, n_params), in the strategy's order."""
-    if not strategy.params:
-        return np.empty((n_combos, 0))
-    return np.column_stack([np.asarray(params[p], dtype=np.float64) for p in strategy.param_names])
+    matrix = np.empty((n_combos, len(strategy.param_names)))
+    for j, name in enumerate(strategy.param_names):  # converted as written: one pass each
+        matrix[:, j] = params[name]
+    return matrix
 
 
 def _scalar(strategy: Strategy, name: str, value):
