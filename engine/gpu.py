@@ -18,8 +18,13 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
 - the indicator table lives on the device in column-major order: at bar ``t`` the
   threads of a warp read neighbouring rows (combos are in indicator-locality order), so
   the reads coalesce;
-- one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row;
-  the block's metrics come back to the host and are written to Zarr like a CPU block.
+- the combos go over as the grid gives them; when the kernel's locality order differs,
+  they are gathered into it on the device (:func:`device_combos`), and the metrics put
+  back in the grid's order there (:func:`restore_order`): the host permutes nothing;
+- one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row
+  into a device array the thread's next block of the same shape reuses
+  (:func:`reused_array`); the block's metrics come back to the host and are written to
+  Zarr like a CPU block.
 
 Without a GPU every function here still imports; :func:`cuda_problem` says why a run
 cannot use CUDA. Under ``NUMBA_ENABLE_CUDASIM=1`` (set before numba is imported) the
