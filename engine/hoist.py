@@ -90,6 +90,12 @@ def unique_rows(columns: list) -> tuple[np.ndarray, np.ndarray]:
     -------
     distinct : ndarray, shape (n_distinct, n_columns), the columns' common dtype
     inverse : ndarray, shape (n,), int64: ``distinct[inverse]`` is the matrix.
+
+    Examples
+    --------
+    >>> distinct, inverse = unique_rows([np.array([5, 2, 5]), np.array([1.5, 3.0, 1.5])])
+    >>> distinct.tolist(), inverse.tolist()
+    ([[2.0, 3.0], [5.0, 1.5]], [1, 0, 1])
     """
     arrays = [np.atleast_1d(np.asarray(c)) for c in columns]
     dtype = np.result_type(*arrays)
@@ -116,6 +122,12 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     -------
     distinct : ndarray, shape (n_distinct,), sorted, ``values``' dtype
     codes : ndarray, shape (len(values),), int64: ``distinct[codes]`` is ``values``.
+
+    Examples
+    --------
+    >>> distinct, codes = dense_codes(np.array([20, 5, 20, 9]))
+    >>> distinct.tolist(), codes.tolist()
+    ([5, 9, 20], [2, 0, 2, 1])
     """
     if values.dtype.kind in "iu" and len(values):
         low = values.min()
