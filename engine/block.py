@@ -115,9 +115,10 @@ class Block:
 
     def combos(self, rows: np.ndarray, order: np.ndarray | None = None) -> Combos:
         """The kernel's :class:`Combos`, with their indicator ``rows`` (shape (n_combos,
-        n_slots)): in the block's combo order, or in ``order``."""
+        n_slots)): in the block's combo order, or in ``order`` (the block's own arrays,
+        not copies, when that is the same order)."""
         combos = Combos(rows, self.fparams, **self.stops)
-        return combos if order is None else combos.take(order)
+        return combos if order is None or is_identity(order) else combos.take(order)
 
     def runs(self, spans: Sequence[tuple[int, int]] | None) -> list[RunSettings]:
         """The settings of each run: one per span ``(start, end)`` of the bars (a
@@ -160,11 +161,29 @@ def locality_order(rows: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape (n_combos,), int64: a permutation of the combos.
     """
-    if rows.shape[1] == 0 or rows.shape[0] < 2:
-        return np.arange(rows.shape[0])
-    distinct = [len(np.unique(rows[:, k])) for k in range(rows.shape[1])]
+    n = rows.shape[0]
+    if rows.shape[1] == 0 or n < 2:
+        return np.arange(n)
+    distinct = [np.count_nonzero(np.bincount(rows[:, k])) for k in range(rows.shape[1])]
     keys = sorted(range(rows.shape[1]), key=lambda k: -distinct[k])
-    return np.lexsort(tuple(rows[:, k] for k in reversed(keys)))
+    key, width = np.zeros(n, dtype=np.int64), 1
+    for k in keys:  # one integer per combo, ordered as the rows are: the slots' mixed radix
+        size = int(rows[:, k].max()) + 1
+        width *= size
+        if width * n >= 1 << 62:
+            return np.lexsort(tuple(rows[:, k] for k in reversed(keys)))
+        key = key * size + rows[:, k]
+    if np.all(key[1:] >= key[:-1]):  # a grid in the locality order already
+        return np.arange(n)
+    shift = int(n - 1).bit_length()  # key and position in one integer: sorts stably
+    return np.sort((key << shift) | np.arange(n)) & ((1 << shift) - 1)
+
+
+def is_identity(order: np.ndarray) -> bool:
+    """Whether the permutation ``order`` leaves every combo in its place."""
+    n = len(order)
+    return n == 0 or (order[0] == 0 and order[-1] == n - 1
+                      and bool(np.all(order[1:] > order[:-1])))
 
 
 def combo_count(params: Mapping[str, np.ndarray]) -> int:

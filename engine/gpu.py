@@ -18,8 +18,13 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
 - the indicator table lives on the device in column-major order: at bar ``t`` the
   threads of a warp read neighbouring rows (combos are in indicator-locality order), so
   the reads coalesce;
-- one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row;
-  the block's metrics come back to the host and are written to Zarr like a CPU block.
+- the combos go over as the grid gives them; when the kernel's locality order differs,
+  they are gathered into it on the device (:func:`device_combos`), and the metrics put
+  back in the grid's order there (:func:`restore_order`): the host permutes nothing;
+- one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row
+  into a device array the thread's next block of the same shape reuses
+  (:func:`reused_array`); the block's metrics come back to the host and are written to
+  Zarr like a CPU block.
 
 Without a GPU every function here still imports; :func:`cuda_problem` says why a run
 cannot use CUDA. Under ``NUMBA_ENABLE_CUDASIM=1`` (set before numba is imported) the
@@ -38,7 +43,7 @@ import numpy as np
 from numba import config, cuda
 
 from ..errors import BackendError, SpecError
-from .block import Bars, Combos, locality_order, prepare_block
+from .block import Bars, Combos, is_identity, locality_order, prepare_block
 from .execution import Execution
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS
@@ -191,24 +196,95 @@ def sweep_cuda(
                                   d_bars)
     clock.lap("hoist")
     order = locality_order(rows)
+    d_order = None if is_identity(order) else cuda.to_device(order)
     runs = block.runs(spans)
     n_segs = 0 if seg_sums is None else seg_sums.shape[1]
-    d_out = cuda.device_array((len(runs), block.n_combos, N_METRICS))
+    d_out = reused_array("out", (len(runs), block.n_combos, N_METRICS))
     d_segs = cuda.device_array((block.n_combos, max(n_segs, 1), 2))[:, :n_segs]
     kernel = sweep_kernel(strategy)
     blocks, threads = launch_shape(block.n_combos)
-    combos = Combos(*(cuda.to_device(field) for field in block.combos(rows, order)))
+    combos = device_combos(block.combos(rows), d_order)
     clock.lap("pack")
     for k, run in enumerate(runs):
         kernel[blocks, threads](d_bars, ind, combos, run,
                                 Outputs(d_out[k], d_segs, *no_record_device()))
     clock.lap("kernel")
     out = np.empty((len(runs), block.n_combos, N_METRICS))
-    out[:, order] = d_out.copy_to_host()
+    restore_order(d_out, d_order).copy_to_host(out)
     if seg_sums is not None:
         seg_sums[order] = d_segs.copy_to_host()
     clock.lap("copy_back")
     return out[0] if spans is None else out
+
+
+def device_combos(combos: Combos, d_order) -> Combos:
+    """``combos`` on the device, in the kernel's order: ``combos.take(order)`` gathered
+    there (``d_order``, the order on the device; None: as they are)."""
+    if d_order is None:
+        return Combos(*(cuda.to_device(field) for field in combos))
+    moved = []
+    for field in combos:
+        taken = cuda.device_array(field.shape, dtype=field.dtype)
+        as_rows = (len(field), field.shape[1] if field.ndim == 2 else 1)
+        _launch(_take_rows, cuda.to_device(field).reshape(*as_rows), d_order,
+                taken.reshape(*as_rows))
+        moved.append(taken)
+    return Combos(*moved)
+
+
+def restore_order(d_out, d_order):
+    """The kernel's metrics ``d_out`` (shape (n_runs, n_combos, N_METRICS), kernel order)
+    in the block's combo order, on the device: ``d_out`` itself when the orders agree,
+    else a (reused) device array where combo ``d_order[i]`` is row ``i`` of ``d_out``."""
+    if d_order is None:
+        return d_out
+    back = reused_array("back", d_out.shape)
+    for k in range(d_out.shape[0]):
+        _launch(_put_rows, d_out[k], d_order, back[k])
+    return back
+
+
+@cuda.jit
+def _take_rows(src, index, dst):
+    """``dst[i, j] = src[index[i], j]``, one thread per element."""
+    width = dst.shape[1]
+    for t in range(cuda.grid(1), dst.shape[0] * width, cuda.gridsize(1)):
+        i = t // width
+        dst[i, t - i * width] = src[index[i], t - i * width]
+
+
+@cuda.jit
+def _put_rows(src, index, dst):
+    """``dst[index[i], j] = src[i, j]``, one thread per element."""
+    width = src.shape[1]
+    for t in range(cuda.grid(1), src.shape[0] * width, cuda.gridsize(1)):
+        i = t // width
+        dst[index[i], t - i * width] = src[i, t - i * width]
+
+
+def _launch(kernel, src, index, dst) -> None:
+    """Run one of the row-permuting kernels over every element of ``src`` (shape
+    (n, width), as ``dst``)."""
+    n = src.shape[0] * src.shape[1]
+    if n:
+        blocks, threads = launch_shape(n)
+        kernel[blocks, threads](src, index, dst)
+
+
+#: Per thread: the device arrays a block's outputs went to, reused by the next block
+#: of the same shape (a worker's blocks are mostly one size).
+_REUSED = threading.local()
+
+
+def reused_array(name: str, shape: tuple):
+    """A float64 device array of ``shape`` kept under ``name`` for this thread: the one
+    of the thread's previous call when its shape was the same (its contents are
+    stale), else a new one that replaces it."""
+    arrays = _REUSED.__dict__.setdefault("arrays", {})
+    if name not in arrays or arrays[name].shape != tuple(shape):
+        arrays.pop(name, None)  # free the old one before the new one is allocated
+        arrays[name] = cuda.device_array(shape)
+    return arrays[name]
 
 
 def no_record_device() -> tuple:

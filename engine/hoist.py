@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 
 from .indicators import compute_indicator
 from .strategies.base import Strategy
@@ -63,22 +64,91 @@ def plan_rows(strategy: Strategy, params: Mapping[str, np.ndarray],
         if not spec.params:  # a slot of literals only (a rule's ``atr(high, low, close, 14)``)
             rows[:, slot] = index.setdefault((spec.name, ()), len(index))
             continue
-        args = np.column_stack([np.asarray(params[p]) for p in spec.params])
-        distinct, inverse = np.unique(args, axis=0, return_inverse=True)
+        distinct, inverse = unique_rows([params[p] for p in spec.params])
         slot_rows = np.empty(len(distinct), dtype=np.int64)
-        for j, values in enumerate(distinct):
+        for j, values in enumerate(distinct.tolist()):
             call = tuple(_scalar(strategy, name, v) for name, v in zip(spec.params, values))
             slot_rows[j] = index.setdefault((spec.name, call), len(index))
-        rows[:, slot] = slot_rows[inverse.reshape(-1)]
+        rows[:, slot] = slot_rows[inverse]
     return list(index), rows
+
+
+def unique_rows(columns: list) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of the matrix whose columns are ``columns``, in lexicographic
+    order, and the distinct row of each row: ``np.unique(np.column_stack(columns),
+    axis=0, return_inverse=True)`` in linear time.
+
+    Each column is coded by its sorted distinct values (:func:`dense_codes`), and the
+    codes are combined column by column into one integer key per row, kept dense after
+    each column, so the key never overflows and its order is the rows' order.
+
+    Parameters
+    ----------
+    columns : list of array_like, each shape (n,)
+
+    Returns
+    -------
+    distinct : ndarray, shape (n_distinct, n_columns), the columns' common dtype
+    inverse : ndarray, shape (n,), int64: ``distinct[inverse]`` is the matrix.
+
+    Examples
+    --------
+    >>> distinct, inverse = unique_rows([np.array([5, 2, 5]), np.array([1.5, 3.0, 1.5])])
+    >>> distinct.tolist(), inverse.tolist()
+    ([[2.0, 3.0], [5.0, 1.5]], [1, 0, 1])
+    """
+    arrays = [np.atleast_1d(np.asarray(c)) for c in columns]
+    dtype = np.result_type(*arrays)
+    values, codes = zip(*(dense_codes(a.astype(dtype, copy=False)) for a in arrays))
+    key, table = codes[0], np.arange(len(values[0]))[:, None]
+    for j in range(1, len(arrays)):
+        size = len(values[j])
+        kept, key = dense_codes(key * size + codes[j])
+        table = np.column_stack([table[kept // size], kept % size])
+    distinct = np.empty(table.shape, dtype=dtype)
+    for j, column in enumerate(values):
+        distinct[:, j] = column[table[:, j]]
+    return distinct, key
+
+
+def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for a 1-D array, in linear time.
+
+    Integers spanning a range not much wider than their count are counted in a table
+    of the range; other values (floats, sparse integers) are hashed
+    (:func:`pandas.factorize`), and only the distinct values sorted.
+
+    Returns
+    -------
+    distinct : ndarray, shape (n_distinct,), sorted, ``values``' dtype
+    codes : ndarray, shape (len(values),), int64: ``distinct[codes]`` is ``values``.
+
+    Examples
+    --------
+    >>> distinct, codes = dense_codes(np.array([20, 5, 20, 9]))
+    >>> distinct.tolist(), codes.tolist()
+    ([5, 9, 20], [2, 0, 2, 1])
+    """
+    if values.dtype.kind in "iu" and len(values):
+        low = values.min()
+        span = int(values.max()) - int(low) + 1
+        if span <= 2 * len(values) + (1 << 20):
+            shifted = (values - low).astype(np.intp, copy=False)
+            present = np.zeros(span, dtype=bool)
+            present[shifted] = True
+            rank = np.cumsum(present, dtype=np.int64) - 1
+            return (np.flatnonzero(present) + low).astype(values.dtype), rank[shifted]
+    codes, distinct = pd.factorize(values, sort=True, use_na_sentinel=False)
+    return np.asarray(distinct, dtype=values.dtype), codes.astype(np.int64, copy=False)
 
 
 def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],
                  n_combos: int) -> np.ndarray:
     """Parameter values as float64, shape (n_combos, n_params), in the strategy's order."""
-    if not strategy.params:
-        return np.empty((n_combos, 0))
-    return np.column_stack([np.asarray(params[p], dtype=np.float64) for p in strategy.param_names])
+    matrix = np.empty((n_combos, len(strategy.param_names)))
+    for j, name in enumerate(strategy.param_names):  # converted as written: one pass each
+        matrix[:, j] = params[name]
+    return matrix
 
 
 def _scalar(strategy: Strategy, name: str, value):
