@@ -27,10 +27,13 @@ held iterations and events at their costs) / (32 x the warp's cost); with unit c
 is active lane-steps / (32 x warp steps). ``cost/combo-bar`` is the warp's cost per
 combo-bar in units of a flat iteration: the designs' ratio of it predicts their speed
 ratio (both latency-bound alike; the coalesced loads of (b) come on top). Lane orders:
-``today`` (:func:`~barsweep.engine.block.locality_order`: slow-period rows major, the
-lanes of a warp differ in the fast period) and ``alike`` (fast major: the lanes differ in
-the slow period, whose neighbours cross at nearly the same bars). ``spread`` is the median
-over the warp's stretches of the spread of its lanes' bars at a stretch's start (a).
+``locality`` (:func:`~barsweep.engine.block.locality_order`, the CPU's: the slot with
+the most distinct rows major; on an ema_cross grid of 50 fast x 2,000 slow periods the
+lanes of a warp differ in the fast period) and ``lanes``
+(:func:`~barsweep.engine.block.lane_order`, the GPU's: that slot varies fastest, so the
+lanes differ in the slow period, whose neighbours cross at nearly the same bars).
+``spread`` is the median over the warp's stretches of the spread of its lanes' bars at a
+stretch's start (a).
 
 Default costs are the SASS sizes for sm_90 of the kernel's two inner loops (flat scan 79
 instructions, held step 209: ``c_held`` = 2.6) and an assumed general step of 8 flat
@@ -52,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_check import N_BARS, PPY, ema_params, synth_bars  # noqa: E402
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block  # noqa: E402
-from barsweep.engine.block import bar_tuple, locality_order  # noqa: E402
+from barsweep.engine.block import bar_tuple, lane_order, locality_order  # noqa: E402
 from barsweep.engine.fills import resolve_signals  # noqa: E402
 from barsweep.engine.hoist import hoist, plan_rows  # noqa: E402
 from barsweep.engine.strategies import kernels  # noqa: E402
@@ -136,8 +139,8 @@ def synchronous(events, counts, n, c_flat, c_held, c_event):
 
 
 def lane_orders(rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The kernel's combo order and the order along the slow period (fast major)."""
-    return {"today": locality_order(rows), "alike": np.lexsort((rows[:, 1], rows[:, 0]))}
+    """The CPU kernel's combo order and the GPU kernel's."""
+    return {"locality": locality_order(rows), "lanes": lane_order(rows)}
 
 
 def warp_paths(strategy, bars, params, combos: np.ndarray):

@@ -161,11 +161,37 @@ def locality_order(rows: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape (n_combos,), int64: a permutation of the combos.
     """
+    return slot_order(rows, most_distinct_first=True)
+
+
+def lane_order(rows: np.ndarray) -> np.ndarray:
+    """The combos' order for a GPU's warps: the slot with the most distinct rows varies
+    fastest, so the 32 lanes of a warp hold neighbouring values of the finest axis (the
+    slow periods of an ema_cross grid, whose neighbours signal at nearly the same bars:
+    the lanes branch alike) and share the other slots' rows (one broadcast load); at a
+    bar their reads of the column-major indicator table are neighbouring addresses.
+    ``benchmarks/warp_model.py`` costs it against :func:`locality_order`.
+
+    Parameters
+    ----------
+    rows : ndarray, shape (n_combos, n_slots), int64
+
+    Returns
+    -------
+    ndarray, shape (n_combos,), int64: a permutation of the combos.
+    """
+    return slot_order(rows, most_distinct_first=False)
+
+
+def slot_order(rows: np.ndarray, most_distinct_first: bool) -> np.ndarray:
+    """The combos sorted by their rows, slot by slot: the slots ordered by their number of
+    distinct rows (most first, or fewest first), ties by slot; a stable sort."""
     n = rows.shape[0]
     if rows.shape[1] == 0 or n < 2:
         return np.arange(n)
     distinct = [np.count_nonzero(np.bincount(rows[:, k])) for k in range(rows.shape[1])]
-    keys = sorted(range(rows.shape[1]), key=lambda k: -distinct[k])
+    sign = -1 if most_distinct_first else 1
+    keys = sorted(range(rows.shape[1]), key=lambda k: sign * distinct[k])
     key, width = np.zeros(n, dtype=np.int64), 1
     for k in keys:  # one integer per combo, ordered as the rows are: the slots' mixed radix
         size = int(rows[:, k].max()) + 1
@@ -173,7 +199,7 @@ def locality_order(rows: np.ndarray) -> np.ndarray:
         if width * n >= 1 << 62:
             return np.lexsort(tuple(rows[:, k] for k in reversed(keys)))
         key = key * size + rows[:, k]
-    if np.all(key[1:] >= key[:-1]):  # a grid in the locality order already
+    if np.all(key[1:] >= key[:-1]):  # a grid in this order already
         return np.arange(n)
     shift = int(n - 1).bit_length()  # key and position in one integer: sorts stably
     return np.sort((key << shift) | np.arange(n)) & ((1 << shift) - 1)

@@ -16,9 +16,10 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
   (:mod:`barsweep.engine.gpu_hoist`: the CPU's own allocation-free row functions), so
   only the bars cross PCIe;
 - the indicator table lives on the device in column-major order: at bar ``t`` the
-  threads of a warp read neighbouring rows (combos are in indicator-locality order), so
-  the reads coalesce;
-- the combos go over as the grid gives them; when the kernel's locality order differs,
+  threads of a warp read neighbouring rows (combos are in :func:`~.block.lane_order`:
+  a warp's lanes hold neighbouring values of the finest axis and share the others'
+  rows), so the reads coalesce and the lanes branch alike;
+- the combos go over as the grid gives them; when the kernel's lane order differs,
   they are gathered into it on the device (:func:`device_combos`), and the metrics put
   back in the grid's order there (:func:`restore_order`): the host permutes nothing;
 - one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row
@@ -43,7 +44,7 @@ import numpy as np
 from numba import config, cuda
 
 from ..errors import BackendError, SpecError
-from .block import Bars, Combos, is_identity, locality_order, prepare_block
+from .block import Bars, Combos, is_identity, lane_order, prepare_block
 from .execution import Execution
 from .gpu_hoist import device_indicators
 from .metrics import N_METRICS
@@ -195,7 +196,7 @@ def sweep_cuda(
     ind, rows = device_indicators(strategy, block.columns, block.strategy_params, block.n_combos,
                                   d_bars)
     clock.lap("hoist")
-    order = locality_order(rows)
+    order = lane_order(rows)
     d_order = None if is_identity(order) else cuda.to_device(order)
     runs = block.runs(spans)
     n_segs = 0 if seg_sums is None else seg_sums.shape[1]

@@ -15,8 +15,8 @@ def test_the_warp_model_replays_the_kernels_trades_and_prints_its_table():
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in proc.stdout.splitlines() if line.startswith("| 4,000")]
     designs = {(r[2], r[3]): float(r[4]) for r in rows}
-    assert set(designs) == {(order, design) for order in ("today", "alike")
+    assert set(designs) == {(order, design) for order in ("locality", "lanes")
                             for design in ("(a) own pace", "(b) warp-synchronous")}
-    for order in ("today", "alike"):
+    for order in ("locality", "lanes"):
         own, synchronous = designs[order, "(a) own pace"], designs[order, "(b) warp-synchronous"]
         assert 0 < own <= synchronous <= 1, designs

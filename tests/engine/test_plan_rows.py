@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from barsweep.engine import get_strategy
-from barsweep.engine.block import locality_order
+from barsweep.engine.block import lane_order, locality_order
 from barsweep.engine.hoist import dense_codes, plan_rows, unique_rows
 
 
@@ -29,12 +29,13 @@ def plan_rows_reference(strategy, params, n_combos):
     return list(index), rows
 
 
-def locality_reference(rows):
-    """locality_order as first written: a lexsort, the slot with most distinct rows first."""
+def locality_reference(rows, sign=-1):
+    """locality_order as first written: a lexsort, the slot with most distinct rows first
+    (``sign=1``: lane_order's, the slot with the fewest first)."""
     if rows.shape[1] == 0 or rows.shape[0] < 2:
         return np.arange(rows.shape[0])
     distinct = [len(np.unique(rows[:, k])) for k in range(rows.shape[1])]
-    keys = sorted(range(rows.shape[1]), key=lambda k: -distinct[k])
+    keys = sorted(range(rows.shape[1]), key=lambda k: sign * distinct[k])
     return np.lexsort(tuple(rows[:, k] for k in reversed(keys)))
 
 
@@ -113,6 +114,14 @@ def test_locality_order_equals_lexsort(n_slots):
         np.testing.assert_array_equal(locality_order(rows), locality_reference(rows))
         ordered = rows[locality_reference(rows)]
         np.testing.assert_array_equal(locality_order(ordered), np.arange(n))
+        np.testing.assert_array_equal(lane_order(rows), locality_reference(rows, sign=1))
+
+
+def test_a_warps_lanes_hold_the_finest_axis():
+    fast, slow = np.meshgrid(np.arange(5), np.arange(40), indexing="ij")  # slow: 40 rows
+    rows = np.column_stack([fast.ravel(), 5 + slow.ravel()])
+    assert (rows[lane_order(rows)][:40, 0] == 0).all()  # one fast row, 40 slow rows
+    assert (rows[locality_order(rows)][:5, 1] == 5).all()  # one slow row, 5 fast rows
 
 
 def test_locality_order_ties_keep_slot_order():

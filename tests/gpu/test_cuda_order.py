@@ -11,7 +11,7 @@ from sim_order import ORDER_CASES
 from test_cuda_sim import HERE, RTOL, assert_same_metrics, run_simulated
 
 from barsweep.engine import Execution, get_strategy, sweep_block
-from barsweep.engine.block import is_identity, locality_order
+from barsweep.engine.block import is_identity, lane_order
 from barsweep.engine.hoist import plan_rows
 
 
@@ -31,7 +31,7 @@ def test_cuda_equals_cpu_out_of_order(simulated, case_id, strategy, params, kwar
     grid = {k: np.array(v) for k, v in params.items()}
     strategy_params = {k: v for k, v in grid.items() if k != "stop_loss"}
     _, rows = plan_rows(get_strategy(strategy), strategy_params, len(next(iter(grid.values()))))
-    assert not is_identity(locality_order(rows))  # the device gathers and puts back
+    assert not is_identity(lane_order(rows))  # the device gathers and puts back
     results, _ = simulated
     bars = random_bars(N_BARS, BARS_SEED)
     cpu = sweep_block(get_strategy(strategy), bars, grid, Execution(**kwargs), 8760.0)
