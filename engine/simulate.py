@@ -309,10 +309,9 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
             while t < seg_end:
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
-                exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
-                                                       long_entry, long_exit, short_entry,
-                                                       short_exit)
-                if exit_now or enter_side != 0:
+                # a long acts only on its own exit, unless an entry cancels it
+                # (``resolve_signals``: nothing enters while a position is held)
+                if long_exit and not long_entry:
                     break
                 equity = position * close[t]
                 ret_acc = acc_returns_held(ret_acc, bench[t])
