@@ -105,14 +105,18 @@ class Outputs(NamedTuple):
 
 @njit(cache=True)
 def cross_above(a_prev, b_prev, a, b):
-    """True when ``a`` crosses above ``b``: ``a_prev < b_prev and a > b``, all defined."""
-    return a_prev < b_prev and a > b
+    """True when ``a`` crosses above ``b``: ``a_prev < b_prev and a > b``, all defined.
+
+    Both comparisons are made (``&``, no short circuit): no branch, on a GPU no
+    divergence."""
+    return (a_prev < b_prev) & (a > b)
 
 
 @njit(cache=True)
 def cross_below(a_prev, b_prev, a, b):
-    """True when ``a`` crosses below ``b``: ``a_prev > b_prev and a < b``, all defined."""
-    return a_prev > b_prev and a < b
+    """True when ``a`` crosses below ``b``: ``a_prev > b_prev and a < b``, all defined
+    (both comparisons made, as :func:`cross_above`)."""
+    return (a_prev > b_prev) & (a < b)
 
 
 @njit(cache=True)
