@@ -311,13 +311,14 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
                 simple and position > 0.0 and cash == 0.0):
             start = t
             while t < seg_end:
+                price = close[t]  # loaded before the signal's branch
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
                 # a long acts only on its own exit, unless an entry cancels it
                 # (``resolve_signals``: nothing enters while a position is held)
                 if long_exit and not long_entry:
                     break
-                equity = position * close[t]
+                equity = position * price
                 ret_acc = acc_returns_held(ret_acc, bench[t])
                 dd_acc = acc_drawdown(dd_acc, equity)
                 t += 1
