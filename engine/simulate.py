@@ -105,10 +105,8 @@ class Outputs(NamedTuple):
 
 @njit(cache=True)
 def cross_above(a_prev, b_prev, a, b):
-    """True when ``a`` crosses above ``b``: ``a_prev < b_prev and a > b``, all defined.
-
-    Both comparisons are made (``&``, no short circuit): no branch, on a GPU no
-    divergence."""
+    """True when ``a`` crosses above ``b``: ``a_prev < b_prev and a > b``, all defined
+    (both compared, ``&``: no branch, on a GPU no divergence)."""
     return (a_prev < b_prev) & (a > b)
 
 
