@@ -105,14 +105,16 @@ class Outputs(NamedTuple):
 
 @njit(cache=True)
 def cross_above(a_prev, b_prev, a, b):
-    """True when ``a`` crosses above ``b``: ``a_prev < b_prev and a > b``, all defined."""
-    return a_prev < b_prev and a > b
+    """True when ``a`` crosses above ``b``: ``a_prev < b_prev and a > b``, all defined
+    (both compared, ``&``: no branch, on a GPU no divergence)."""
+    return (a_prev < b_prev) & (a > b)
 
 
 @njit(cache=True)
 def cross_below(a_prev, b_prev, a, b):
-    """True when ``a`` crosses below ``b``: ``a_prev > b_prev and a < b``, all defined."""
-    return a_prev > b_prev and a < b
+    """True when ``a`` crosses below ``b``: ``a_prev > b_prev and a < b``, all defined
+    (both comparisons made, as :func:`cross_above`)."""
+    return (a_prev > b_prev) & (a < b)
 
 
 @njit(cache=True)
@@ -307,14 +309,14 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
                 simple and position > 0.0 and cash == 0.0):
             start = t
             while t < seg_end:
+                price = close[t]  # loaded before the signal's branch
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
-                exit_now, enter_side = resolve_signals(position, allow_long, allow_short,
-                                                       long_entry, long_exit, short_entry,
-                                                       short_exit)
-                if exit_now or enter_side != 0:
+                # a long acts only on its own exit, unless an entry cancels it
+                # (``resolve_signals``: nothing enters while a position is held)
+                if long_exit and not long_entry:
                     break
-                equity = position * close[t]
+                equity = position * price
                 ret_acc = acc_returns_held(ret_acc, bench[t])
                 dd_acc = acc_drawdown(dd_acc, equity)
                 t += 1

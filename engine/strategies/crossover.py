@@ -10,9 +10,10 @@ from ..simulate import cross_above, cross_below
 @njit(cache=True)
 def signal(ind, rows, fparams, bars, t):
     """Crosses of line ``rows[0]`` over line ``rows[1]`` at bar t."""
-    if t == 0:
-        return False, False, False, False
     a, b = rows[0], rows[1]
-    up = cross_above(ind[a, t - 1], ind[b, t - 1], ind[a, t], ind[b, t])
-    down = cross_below(ind[a, t - 1], ind[b, t - 1], ind[a, t], ind[b, t])
+    # no branch (a loop over t reads the rows once): at t = 0 the bar is compared with
+    # itself, which is never a cross
+    p = max(t - 1, 0)
+    up = cross_above(ind[a, p], ind[b, p], ind[a, t], ind[b, t])
+    down = cross_below(ind[a, p], ind[b, p], ind[a, t], ind[b, t])
     return up, down, down, up

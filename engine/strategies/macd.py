@@ -10,9 +10,10 @@ from .base import Indicator, Param, Strategy
 @njit(cache=True)
 def signal(ind, rows, fparams, bars, t):
     """Sign crosses of the histogram (row ``rows[0]``) through 0 at bar t."""
-    if t == 0:
-        return False, False, False, False
-    prev, now = ind[rows[0], t - 1], ind[rows[0], t]
+    # no branch (a loop over t reads the row once): at t = 0 the bar is compared with
+    # itself, which is never a cross
+    row = rows[0]
+    prev, now = ind[row, max(t - 1, 0)], ind[row, t]
     up = cross_above(prev, 0.0, now, 0.0)
     down = cross_below(prev, 0.0, now, 0.0)
     return up, down, down, up

@@ -13,9 +13,10 @@ from .base import Indicator, Param, Strategy
 @njit(cache=True)
 def signal(ind, rows, fparams, bars, t):
     """Crosses of RSI (row ``rows[0]``) through the levels ``fparams[1]``, ``fparams[2]``."""
-    if t == 0:
-        return False, False, False, False
-    prev, now = ind[rows[0], t - 1], ind[rows[0], t]
+    # no branch (a loop over t reads the row once): at t = 0 the bar is compared with
+    # itself, which is never a cross
+    row = rows[0]
+    prev, now = ind[row, max(t - 1, 0)], ind[row, t]
     lower, upper = fparams[1], fparams[2]
     down_through_lower = cross_below(prev, lower, now, lower)
     up_through_upper = cross_above(prev, upper, now, upper)
