@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from .indicators import compute_indicator
 from .strategies.base import Strategy
@@ -138,6 +137,8 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             present[shifted] = True
             rank = np.cumsum(present, dtype=np.int64) - 1
             return (np.flatnonzero(present) + low).astype(values.dtype), rank[shifted]
+    import pandas as pd  # here only: a worker's blocks of integer axes never import it
+
     codes, distinct = pd.factorize(values, sort=True, use_na_sentinel=False)
     return np.asarray(distinct, dtype=values.dtype), codes.astype(np.int64, copy=False)
 

@@ -45,6 +45,21 @@ def test_worker_bars_are_the_arrow_buffers_without_pandas(tmp_path):
         assert not values.flags.writeable
 
 
+def test_a_block_of_integer_axes_sweeps_without_pandas(tmp_path):
+    """A worker's block (bars mapped, indicators hoisted, the kernel run) of a grid of
+    integer axes imports no pandas (a fresh process)."""
+    write_synth(tmp_path, "BTCUSDT", "1h", 500, 7)
+    out = run_python(
+        "import sys, json, numpy as np\n"
+        "from barsweep.datasets import mapped_arrays\n"
+        "from barsweep.engine import Execution, get_strategy, sweep_block\n"
+        f"a = mapped_arrays({str(tmp_path)!r}, 'BTCUSDT', '1h')\n"
+        "p = {'fast': np.array([3, 5, 3]), 'slow': np.array([20, 20, 30])}\n"
+        "m = sweep_block(get_strategy('ema_cross'), a, p, Execution(), 8760.0)\n"
+        "print(json.dumps(['pandas' in sys.modules, m.shape[0]]))")
+    assert json.loads(out) == [False, 3]
+
+
 def test_buffer_view_of_a_slice_starts_at_its_offset():
     array = pa.array(np.arange(10, dtype=np.float64)).slice(3, 4)
     view = buffer_view(array, np.float64)
