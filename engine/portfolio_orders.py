@@ -48,16 +48,19 @@ def buy(cash, target_value, price, fee_rate, fixed_fee, slippage):
     -------
     (size, cash after, fill price, cash spent)
     """
-    fill = price * (1.0 + slippage)
-    size = target_value / price
-    notional = size * fill
-    cost = notional + (notional * fee_rate + fixed_fee)
-    if cost <= cash:
-        return size, cash - cost, fill, cost
-    size = (cash - fixed_fee) / (1.0 + fee_rate) / fill
-    if size <= 0.0:
-        return 0.0, cash, fill, 0.0
-    return size, 0.0, fill, cash
+    return buy_shares(cash, target_value / price, price, fee_rate, fixed_fee, slippage)
+
+
+@njit(inline="always", cache=True)
+def open_position(state, i, t, size, fill, cost):
+    """Symbol ``i``'s state columns for a position of ``size`` shares bought at ``fill``
+    on bar ``t`` for ``cost`` (fees included)."""
+    state[i, S_POS] = size
+    state[i, S_FILL] = fill
+    state[i, S_BAR] = t
+    state[i, S_COST] = cost
+    state[i, S_BASIS] = size * fill
+    state[i, S_EXTREME] = fill
 
 
 @njit(cache=True)
@@ -186,12 +189,7 @@ def rebalance_buy(price, t, state, i, cash, n_open, max_open, run):
             bought, cash, fill, cost = buy(cash, target, price, run.fee_rate, run.fixed_fee,
                                            run.slippage)
             if bought > 0.0:
-                state[i, S_POS] = bought
-                state[i, S_FILL] = fill
-                state[i, S_BAR] = t
-                state[i, S_COST] = cost
-                state[i, S_BASIS] = bought * fill
-                state[i, S_EXTREME] = fill
+                open_position(state, i, t, bought, fill, cost)
                 n_open += 1
         return cash, n_open
     bought, cash, fill, cost = buy_shares(cash, target / price - size, price, run.fee_rate,

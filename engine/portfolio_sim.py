@@ -51,8 +51,6 @@ from .portfolio_orders import (
     N_STATE,
     N_SYMBOL_METRICS,
     S_BAR,
-    S_BASIS,
-    S_COST,
     S_EXTREME,
     S_FILL,
     S_NEXT,
@@ -61,6 +59,7 @@ from .portfolio_orders import (
     S_POS,
     book_trade,
     buy,
+    open_position,
     rebalance_fill,
     sell,
 )
@@ -123,12 +122,7 @@ def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value,
             size, cash, fill, cost = buy(cash, weight * value, px[column, i, t],
                                          run.fee_rate, run.fixed_fee, run.slippage)
             if size > 0.0:
-                state[i, S_POS] = size
-                state[i, S_FILL] = fill
-                state[i, S_BAR] = t
-                state[i, S_COST] = cost
-                state[i, S_BASIS] = size * fill
-                state[i, S_EXTREME] = fill
+                open_position(state, i, t, size, fill, cost)
                 n_open += 1
     return cash, n_open
 
