@@ -126,7 +126,7 @@ def _build_kernel(step, scan):
     @cuda.jit(**bounds)
     def kernel(bars, ind, combos, run, out):
         for c in range(cuda.grid(1), combos.rows.shape[0], cuda.gridsize(1)):
-            simulate(step, scan, bars, ind, combos, c, run, out)
+            simulate(step, scan, bars, ind, combos, c, run, out, True)
 
     return kernel
 

@@ -194,7 +194,7 @@ def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill,
 
 
 @njit(inline="always", cache=True)
-def simulate(signal, scan, bars, ind, combos, c, run, out):
+def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     """Run combo ``c`` over the bars ``[run.start, run.end)`` and write its metrics into
     ``out.metrics[c]`` (and its returns' sums per segment into ``out.segs[c]``).
 
@@ -266,7 +266,6 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
     # integers handed to helpers are typed int64 from the start (``int()``): a literal 0
     # would compile each helper once more for ``Literal[int](0)`` (cold compile time)
     entry_bar = 0
-    extreme = 0.0
     ruined = False
     pending_exit = False
     pending_side = 0
@@ -284,21 +283,29 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
     seg_r = 0.0  # the return sums when the current segment began
     seg_r2 = 0.0
     t = t0
-    end = n
-    while t < end:
+    # While flat, ``extreme`` (the open position's best price for a trailing stop,
+    # meaningless then, set again at each entry) holds the bar the flat stretch began:
+    # one register less on the GPU, where the kernel fits 128 without spilling.
+    extreme = float(t0)
+    while t < n:
         seg, seg_end, seg_r, seg_r2 = book_segments(segs, t, seg, seg_end, seg_r, seg_r2,
                                                     ret_acc, t0, n)
         # Fast stretches, where only the signal can change anything: flat with nothing
         # queued (equity constant: no return, a constant drawdown), and held all-in long
         # without stops or funding (the return is the benchmark's). They end at the first
-        # bar whose signal acts, which the general step below then handles.
+        # bar whose signal acts, which the general step below then handles. In lockstep
+        # an iteration covers one bar of a stretch (a flat stretch is booked at its end,
+        # as a whole: the same sums).
         if not pending_exit and pending_side == 0 and position == 0.0:
-            start = t
-            t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
-            if t > start:
-                dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
+            limit = t + 1 if lockstep else n
+            t = scan(ind, rows, fparams, bars, t, limit, allow_long, allow_short)
+            if t == limit and t < n:
+                continue  # lockstep: no entry on this bar, the stretch goes on
+            flat_from = int(extreme)
+            if t > flat_from:
+                dd_acc = acc_drawdown_flat(dd_acc, equity, t - flat_from)
                 if record:
-                    for k in range(start, t):
+                    for k in range(flat_from, t):
                         rec_equity[k] = equity
             if t >= n:
                 break
@@ -308,7 +315,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
         elif not pending_exit and pending_side == 0 and (
                 simple and position > 0.0 and cash == 0.0):
             start = t
-            while t < seg_end:
+            held_end = min(seg_end, t + 1) if lockstep else seg_end
+            while t < held_end:
                 price = close[t]  # loaded before the signal's branch
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
@@ -326,7 +334,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
                 if record:  # here, not in the loop: a store there could alias ``rows``
                     for k in range(start, t):
                         rec_equity[k] = position * close[k]
-            if t >= seg_end:
+            if t >= held_end:
                 continue
 
         filled = False
@@ -427,8 +435,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
                     position = 0.0
                 cash = 0.0
                 equity = 0.0
-                ruined = True
-                end = t + 1  # the last bar simulated: equity stays 0, nothing is traded
+                ruined = True  # the last bar simulated: equity stays 0, nothing is traded
             ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, b)
         elif position != 0.0 and (position < 0.0 or cash != 0.0):
             ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, b)
@@ -441,6 +448,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out):
         if record:
             rec_equity[t] = equity
         t += 1
+        if ruined:
+            break
+        if position == 0.0:
+            extreme = float(t)  # a flat stretch may begin at the next bar
 
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%, no more trades
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)

@@ -85,11 +85,14 @@ def sweep_block(
                           spans=spans, seg_sums=seg_sums)
     if backend != "cpu":
         raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
-    return _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings)
+    return sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings)
 
 
-def _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings) -> np.ndarray:
-    """:func:`sweep_block` on this process's CPU threads (:func:`run_kernel`)."""
+def sweep_cpu(strategy, bars, params, execution, ppy, spans=None, seg_sums=None, timings=None,
+              kernel=None) -> np.ndarray:
+    """:func:`sweep_block` on this process's CPU threads (:func:`run_kernel`), with the
+    strategy's sweep kernel or ``kernel`` (the same arguments: e.g. its
+    ``lockstep_kernel``, :mod:`~barsweep.engine.strategies.kernels`)."""
     t0 = time.perf_counter()
     block = prepare_block(strategy, bars, params, execution, ppy)
     ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
@@ -101,7 +104,7 @@ def _sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings)
     segs = (no_segments(block.n_combos) if seg_sums is None
             else np.empty((block.n_combos, *seg_sums.shape[1:])))
     for k, run in enumerate(runs):
-        run_kernel(strategy.kernel, block.bars, ind, combos, run,
+        run_kernel(kernel or strategy.kernel, block.bars, ind, combos, run,
                    Outputs(swept[k], segs, *no_record()))
     if seg_sums is not None:
         seg_sums[order] = segs

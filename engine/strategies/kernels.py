@@ -115,7 +115,13 @@ from {engine}.simulate import scan_flat, simulate
 @njit(nogil=True, cache={cache})
 def kernel(bars, ind, combos, run, out):
     for c in range(combos.rows.shape[0]):
-        simulate(step, scan, bars, ind, combos, c, run, out)
+        simulate(step, scan, bars, ind, combos, c, run, out, False)
+
+
+@njit(nogil=True, cache={cache})
+def lockstep_kernel(bars, ind, combos, run, out):
+    for c in range(combos.rows.shape[0]):
+        simulate(step, scan, bars, ind, combos, c, run, out, True)
 """)
 
 #: ``step`` in :data:`HEADER`, by the signal's number of arguments.
