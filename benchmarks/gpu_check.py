@@ -204,7 +204,37 @@ def speed(args) -> int:
             n_bad == 0 and n_trades == 0)
         log(f"{n:,} combos: kernel {rate(kernel_rate)} M combo-bars/s, whole call "
             f"{rate(work / total)} ({stages}; whole {total:.3f} s) {note}")
+        if n <= OWN_PACE_MAX and fit_size(n, prev, args.deadline)[0] == n:
+            ok &= own_pace(args, strategy, bars, params, execution, gpu, timings["kernel"])
     return 0 if ok else 1
+
+
+#: The own-pace kernel (each thread scans its stretches as the CPU does) is timed beside
+#: the lockstep one up to this many combos: the warp model's two designs, measured.
+OWN_PACE_MAX = 1_000_000
+
+
+def own_pace(args, strategy, bars, params, execution, lockstep_out, lockstep_s) -> bool:
+    """Time the own-pace kernel on the same sweep; its row holds its kernel rate, the
+    lockstep kernel's speed over it, and whether the two agree (they should, exactly)."""
+    from barsweep.engine.gpu import sweep_cuda
+
+    n = len(params["fast"])
+    timings: dict[str, float] = {}
+    sweep_cuda(strategy, bars, ema_params(256, args.slow0), execution, PPY, bars_key="t",
+               lockstep=False)  # compiled first
+    out = sweep_cuda(strategy, bars, params, execution, PPY, bars_key="t", timings=timings,
+                     lockstep=False)
+    same = np.array_equal(out, lockstep_out, equal_nan=True)
+    work = n * args.bars
+    emit(args.out, ["speed", "ema_cross, own pace", "close, long, fees", f"{n:,}",
+                    rate(work / max(timings["kernel"], 1e-9)), "", "",
+                    f"lockstep {timings['kernel'] / max(lockstep_s, 1e-9):,.2f}x as fast", "",
+                    "PASS" if same else "FAIL",
+                    "same metrics as lockstep" if same else "differs from lockstep"], same)
+    log(f"{n:,} combos, own pace: kernel {timings['kernel']:.3f} s, lockstep "
+        f"{lockstep_s:.3f} s; identical: {same}")
+    return same
 
 
 # -- check ---------------------------------------------------------------------------

@@ -22,7 +22,12 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
 - the combos go over as the grid gives them; when the kernel's lane order differs,
   they are gathered into it on the device (:func:`device_combos`), and the metrics put
   back in the grid's order there (:func:`restore_order`): the host permutes nothing;
-- one thread per combo (grid-stride loop) runs ``simulate`` and writes its metrics row
+- one thread per combo (grid-stride loop) runs ``simulate`` in lockstep, one bar per
+  iteration, so the 32 lanes of a warp stay on the same bar: on each bar a lane takes
+  its flat check, its held step or the general step (the warp runs the union of the
+  three, masked), and the loop reconverges before the next bar (on the check's grids the
+  warp model predicts 0.98-0.99 of the lanes busy, against 0.18-0.89 when each thread
+  scans its stretches at its own pace as the CPU does); it writes its metrics row
   into a device array the thread's next block of the same shape reuses
   (:func:`reused_array`); the block's metrics come back to the host and are written to
   Zarr like a CPU block.
@@ -109,16 +114,23 @@ def strategy_functions(strategy: Strategy) -> tuple:
     return kernels.compiled(strategy.signal).step, strategy.scan
 
 
-def sweep_kernel(strategy: Strategy):
-    """The strategy's CUDA sweep kernel (built and compiled once per process)."""
+def sweep_kernel(strategy: Strategy, lockstep: bool = True):
+    """The strategy's CUDA sweep kernel (built and compiled once per process).
+
+    ``lockstep`` (the default) runs ``simulate`` one bar per iteration, so the lanes of a
+    warp stay on the same bar (warp-synchronous: their loads coalesce and they branch
+    alike, benchmarks/warp_model.py); False lets each thread scan its flat and held
+    stretches at its own pace, as the CPU does (kept to measure the two side by side:
+    benchmarks/gpu_check.py).
+    """
     step, scan = strategy_functions(strategy)
-    key = (step, scan)
+    key = (step, scan, lockstep)
     if key not in _KERNELS:
-        _KERNELS[key] = _build_kernel(step, scan)
+        _KERNELS[key] = _build_kernel(step, scan, lockstep)
     return _KERNELS[key]
 
 
-def _build_kernel(step, scan):
+def _build_kernel(step, scan, lockstep):
     # launch bounds cap the registers (MIN_BLOCKS_PER_SM); the simulator's jit takes none
     bounds = {} if config.ENABLE_CUDASIM else {
         "launch_bounds": (THREADS_PER_BLOCK, MIN_BLOCKS_PER_SM)}
@@ -126,7 +138,7 @@ def _build_kernel(step, scan):
     @cuda.jit(**bounds)
     def kernel(bars, ind, combos, run, out):
         for c in range(cuda.grid(1), combos.rows.shape[0], cuda.gridsize(1)):
-            simulate(step, scan, bars, ind, combos, c, run, out, True)
+            simulate(step, scan, bars, ind, combos, c, run, out, lockstep)
 
     return kernel
 
@@ -174,6 +186,7 @@ def sweep_cuda(
     *,
     spans: Sequence[tuple[int, int]] | None = None,
     seg_sums: np.ndarray | None = None,
+    lockstep: bool = True,
 ) -> np.ndarray:
     """:func:`barsweep.engine.sweep_block` on the GPU: the same arguments, the same result.
 
@@ -181,6 +194,7 @@ def sweep_cuda(
     device copy is reused by later calls in this process; None copies them every call.
     ``timings``, when given, receives the seconds of the device stages (``bars``,
     ``hoist``, ``kernel``, ``copy_back``), the device synchronized after each.
+    ``lockstep``: which kernel (:func:`sweep_kernel`); both give the same result.
 
     Returns
     -------
@@ -202,7 +216,7 @@ def sweep_cuda(
     n_segs = 0 if seg_sums is None else seg_sums.shape[1]
     d_out = reused_array("out", (len(runs), block.n_combos, N_METRICS))
     d_segs = cuda.device_array((block.n_combos, max(n_segs, 1), 2))[:, :n_segs]
-    kernel = sweep_kernel(strategy)
+    kernel = sweep_kernel(strategy, lockstep)
     blocks, threads = launch_shape(block.n_combos)
     combos = device_combos(block.combos(rows), d_order)
     clock.lap("pack")

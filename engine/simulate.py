@@ -236,6 +236,13 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         bars ``[start + k * L // S, start + (k + 1) * L // S)``, ``L = end - start``
         (:func:`segment_bounds`); ``equity`` and ``trades`` when ``equity`` is
         non-empty.
+    lockstep : bool (a constant of the kernel)
+        False (the CPU's kernels): a flat stretch is scanned to its end and a held one
+        stepped to its end in inner loops. True (the GPU's): each iteration of the loop
+        covers exactly one bar, so the threads of a warp, which start on the same bar,
+        stay on the same bar (warp-synchronous); a flat stretch is still booked as a
+        whole when it ends. The two give the same results bit for bit
+        (tests/engine/test_lockstep.py).
     """
     open_, high, low, close, funding, bench = bars
     rows = combos.rows[c]

@@ -11,7 +11,9 @@ existed). :func:`signal_arity` tells the two apart and refuses any other.
 All three are a few lines that only name the signal: ``scan`` searches flat stretches
 (:func:`barsweep.engine.simulate.scan_flat`), ``kernel`` runs
 :func:`barsweep.engine.simulate.simulate` over the combos, serially and without the GIL
-(:func:`barsweep.engine.sweep.run_kernel` runs pieces of them on threads). numba caches
+(:func:`barsweep.engine.sweep.run_kernel` runs pieces of them on threads). A fourth,
+``lockstep_kernel``, runs it as the GPU does, one bar per iteration (the same results;
+compiled only when called: tests and the warp model use it). numba caches
 a function on disk only when it is a module-level function of a file, and a kernel
 that takes the signal as an argument, or closes over it, compiles again in every
 process (measured in benchmarks/NOTES.md, "Strategy kernels"). So :func:`compiled`

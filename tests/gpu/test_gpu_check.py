@@ -61,8 +61,13 @@ def test_every_step_ran_and_left_its_rows(simulated):
     rows = read_jsonl(out / "rows.jsonl")
     assert all(r["ok"] for r in rows)
     speed = [r["cells"] for r in rows if r["cells"][0] == "speed"]
-    assert [c[3] for c in speed] == ["32", "64", "128"]
+    lockstep = [c for c in speed if c[1] == "ema_cross"]
+    assert [c[3] for c in lockstep] == ["32", "64", "128"]
     assert all(c[9] == "PASS" and float(c[4]) > 0 for c in speed)
+    # the own-pace kernel beside it at each size, with the same metrics
+    own = [c for c in speed if c[1] == "ema_cross, own pace"]
+    assert [c[3] for c in own] == ["32", "64", "128"]
+    assert all(c[10] == "same metrics as lockstep" for c in own)
     checked = [r["cells"][1] for r in rows if r["cells"][0] == "check"]
     builtins = builtin_names()
     assert sorted(set(checked)) == builtins
