@@ -21,6 +21,10 @@ sample of ``--warps`` warps (all when fewer) is modelled for each design:
 - ``(b) warp-synchronous``: the warp steps bar by bar; a bar costs ``c_event`` when any
   lane has an event on it, else ``c_held`` when any lane holds a position through it
   (the held accumulators run under a predicate, flat lanes masked), else ``c_flat``.
+  This is the GPU's kernel now: ``simulate(..., lockstep=True)``, one bar per iteration
+  of its loop; (a) is the same kernel with ``lockstep=False``, as the CPU runs it (both
+  are timed side by side by ``gpu_check.py`` up to 1M combos). The model gives both
+  designs the same per-bar costs.
 
 Lane efficiency = the lanes' own cost (what each would take alone: its flat iterations,
 held iterations and events at their costs) / (32 x the warp's cost); with unit costs it

@@ -304,10 +304,16 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         # an iteration covers one bar of a stretch (a flat stretch is booked at its end,
         # as a whole: the same sums).
         if not pending_exit and pending_side == 0 and position == 0.0:
-            limit = t + 1 if lockstep else n
-            t = scan(ind, rows, fparams, bars, t, limit, allow_long, allow_short)
-            if t == limit and t < n:
-                continue  # lockstep: no entry on this bar, the stretch goes on
+            if lockstep:  # ``scan_flat``'s test, on this bar only
+                long_entry, long_exit, short_entry, short_exit = signal(
+                    ind, rows, fparams, bars, t, 0.0, 0.0, t)
+                if not ((allow_long and long_entry and not long_exit) or (
+                        allow_short and short_entry and not short_exit)):
+                    t += 1
+                    if t < n:
+                        continue  # the stretch goes on
+            else:
+                t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
             flat_from = int(extreme)
             if t > flat_from:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - flat_from)
@@ -322,7 +328,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         elif not pending_exit and pending_side == 0 and (
                 simple and position > 0.0 and cash == 0.0):
             start = t
-            held_end = min(seg_end, t + 1) if lockstep else seg_end
+            held_end = t + 1 if lockstep else seg_end  # (seg_end > t)
             while t < held_end:
                 price = close[t]  # loaded before the signal's branch
                 long_entry, long_exit, short_entry, short_exit = signal(

@@ -1,6 +1,6 @@
 """Trace ``simulate`` run as plain Python (``NUMBA_DISABLE_JIT=1``): which bar each
-iteration of its loop starts at and how many bars each flat scan may look at, in
-lockstep and not, for one ema_cross combo.
+iteration of its loop starts at and how many bars each call of the strategy's flat
+``scan`` may look at, in lockstep and not, for one ema_cross combo.
 
     NUMBA_DISABLE_JIT=1 python tests/engine/lockstep_trace.py '{"fill": "close"}'
 
