@@ -10,7 +10,8 @@ the shell); ``speed``, ``check`` and ``pipeline`` append table rows to ``rows.js
 they go, so a step stopped at its limit keeps the rows it finished; ``table`` writes
 ``GPU_RESULTS.md`` from them and the shell's ``steps.jsonl``.
 
-Correctness (``check``): per strategy a few thousand combos under two execution settings
+Correctness (``check``): per strategy (the builtins, and one written as rules:
+``rule_state`` of tests/gpu) a few thousand combos under two execution settings
 (every execution feature appears); trade counts must be identical and every metric within
 RTOL = 1e-9 relative (ATOL 1e-12) of the CPU kernel: on a GPU NVVM fuses multiply-adds,
 so the last bits differ (tests/gpu/test_cuda_ptx.py counts the fused ones).
@@ -77,7 +78,7 @@ def product(limit: int, **axes) -> dict[str, np.ndarray]:
 
 
 def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
-    """About ``n`` combos per builtin strategy."""
+    """About ``n`` combos per builtin strategy and per :data:`RULE_STRATEGY`."""
     return {
         "buy_and_hold": {},
         "sma_cross": product(n, fast=np.arange(2, 52), slow=np.arange(60, 460, 5)),
@@ -89,7 +90,23 @@ def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
                         signal=np.arange(2, 12)),
         "bollinger": product(n, period=np.arange(5, 105), k=np.linspace(0.5, 3.5, 40)),
         "donchian": product(n, period=np.arange(2, 2 + n)),
+        # written as rules (tests/gpu/gpu_rule_strategy.py): lags, nested indicators,
+        # crosses, min/max and the position state in a generated signal
+        RULE_STRATEGY: product(n, period=np.arange(4, 44), lag=np.array([1, 2, 4, 8]),
+                               hold=np.array([2, 6, 20, 50]), k=np.array([0.01, 0.03])),
     }
+
+
+#: The strategy written as rules that the check runs beside the builtins.
+RULE_STRATEGY = "rule_state"
+
+
+def register_rule_strategy() -> None:
+    """Register :data:`RULE_STRATEGY` in this process (its module lives in tests/gpu)."""
+    folder = str(Path(__file__).resolve().parents[1] / "tests" / "gpu")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import gpu_rule_strategy  # noqa: F401  (registers on import)
 
 
 def ema_params(n: int, slow0: int = SLOW0) -> dict[str, np.ndarray]:
@@ -254,12 +271,14 @@ def cpu_reference(name: str, execution: str, n_bars: int, n_combos: int) -> np.n
     from barsweep.engine.backend import limit_threads
 
     limit_threads(2)
+    register_rule_strategy()
     return sweep_block(get_strategy(name), synth_bars(n_bars), strategy_grids(n_combos)[name],
                        Execution(**EXECUTIONS[execution]), PPY)
 
 
 def check(args) -> int:
-    """Every builtin strategy on the GPU against the CPU, two execution settings each
+    """Every builtin strategy, and one written as rules, on the GPU against the CPU, two
+    execution settings each
     (the CPU's side in a pool of processes meanwhile); strategies that would not finish
     before the deadline are listed as not run."""
     from concurrent.futures import ProcessPoolExecutor
@@ -267,6 +286,7 @@ def check(args) -> int:
 
     from barsweep.engine.strategies import strategy_names
 
+    register_rule_strategy()
     ok = True
     for name in sorted(set(strategy_names()) - set(strategy_grids(1))):
         emit(args.out, ["check", name, "", "", "", "", "", "", "", "FAIL",

@@ -69,9 +69,9 @@ def test_every_step_ran_and_left_its_rows(simulated):
     assert [c[3] for c in own] == ["32", "64", "128"]
     assert all(c[10] == "same metrics as lockstep" for c in own)
     checked = [r["cells"][1] for r in rows if r["cells"][0] == "check"]
-    builtins = builtin_names()
-    assert sorted(set(checked)) == builtins
-    assert all(checked.count(name) == 2 for name in builtins)  # two executions
+    names = sorted([*builtin_names(), "rule_state"])  # and a strategy written as rules
+    assert sorted(set(checked)) == names
+    assert all(checked.count(name) == 2 for name in names)  # two executions
     (run,) = [r["cells"] for r in rows if r["cells"][0] == "barsweep run"]
     assert run[9] == "PASS" and "backend cuda" in run[10]
     facts = json.loads((out / "probe.json").read_text())
