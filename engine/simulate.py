@@ -51,7 +51,6 @@ from .fills import (
     EXIT_STOP,
     EXIT_TARGET,
     EXIT_TRAIL,
-    close_position,
     open_position,
     resolve_signals,
     ruin_fill,
@@ -66,9 +65,9 @@ from .metrics import (
     acc_drawdown_flat,
     acc_returns,
     acc_returns_held,
-    acc_trade,
     finalize,
 )
+from .round_trips import book_trade, exit_trade
 
 # Columns of the trades record written by ``backtest()``.
 TRADE_FIELDS = ("entry_bar", "exit_bar", "side", "entry_price", "exit_price", "size", "pnl",
@@ -117,16 +116,6 @@ def cross_below(a_prev, b_prev, a, b):
     return (a_prev > b_prev) & (a < b)
 
 
-@njit(cache=True)
-def trade_result(position, entry_fill, entry_equity, exit_equity):
-    """``(pnl, return)`` of a round trip; the return is on entry notional (as vectorbt).
-
-    ``pnl`` is the change of equity over the trade: fees and funding included.
-    """
-    pnl = exit_equity - entry_equity
-    return pnl, pnl / (abs(position) * entry_fill)
-
-
 @njit(inline="always", cache=True)
 def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short):
     """The first bar >= t whose signal opens a position from flat, or ``n``.
@@ -146,51 +135,6 @@ def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short):
             return t
         t += 1
     return n
-
-
-@njit(cache=True)
-def record_trade(rec, k, entry_bar, exit_bar, position, entry_fill, exit_fill, pnl, ret,
-                 reason):
-    """Write trade ``k`` into ``rec`` (shape (n_max, N_TRADE_FIELDS)) if there is room
-    (the sweep passes an empty ``rec``: nothing is written)."""
-    if k < rec.shape[0]:
-        rec[k, 0] = entry_bar
-        rec[k, 1] = exit_bar
-        rec[k, 2] = 1.0 if position > 0.0 else -1.0
-        rec[k, 3] = entry_fill
-        rec[k, 4] = exit_fill
-        rec[k, 5] = abs(position)
-        rec[k, 6] = pnl
-        rec[k, 7] = ret
-        rec[k, 8] = reason
-
-
-@njit(cache=True)
-def book_trade(trade_acc, rec, entry_bar, exit_bar, position, entry_fill, entry_equity,
-               exit_fill, exit_equity, reason):
-    """Account one round trip: its record (when recording) and the trade metrics."""
-    pnl, ret = trade_result(position, entry_fill, entry_equity, exit_equity)
-    record_trade(rec, int(trade_acc[0]), entry_bar, exit_bar, position, entry_fill,
-                 exit_fill, pnl, ret, reason)
-    return acc_trade(trade_acc, pnl, ret)
-
-
-@njit(cache=True)
-def exit_trade(cash, position, price, slippage, fee_rate, fixed_fee, entry_fill, entry_equity,
-               entry_bar, t, reason, trade_acc, rec):
-    """Close ``position`` at ``price`` on bar ``t`` and book the trade.
-
-    An exit whose costs exceed what is left (a fixed fee, or a short bought back above
-    its ruin price) leaves cash 0, not less: the trade's reason becomes ``EXIT_RUIN``.
-
-    Returns ``(cash after, trade accumulator)``.
-    """
-    cash, fill = close_position(cash, position, price, fee_rate, fixed_fee, slippage)
-    if cash <= 0.0:
-        cash = 0.0
-        reason = EXIT_RUIN
-    return cash, book_trade(trade_acc, rec, entry_bar, t, position, entry_fill, entry_equity,
-                            fill, cash, reason)
 
 
 @njit(inline="always", cache=True)
