@@ -234,9 +234,9 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     seg_r = 0.0  # the return sums when the current segment began
     seg_r2 = 0.0
     t = t0
-    # While flat, ``extreme`` (the open position's best price for a trailing stop,
-    # meaningless then, set again at each entry) holds the bar the flat stretch began:
-    # one register less on the GPU, where the kernel fits 128 without spilling.
+    # In lockstep, while flat, ``extreme`` (the open position's best price for a trailing
+    # stop, meaningless then, set again at each entry) holds the bar the flat stretch
+    # began: one register less on the GPU, where the kernel fits 128 without spilling.
     extreme = float(t0)
     while t < n:
         seg, seg_end, seg_r, seg_r2 = book_segments(segs, t, seg, seg_end, seg_r, seg_r2,
@@ -256,9 +256,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
                     t += 1
                     if t < n:
                         continue  # the stretch goes on
+                flat_from = int(extreme)
             else:
+                flat_from = t
                 t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
-            flat_from = int(extreme)
             if t > flat_from:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - flat_from)
                 if record:
@@ -407,7 +408,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         t += 1
         if ruined:
             break
-        if position == 0.0:
+        if lockstep and position == 0.0:
             extreme = float(t)  # a flat stretch may begin at the next bar
 
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%, no more trades
