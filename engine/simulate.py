@@ -238,7 +238,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     # stop, meaningless then, set again at each entry) holds the bar the flat stretch
     # began: one register less on the GPU, where the kernel fits 128 without spilling.
     extreme = float(t0)
-    while t < n:
+    end = n  # one past the last bar simulated: a ruin ends the run there
+    while t < end:
         seg, seg_end, seg_r, seg_r2 = book_segments(segs, t, seg, seg_end, seg_r, seg_r2,
                                                     ret_acc, t0, n)
         # Fast stretches, where only the signal can change anything: flat with nothing
@@ -393,7 +394,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
                     position = 0.0
                 cash = 0.0
                 equity = 0.0
-                ruined = True  # the last bar simulated: equity stays 0, nothing is traded
+                ruined = True
+                end = t + 1  # the last bar simulated: equity stays 0, nothing is traded
             ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, b)
         elif position != 0.0 and (position < 0.0 or cash != 0.0):
             ret_acc = acc_returns(ret_acc, equity / prev_equity - 1.0, b)
@@ -406,8 +408,6 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         if record:
             rec_equity[t] = equity
         t += 1
-        if ruined:
-            break
         if lockstep and position == 0.0:
             extreme = float(t)  # a flat stretch may begin at the next bar
 
