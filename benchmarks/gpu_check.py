@@ -233,7 +233,9 @@ OWN_PACE_MAX = 1_000_000
 
 def own_pace(args, strategy, bars, params, execution, lockstep_out, lockstep_s) -> bool:
     """Time the own-pace kernel on the same sweep; its row holds its kernel rate, the
-    lockstep kernel's speed over it, and whether the two agree (they should, exactly)."""
+    lockstep kernel's speed over it, and whether the two agree: identical trade counts,
+    metrics within RTOL (the two kernels are compiled apart, and NVVM may fuse their
+    multiply-adds differently)."""
     from barsweep.engine.gpu import sweep_cuda
 
     n = len(params["fast"])
@@ -242,12 +244,13 @@ def own_pace(args, strategy, bars, params, execution, lockstep_out, lockstep_s) 
                lockstep=False)  # compiled first
     out = sweep_cuda(strategy, bars, params, execution, PPY, bars_key="t", timings=timings,
                      lockstep=False)
-    same = np.array_equal(out, lockstep_out, equal_nan=True)
+    max_rel, n_bad, n_trades = compare(out, lockstep_out)
+    same = n_bad == 0 and n_trades == 0
     work = n * args.bars
     emit(args.out, ["speed", "ema_cross, own pace", "close, long, fees", f"{n:,}",
                     rate(work / max(timings["kernel"], 1e-9)), "", "",
-                    f"lockstep {timings['kernel'] / max(lockstep_s, 1e-9):,.2f}x as fast", "",
-                    "PASS" if same else "FAIL",
+                    f"lockstep {timings['kernel'] / max(lockstep_s, 1e-9):,.2f}x as fast",
+                    f"{max_rel:.1e}", verdict(n_bad, n_trades),
                     "same metrics as lockstep" if same else "differs from lockstep"], same)
     log(f"{n:,} combos, own pace: kernel {timings['kernel']:.3f} s, lockstep "
         f"{lockstep_s:.3f} s; identical: {same}")

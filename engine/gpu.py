@@ -26,8 +26,9 @@ Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
   iteration, so the 32 lanes of a warp stay on the same bar: on each bar a lane takes
   its flat check, its held step or the general step (the warp runs the union of the
   three, masked), and the loop reconverges before the next bar (on the check's grids the
-  warp model predicts 0.98-0.99 of the lanes busy, against 0.18-0.89 when each thread
-  scans its stretches at its own pace as the CPU does); it writes its metrics row
+  warp model predicts 0.98-0.99 of the lanes busy, against 0.45-0.84 when each thread
+  scans its stretches at its own pace as the CPU does, in the same lane order); it
+  writes its metrics row
   into a device array the thread's next block of the same shape reuses
   (:func:`reused_array`); the block's metrics come back to the host and are written to
   Zarr like a CPU block.
@@ -121,7 +122,9 @@ def sweep_kernel(strategy: Strategy, lockstep: bool = True):
     warp stay on the same bar (warp-synchronous: their loads coalesce and they branch
     alike, benchmarks/warp_model.py); False lets each thread scan its flat and held
     stretches at its own pace, as the CPU does (kept to measure the two side by side:
-    benchmarks/gpu_check.py).
+    benchmarks/gpu_check.py). Compiled for the CPU the two give the same bits
+    (tests/engine/test_lockstep.py); on a GPU NVVM may fuse their multiply-adds
+    differently, so their last bits may differ.
     """
     step, scan = strategy_functions(strategy)
     key = (step, scan, lockstep)
@@ -194,7 +197,7 @@ def sweep_cuda(
     device copy is reused by later calls in this process; None copies them every call.
     ``timings``, when given, receives the seconds of the device stages (``bars``,
     ``hoist``, ``kernel``, ``copy_back``), the device synchronized after each.
-    ``lockstep``: which kernel (:func:`sweep_kernel`); both give the same result.
+    ``lockstep``: which kernel (:func:`sweep_kernel`).
 
     Returns
     -------

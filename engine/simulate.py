@@ -184,9 +184,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         False (the CPU's kernels): a flat stretch is scanned to its end and a held one
         stepped to its end in inner loops. True (the GPU's): each iteration of the loop
         covers exactly one bar, so the threads of a warp, which start on the same bar,
-        stay on the same bar (warp-synchronous); a flat stretch is still booked as a
-        whole when it ends. The two give the same results bit for bit
-        (tests/engine/test_lockstep.py).
+        stay on the same bar (warp-synchronous); a flat bar is tested with
+        :func:`scan_flat`'s test of ``signal`` (``scan`` is not called) and a flat
+        stretch is still booked as a whole when it ends. Compiled alike, the two give the
+        same results bit for bit (tests/engine/test_lockstep.py).
     """
     open_, high, low, close, funding, bench = bars
     rows = combos.rows[c]

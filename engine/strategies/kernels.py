@@ -13,7 +13,7 @@ All three are a few lines that only name the signal: ``scan`` searches flat stre
 :func:`barsweep.engine.simulate.simulate` over the combos, serially and without the GIL
 (:func:`barsweep.engine.sweep.run_kernel` runs pieces of them on threads). A fourth,
 ``lockstep_kernel``, runs it as the GPU does, one bar per iteration (the same results;
-compiled only when called: tests and the warp model use it). numba caches
+compiled only when called: the tests hold it to ``kernel``). numba caches
 a function on disk only when it is a module-level function of a file, and a kernel
 that takes the signal as an argument, or closes over it, compiles again in every
 process (measured in benchmarks/NOTES.md, "Strategy kernels"). So :func:`compiled`

@@ -67,7 +67,7 @@ def test_every_step_ran_and_left_its_rows(simulated):
     # the own-pace kernel beside it at each size, with the same metrics
     own = [c for c in speed if c[1] == "ema_cross, own pace"]
     assert [c[3] for c in own] == ["32", "64", "128"]
-    assert all(c[10] == "same metrics as lockstep" for c in own)
+    assert all(c[10] == "same metrics as lockstep" and c[9] == "PASS" for c in own)
     checked = [r["cells"][1] for r in rows if r["cells"][0] == "check"]
     names = sorted([*builtin_names(), "rule_state"])  # and a strategy written as rules
     assert sorted(set(checked)) == names
