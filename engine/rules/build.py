@@ -163,7 +163,7 @@ def _compiled(rule: Rule, kinds: tuple[tuple[str, str], ...], where: str) -> Str
     found = slots(trees)
     index = {text(slot): i for i, slot in enumerate(found)}
     body = signal_source(trees, index, {p: i for i, p in enumerate(order)})
-    module = _module(rule, body)
+    module = _module(trees, body)
     lags = _lag_params(trees)
     periods = _period_params(found)
     return Strategy(
@@ -206,9 +206,25 @@ def _slot_row(slot: Node, columns: Mapping[str, np.ndarray], args: tuple,
     return row(slot, columns, dict(zip(params_of(slot), args, strict=True)), memo)
 
 
-def _module(rule: Rule, body: str) -> ModuleType:
-    """The imported module holding the rule's ``signal`` (written once per text)."""
-    doc = "\n".join(f"    {line}" for line in rule.describe().splitlines())
+def canonical(trees: Mapping[str, Node]) -> str:
+    """The rules as the compiler read them: each key's canonical text (:func:`.lower.text`),
+    built from the parsed trees, so it holds only the language's names, numbers and
+    operators, never a character of the user's text (a comment, a quote, a backslash).
+
+    >>> rule = Rule("close > sma(close, n)  # above", "close<sma(close,n)")
+    >>> print(canonical(parse_all(rule, {"n": "int"})))
+    long_entry: (close > sma(close, n))
+    long_exit: (close < sma(close, n))
+    short_entry: (close < sma(close, n))
+    short_exit: (close > sma(close, n))
+    """
+    return "\n".join(f"{key}: {text(tree)}" for key, tree in trees.items())
+
+
+def _module(trees: Mapping[str, Node], body: str) -> ModuleType:
+    """The imported module holding the rule's ``signal`` (written once per rule): its
+    source is made from the parsed trees only (:func:`canonical`, the emitted ``body``)."""
+    doc = "\n".join(f"    {line}" for line in canonical(trees).splitlines())
     fields = dict(writer=__name__, doc=f"Rules:\n\n{doc}", engine=ENGINE_PACKAGE,
                   runtime=", ".join(RUNTIME), body=body)
     source = MODULE.format(cache=True, **fields)

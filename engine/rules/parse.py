@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -20,6 +22,19 @@ from .functions import FUNCTIONS, HELPERS, SERIES, STATE, known_names
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
             ast.NotEq: "!="}
+
+
+#: The most characters a rule's text may have.
+MAX_CHARS = 4_000
+#: The most nodes (names, numbers, operators, calls) a rule may have.
+MAX_NODES = 500
+#: The deepest a rule's nesting (operators within operators, calls within calls) may go.
+MAX_DEPTH = 100
+#: The largest period (an indicator's int argument) or lag, in bars.
+MAX_BARS = 10_000_000
+#: Characters the language never uses (its text is printable ASCII: a comment, a
+#: backslash, a control or non-ASCII character is refused, not read around).
+_OUTSIDE = re.compile(r"[^\t\n\r -~]|[#\\]")
 
 
 class RuleError(SpecError):
@@ -83,17 +98,60 @@ def parse_rule(text: str, params: Mapping[str, str], where: str = "rule") -> Nod
     ('cmp', 'bool', ('sma', ''))
     """
     reader = _Reader(text, params, where)
+    _check_text(reader)
     try:  # in parentheses: a rule may span lines (a YAML block)
         tree = ast.parse(f"({text}\n)" if text.strip() else text, mode="eval")
     except SyntaxError as err:
         offset = min(reader.offset(err.lineno or 1, (err.offset or 1) - 1),
                      max(len(text) - 1, 0))
         reader.fail(f"not a valid expression ({err.msg})", (offset, offset + 1))
+    except (RecursionError, MemoryError):  # MemoryError: the parser's stack overflowed
+        reader.fail(f"nested too deeply (at most {MAX_DEPTH} levels)", (0, len(text)))
+    _check_size(reader, tree.body)
     node = reader.read(tree.body)
     if node.type != "bool":
         reader.fail("a rule must be true or false at each bar (a comparison, a cross, "
                     "and/or/not); this is a number", node.span)
     return node
+
+
+def _check_text(reader: _Reader) -> None:
+    """Refuse a text too long to be a rule, or holding a character the language never
+    uses (with a caret under it)."""
+    text = reader.text
+    if len(text) > MAX_CHARS:
+        raise RuleError(f"{reader.where}: a rule has at most {MAX_CHARS:,} characters, this "
+                        f"one {len(text):,}; split it, or move a part into an indicator")
+    found = _OUTSIDE.search(text)
+    if found is None:
+        return
+    char = found.group()
+    why = {"#": "comments are not part of the rule language (write them in the YAML, "
+                "outside the rule's text)",
+           "\\": "a backslash is not part of the rule language (a rule may span lines "
+                  "as it is)"}.get(char, f"the character {char!r} (U+{ord(char):04X}) is not "
+                                       "part of the rule language, written in ASCII")
+    reader.fail(why, found.span())
+
+
+def _check_size(reader: _Reader, tree: ast.AST) -> None:
+    """Refuse a parsed rule with more than :data:`MAX_NODES` nodes or nested deeper than
+    :data:`MAX_DEPTH` (walked without recursion, before the reader recurses)."""
+    count, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if depth > MAX_DEPTH:
+            reader.fail(f"nested too deeply: a rule has at most {MAX_DEPTH} levels of "
+                        "operators and calls (a sum of n terms is n levels)",
+                        reader.span(node))
+        if count > MAX_NODES:
+            raise RuleError(f"{reader.where}: a rule has at most {MAX_NODES} terms (names, "
+                            "numbers, operators, calls); split it, or move a part into an "
+                            "indicator")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node)
+                     if not isinstance(child, ast.expr_context | ast.operator | ast.boolop
+                                       | ast.cmpop | ast.unaryop))
 
 
 class _Reader:
@@ -147,6 +205,12 @@ class _Reader:
         if isinstance(value, bool):
             return Node("num", value, type="bool", span=self.span(node))
         if isinstance(value, int | float) and not isinstance(value, complex):
+            try:
+                finite = math.isfinite(float(value))
+            except OverflowError:  # an int beyond float64
+                finite = False
+            if not finite:
+                self.fail("a number beyond float64's range (about 1.8e308)", self.span(node))
             return Node("num", value, span=self.span(node))
         self.fail(f"{type(value).__name__} constants are not part of the rule language",
                   self.span(node))
@@ -224,8 +288,10 @@ class _Reader:
             self.fail("slices are not part of the rule language: x[k] is one past value",
                       self.span(node))
         lag = self.num(node, "a lag")
-        if lag.kind == "num" and isinstance(lag.value, int) and lag.value >= 0:
+        if lag.kind == "num" and isinstance(lag.value, int) and 0 <= lag.value <= MAX_BARS:
             return lag
+        if lag.kind == "num" and isinstance(lag.value, int) and lag.value > MAX_BARS:
+            self.fail(f"a lag is at most {MAX_BARS:,} bars", lag.span)
         if lag.kind == "num" and isinstance(lag.value, int | float) and lag.value < 0:
             self.fail("a lag must be a non-negative integer: x[k] is the value k bars ago",
                       lag.span)
@@ -314,9 +380,10 @@ class _Reader:
         if value.kind == "param" and self.params[value.value] != "int":
             self.fail(f"{name}'s {label} is a period, an integer: grid axis {value.value!r} "
                       "has values that are not whole numbers", value.span)
-        if value.kind == "num" and (not isinstance(value.value, int) or value.value < 1):
-            self.fail(f"{name}'s {label} is a period, a whole number >= 1, got "
-                      f"{value.value!r}", value.span)
+        if value.kind == "num" and (not isinstance(value.value, int)
+                                    or not 1 <= value.value <= MAX_BARS):
+            self.fail(f"{name}'s {label} is a period, a whole number from 1 to "
+                      f"{MAX_BARS:,}, got {value.value!r}", value.span)
         return value
 
 

@@ -109,6 +109,17 @@ def import_strategy_module(name: str, root: str | os.PathLike | None = None) -> 
                         f"already imported from {loaded} in this process")
 
 
+def imported_from(name: str, root: str | os.PathLike | None) -> bool:
+    """Whether module ``name`` is imported in this process, from ``root`` when ``root``
+    holds it (:func:`module_location`)."""
+    if name not in sys.modules:
+        return False
+    location = module_location(name, root) if root is not None else None
+    loaded = _loaded_from(sys.modules.get(name.partition(".")[0]))
+    return location is None or loaded is not None and (
+        loaded == location or loaded.startswith(location + os.sep))
+
+
 def module_location(name: str, root: str | os.PathLike) -> str | None:
     """The real path of ``name``'s top-level package folder (``root/top/``) or module file
     (``root/top.py``) in ``root``; None when ``root`` holds neither.
@@ -159,5 +170,5 @@ def _register_builtins() -> None:
 _register_builtins()
 
 __all__ = ["Indicator", "Param", "Strategy", "forget_modules", "get_strategy",
-           "import_strategy_module", "module_location", "register", "resolve",
+           "import_strategy_module", "imported_from", "module_location", "register", "resolve",
            "strategy_names"]

@@ -61,7 +61,7 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
         The store has no spec, its bars are gone or are not the run's (naming the
         symbol): a buy-and-hold row would not be the run's reference.
     """
-    spec, ppy = stored_spec(ds, "buy and hold")
+    spec, ppy = stored_spec(ds, "buy and hold", strategy=False)
     walk = "window" in ds.dims
     if groups is None:
         groups = [{"symbol": s, **({"window": w, "sample": p} if walk else {})}
@@ -92,7 +92,7 @@ def buy_and_hold_run(ds, symbol: str, span: tuple[int, int] | None = None):
     """Buy and hold of ``symbol`` over the run's bars (``span``: bars ``[start, end)``
     of them), as :func:`buy_and_hold` runs it: the
     :class:`~barsweep.engine.backtest.BacktestResult`."""
-    spec, ppy = stored_spec(ds, "buy and hold")
+    spec, ppy = stored_spec(ds, "buy and hold", strategy=False)
     return _hold(_run_bars(ds, spec, symbol), span, ppy, _execution(spec))
 
 
@@ -175,6 +175,6 @@ def stitched_hold(ds, wf):
     if "portfolio" in ds.attrs:  # the members' equal-weight hold: its equity and metrics
         from .portfolio_parts import hold_part, member_bars
 
-        spec, ppy = stored_spec(ds, "buy and hold")
+        spec, ppy = stored_spec(ds, "buy and hold", strategy=False)
         return hold_part(*member_bars(spec), span, ppy, _execution(spec))
     return buy_and_hold_run(ds, wf.symbol, span)

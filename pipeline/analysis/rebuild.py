@@ -12,19 +12,53 @@ from ...engine.execution import split_combo
 from ...errors import MismatchError, ResultsError, SpecError
 
 
-def stored_spec(ds, what: str = "the results store"):
+def stored_spec(ds, what: str = "the results store", *, strategy: bool = True):
     """The spec a results Dataset was made by (its ``spec`` attribute) and its bars per
-    year (the ``periods_per_year`` attribute, or the spec's timeframe and year_days)."""
+    year (the ``periods_per_year`` attribute, or the spec's timeframe and year_days).
+
+    The spec's ``modules`` are not imported (a store is data): a strategy of theirs must
+    have been imported when the user asked (``--import-modules``). With ``strategy``
+    False, the spec is read without its strategy (as buy and hold, its grid and
+    constraints dropped): its data, execution and portfolio, whatever code it names.
+    """
     from ...datasets import periods_per_year
+    from ..config.files import load_yaml
     from ..config.model import parse_spec  # here: the spec module imports modules that import this
 
     if "spec" not in ds.attrs:
         raise SpecError(f"{what}: the results store has no 'spec' attribute (the run's spec "
                         f"as YAML), so its strategy, execution and bars are unknown")
-    spec = parse_spec(ds.attrs["spec"], source="the results store's spec")
+    source = "the results store's spec"
+    text = ds.attrs["spec"]
+    if not strategy:
+        data = load_yaml(text, source)
+        if isinstance(data, dict):
+            text = {k: v for k, v in data.items()
+                    if k not in ("modules", "module_dir", "grid", "constraints", "search")}
+            text["strategy"] = "buy_and_hold"
+    else:
+        _modules_imported(load_yaml(text, source), what)
+    spec = parse_spec(text, source=source, modules=False)
     ppy = float(ds.attrs.get("periods_per_year")
                 or periods_per_year(spec.data.timeframe, spec.data.year_days))
     return spec, ppy
+
+
+def _modules_imported(data, what: str) -> None:
+    """Refuse, in one line, a stored spec whose modules are not imported in this process
+    (``--import-modules`` imports them)."""
+    from ...engine.strategies import imported_from
+
+    if not isinstance(data, dict) or not isinstance(data.get("modules"), list):
+        return
+    root = data.get("module_dir") if isinstance(data.get("module_dir"), str) else None
+    missing = [str(m) for m in data["modules"] if not imported_from(str(m), root)]
+    if missing:
+        raise SpecError(f"{what}: the store's strategy comes from the module"
+                        f"{'s' * (len(missing) > 1)} {', '.join(missing)}"
+                        f"{f' in {root}' if root else ''}, Python code that reading a store "
+                        "does not import unless asked: pass --import-modules (the files are "
+                        "checked against the ones the run hashed)")
 
 
 def stored_bars(spec, symbol: str):

@@ -88,8 +88,8 @@ def search_grid(ds, metric: str, x: str, y: str | None, symbol: str | None,
         cells = frame.groupby(kept)["value"].agg(reduce)
     from ..config.model import parse_spec
 
-    grid_axes = dict(parse_spec(ds.attrs["spec"], source="the results store's spec")
-                     .param_grid.axes)
+    grid_axes = dict(parse_spec(ds.attrs["spec"], source="the results store's spec",
+                                modules=False).param_grid.axes)
     axes = {name: grid_axes[name] for name in kept}  # the grid's values: true spacing
     full = cells.reindex(pd.MultiIndex.from_product([axes[n] for n in kept], names=kept)
                          if len(kept) > 1 else pd.Index(axes[x], name=x))

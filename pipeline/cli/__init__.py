@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         quiet_dask()
     try:
         with sigterm_as_interrupt():
+            if getattr(args, "import_modules", False):
+                from ..run.store_modules import import_store_modules
+
+                import_store_modules(args.results)
             code = int(args.func(args) or 0)
             sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
             return code

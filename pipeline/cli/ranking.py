@@ -10,6 +10,7 @@ import sys
 
 from ...errors import BarsweepError
 from ..config.dims import SAMPLES
+from .options import add_import_modules
 
 
 def add_rank_parsers(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +47,7 @@ def add_rank_parsers(sub: argparse._SubParsersAction) -> None:
     wf.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     wf.add_argument("--symbol", help="the symbol, when the store holds several")
     wf.add_argument("--json", action="store_true", help="print one JSON object for scripts")
+    add_import_modules(wf)
     wf.set_defaults(func=cmd_walkforward)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...errors import BarsweepError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
+from .options import add_import_modules
 
 
 def add_plot_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +27,7 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     heat.add_argument("--sample", help="walk-forward: train or test (default test)")
     heat.add_argument("--window", type=int, help="walk-forward: the window (default 0)")
     heat.add_argument("--out", required=True, help="the PNG to write")
+    add_import_modules(heat)
     heat.set_defaults(func=cmd_plot_heatmap)
     best = plot_sub.add_parser("best", help="combo N of the ranking rebuilt from the stored "
                                "spec (metrics checked): price with trades, equity against "
@@ -38,6 +40,7 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     best.add_argument("--symbol", help="rank this symbol's combos only")
     best.add_argument("--out", required=True, help="the PNG to write")
+    add_import_modules(best)
     best.set_defaults(func=cmd_plot_best)
     wfplot = plot_sub.add_parser("walkforward", help="a walk-forward store's stitched "
                                  "out-of-sample equity (the combo chosen in each window's "
@@ -48,6 +51,7 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     wfplot.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     wfplot.add_argument("--symbol", help="the symbol, when the store holds several")
     wfplot.add_argument("--out", required=True, help="the PNG to write")
+    add_import_modules(wfplot)
     wfplot.set_defaults(func=cmd_plot_walkforward)
 
 
@@ -75,6 +79,7 @@ def add_trades_parser(sub: argparse._SubParsersAction) -> None:
     trades.add_argument("--csv", metavar="FILE",
                         help="write the trades table (every column) to this CSV file "
                              "instead of printing it")
+    add_import_modules(trades)
     trades.set_defaults(func=cmd_trades)
 
 
@@ -89,6 +94,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--top", type=int, default=20,
                         help="how many combos the top table shows (default 20)")
     report.add_argument("--symbol", help="this symbol only (default: every symbol)")
+    add_import_modules(report)
     report.set_defaults(func=cmd_report)
 
 

@@ -36,7 +36,8 @@ from pydantic import (
 
 from ...engine.execution import STOP_PARAMS, Execution, check_stop
 from ...engine.rules import Rule, compile_rule
-from ...engine.strategies import Strategy, get_strategy, import_strategy_module, strategy_names
+from ...engine.strategies import (Strategy, get_strategy, import_strategy_module, imported_from,
+                                  strategy_names)
 from ...errors import Problems, SpecError, refusals
 from .axes import AXIS, AXIS_TAGS, RangeSpec, as_kind, expand
 from .cluster import STARTED_HERE, ClusterSpec
@@ -141,9 +142,15 @@ class Spec(BaseModel):
         from ``module_dir`` when it holds them."""
         problems = []
         root = info.data.get("module_dir")
+        importing = not isinstance(info.context, dict) or info.context.get("modules", True)
         for i, name in enumerate(value):
             try:
-                import_strategy_module(name, root)
+                if importing:
+                    import_strategy_module(name, root)
+                elif not imported_from(name, root):
+                    raise SpecError(f"{name!r} is not imported: a results store's modules "
+                                    "are code, imported only when asked (--import-modules, "
+                                    "checked against the files its run hashed)")
             except SpecError as err:
                 problems.append((f"modules[{i}]", str(err)))
         if problems:
@@ -333,7 +340,7 @@ def load_spec(path: str | os.PathLike, overrides: Mapping | None = None) -> Spec
 
 
 def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
-               overrides: Mapping | None = None) -> Spec:
+               overrides: Mapping | None = None, *, modules: bool = True) -> Spec:
     """Validate a sweep spec given as YAML text or as a mapping.
 
     Parameters
@@ -347,6 +354,11 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
         Keys that replace the spec's before it is validated, merged section by section
         (``{"run": {"max_combos": 10**10}}`` changes only ``run.max_combos``). None
         values are skipped, so unset command-line flags can be passed as they are.
+    modules : bool, default True
+        Import the spec's ``modules``. False (a spec read from a results store): import
+        nothing, and refuse the spec unless each module is already imported from its
+        ``module_dir`` (:func:`~barsweep.pipeline.run.store_modules.import_store_modules`
+        imports them when the user asks).
 
     Returns
     -------
@@ -377,7 +389,7 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
         )
     data = merged(data, overrides or {})
     try:
-        return Spec.model_validate(data, context={})
+        return Spec.model_validate(data, context={"modules": modules})
     except ValidationError as err:
         lines = refusals(err, Spec, skip=AXIS_TAGS | STRATEGY_TAGS)
         if len(lines) == 1:  # one problem: on the first line (a rule's caret lines below)

@@ -19,6 +19,7 @@ from .execute import execute, kernel_cached, warm_up
 from .prepare import Prepared
 from .progress import ProgressBar
 from .shipping import BarsShipper
+from .store_modules import MODULES_ATTR, modules_record
 from .watch import stage_feed
 
 
@@ -94,6 +95,7 @@ def run_attrs(prepared: Prepared, backend: tuple[str, str], where: tuple[str, st
         "annualised": prepared.annualised,
         "strategy": spec.strategy_name,
         "rule": spec.strategy_def.doc if not isinstance(spec.strategy, str) else "",
+        MODULES_ATTR: modules_record(spec.modules, spec.module_dir),
     }
     return attrs
 
