@@ -36,8 +36,13 @@ from pydantic import (
 
 from ...engine.execution import STOP_PARAMS, Execution, check_stop
 from ...engine.rules import Rule, compile_rule
-from ...engine.strategies import (Strategy, get_strategy, import_strategy_module, imported_from,
-                                  strategy_names)
+from ...engine.strategies import (
+    Strategy,
+    get_strategy,
+    import_strategy_module,
+    imported_from,
+    strategy_names,
+)
 from ...errors import Problems, SpecError, refusals
 from .axes import AXIS, AXIS_TAGS, RangeSpec, as_kind, expand
 from .cluster import STARTED_HERE, ClusterSpec
