@@ -41,6 +41,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ STATE_ARGS = ("position", "entry_price", "entry_bar")
 HEADER = '''\
 """{title} of {module}.{name}, written by {writer}: do not edit.
 
-Source of the signal: {path} (sha256 {digest}).
+The signal's source file is SIGNAL_FILE (sha256 {digest}).
 """
+
+SIGNAL_FILE = {path!r}
 
 {imports}{import_signal}
 {step}
@@ -98,8 +101,12 @@ class KernelKind:
 
     def text(self, signal, module: str, name: str, path: str, digest: str, cache: bool,
              import_signal: str) -> str:
-        """The module's source for ``signal`` (``module.name``, in file ``path``)."""
-        return HEADER.format(title=self.title, module=module, name=name, writer=__name__,
+        """The module's source for ``signal`` (``module.name``, in file ``path``): the
+        names shown with word characters only and the path as a string literal, so no
+        character of theirs leaves its place in the source (``import_signal`` names an
+        importable module: :func:`source_of`)."""
+        return HEADER.format(title=self.title, module=_word(module), name=_word(name),
+                             writer=__name__,
                              path=path, digest=digest, cache=cache,
                              imports=self.imports.format(engine=ENGINE_PACKAGE),
                              import_signal=import_signal,
@@ -223,10 +230,16 @@ def source_of(signal) -> tuple[str, str, str] | None:
     module, name = py_func.__module__, py_func.__qualname__
     loaded = sys.modules.get(module)
     path = getattr(loaded, "__file__", None)
-    if (name.isidentifier() and path is not None and os.path.isfile(path)
+    if (name.isidentifier() and all(part.isidentifier() for part in module.split("."))
+            and path is not None and os.path.isfile(path)
             and getattr(loaded, name, None) is signal):
         return module, name, os.path.abspath(path)
     return None
+
+
+def _word(text: str) -> str:
+    """``text`` with every character but letters, digits, ``_ . < >`` as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.<>]", "_", text)
 
 
 def write_kernels(signal, kind: KernelKind) -> ModuleType:
