@@ -382,8 +382,8 @@ class _Reader:
                       "has values that are not whole numbers", value.span)
         if value.kind == "num" and (not isinstance(value.value, int)
                                     or not 1 <= value.value <= MAX_BARS):
-            self.fail(f"{name}'s {label} is a period, a whole number from 1 to "
-                      f"{MAX_BARS:,}, got {value.value!r}", value.span)
+            self.fail(f"{name}'s {label} is a period, a whole number >= 1 (at most "
+                      f"{MAX_BARS:,}), got {value.value!r}", value.span)
         return value
 
 
