@@ -380,10 +380,12 @@ class _Reader:
         if value.kind == "param" and self.params[value.value] != "int":
             self.fail(f"{name}'s {label} is a period, an integer: grid axis {value.value!r} "
                       "has values that are not whole numbers", value.span)
-        if value.kind == "num" and (not isinstance(value.value, int)
-                                    or not 1 <= value.value <= MAX_BARS):
-            self.fail(f"{name}'s {label} is a period, a whole number >= 1 (at most "
-                      f"{MAX_BARS:,}), got {value.value!r}", value.span)
+        if value.kind == "num" and (not isinstance(value.value, int) or value.value < 1):
+            self.fail(f"{name}'s {label} is a period, a whole number >= 1, got "
+                      f"{value.value!r}", value.span)
+        if value.kind == "num" and value.value > MAX_BARS:
+            self.fail(f"{name}'s {label} is a period of at most {MAX_BARS:,} bars, got "
+                      f"{value.value!r}", value.span)
         return value
 
 
