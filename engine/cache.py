@@ -104,7 +104,7 @@ def cache_base(environ: dict[str, str], digest: str) -> Path:
     if given:
         given_path = Path(given)
         candidates.append(given_path.parent if FOLDER.fullmatch(given_path.name) else given_path)
-    candidates += [user_cache_dir(), Path(tempfile.gettempdir()) / f"numba-{_user()}"]
+    candidates += [user_cache_dir(), Path(tempfile.gettempdir()) / f"numba-{user_name()}"]
     passed = []
     for base in candidates:
         problem = _base_problem(base, digest)
@@ -112,7 +112,7 @@ def cache_base(environ: dict[str, str], digest: str) -> Path:
             break
         passed.append(problem)
     else:
-        base = private_temp_folder(f"numba-{_user()}-", lambda b: _base_problem(b, digest))
+        base = private_temp_folder(f"numba-{user_name()}-", lambda b: _base_problem(b, digest))
         _base_problem(base, digest)  # a new one: its folders made
     if passed:
         warnings.warn(f"numba's cache is in {base}, not in {'; nor '.join(passed)}",
@@ -129,7 +129,7 @@ class CacheFolderWarning(UserWarning):
 SUBFOLDERS = ("barsweep_kernels", "barsweep_rules")
 
 
-def _user() -> str:
+def user_name() -> str:
     try:
         return str(os.getuid())
     except AttributeError:  # Windows
