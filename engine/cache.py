@@ -91,8 +91,9 @@ def cache_base(environ: dict[str, str], digest: str) -> Path:
     end), :func:`user_cache_dir` and ``numba-UID`` in the temporary directory where the
     folders barsweep keeps code in (:data:`SUBFOLDERS`, ``barsweep-engine-DIGEST``) are
     private (:func:`folder_problem`) and writable; else a private folder of this user's
-    in the temporary directory (:func:`private_temp_folder`). Passing over a candidate
-    is said in a warning.
+    in the temporary directory (:func:`private_temp_folder`); when none can be made, a
+    folder that does not exist there (then nothing is cached on disk). Passing over a
+    candidate is said in a warning.
 
     >>> base = Path(tempfile.mkdtemp())
     >>> given = base / f"barsweep-engine-{'a' * 16}"  # as a parent process set it
@@ -112,8 +113,13 @@ def cache_base(environ: dict[str, str], digest: str) -> Path:
             break
         passed.append(problem)
     else:
-        base = private_temp_folder(f"numba-{user_name()}-", lambda b: _base_problem(b, digest))
-        _base_problem(base, digest)  # a new one: its folders made
+        try:
+            base = private_temp_folder(f"numba-{user_name()}-",
+                                       lambda b: _base_problem(b, digest))
+            _base_problem(base, digest)  # a new one: its folders made
+        except OSError as err:  # no writable folder at all: nothing is cached on disk
+            base = Path(tempfile.gettempdir()) / f"numba-{user_name()}-none"
+            passed.append(f"a new folder in {base.parent} ({err.strerror or err})")
     if passed:
         warnings.warn(f"numba's cache is in {base}, not in {'; nor '.join(passed)}",
                       CacheFolderWarning, stacklevel=2)

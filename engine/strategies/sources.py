@@ -91,9 +91,10 @@ def module_sources(root: str | os.PathLike, tops: Iterable[str],
 
 def _sources(root: str, top: str) -> Iterator[tuple[str, str, int]]:
     location = module_location(top, root)
-    if location is None:
-        raise SpecError(not_a_module(top, root) or f"module_dir: {root} holds no package "
-                        f"{top}/ (with __init__.py) and no {top}.py")
+    problem = not_a_module(top, root)
+    if problem is not None or location is None:
+        raise SpecError(problem or f"module_dir: {root} holds no package {top}/ (with "
+                        f"__init__.py) and no {top}.py")
     if os.path.isfile(location):
         path = os.path.join(root, f"{top}.py")
         _inside(path, os.path.realpath(root))
@@ -153,7 +154,11 @@ _FOLDERS = _Folders()
 
 def serve(top: str, folder: str) -> None:
     """Import the top-level package or module ``top`` (and so its submodules) from
-    ``folder``, in this process, from now on."""
+    ``folder``, in this process, from now on; SpecError for a standard library
+    module's name."""
+    if top in sys.stdlib_module_names or "." in top:
+        raise SpecError(f"{top!r} is not a name to import from {folder}: a standard "
+                        "library module's name, or not a top-level one")
     if _FOLDERS not in sys.meta_path:
         sys.meta_path.insert(0, _FOLDERS)
     _FOLDERS.folders[top] = os.path.abspath(folder)

@@ -195,6 +195,12 @@ def test_a_standard_library_name_is_refused(tmp_path):
     with pytest.raises(SpecError) as parsed:
         parse_spec({**SPEC, "module_dir": str(root), "modules": ["json"]})
     assert "'json' is the name of a standard library module" in str(parsed.value)
+    with pytest.raises(DataError, match="'json' is the name of a standard library module"):
+        ModuleShipper(str(root), ["json"])
+    from barsweep.engine.strategies.sources import serve
+
+    with pytest.raises(SpecError, match="a standard library module's name"):
+        serve("json", str(root))
 
 
 def test_other_files_of_module_dir_are_not_importable(tmp_path):
