@@ -207,7 +207,7 @@ def folder_problem(folder: Path, parents: bool = True) -> str | None:
         return f"{folder} (owned by uid {info.st_uid}, not by this user, uid {uid})"
     if info.st_mode & 0o022:
         return (f"{folder} (mode {stat.S_IMODE(info.st_mode):04o}: others may write it; "
-                f"chmod go-w it to use it)")
+                f"remove it, or chmod go-w it if all it holds is yours)")
     if not parents:
         return None
     path = os.path.abspath(folder)
