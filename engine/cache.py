@@ -9,9 +9,16 @@ its ``NUMBA_CACHE_DIR`` setting, at ``BASE/barsweep-engine-HASH``, HASH the star
 :func:`engine_source_hash` over every ``engine/**/*.py`` file: an edit anywhere in the
 engine gives a new folder, where everything compiles once; an unchanged tree loads.
 
-``BASE`` (:func:`cache_base`) is the first writable of: ``NUMBA_CACHE_DIR`` as the user
-set it, numba's user-wide cache folder (``~/.cache/numba`` on Linux), a folder in the
-temporary directory. The setting goes into ``os.environ``, so the processes this one
+``BASE`` (:func:`cache_base`) is the first of: ``NUMBA_CACHE_DIR`` as the user set it,
+numba's user-wide cache folder (``~/.cache/numba`` on Linux), ``numba-UID`` in the
+temporary directory, where the folders that hold code (BASE itself, the engine version's,
+``barsweep_kernels`` and ``barsweep_rules`` of the generated modules) are private: owned
+by this user, writable by no one else, in folders no one else can rename
+(:func:`folder_problem`); barsweep makes them with mode 0700. numba loads pickles from
+that folder and the engine imports modules from it, so a folder others could have
+planted files in is passed over, with a warning; when every candidate is, BASE is a
+private ``numba-UID-XXXXXXXX`` folder of the temporary directory (reused by later
+processes of the same user). The setting goes into ``os.environ``, so the processes this one
 starts (Dask workers, subprocesses) inherit it, and they name the same folder when they
 import the engine (a ``barsweep-engine-HASH`` folder ending ``NUMBA_CACHE_DIR`` is taken
 as ``BASE/`` and replaced). numba reads the variable when it is imported; when it was
@@ -34,8 +41,10 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 ENGINE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -79,8 +88,12 @@ def user_cache_dir() -> Path:
 def cache_base(environ: dict[str, str], digest: str) -> Path:
     """The folder that holds the engine versions' folders: the first of the user's
     ``NUMBA_CACHE_DIR`` in ``environ`` (less a ``barsweep-engine-HASH`` folder at its
-    end), :func:`user_cache_dir` and a folder in the temporary directory where
-    ``barsweep-engine-DIGEST`` can be made and written (else the first).
+    end), :func:`user_cache_dir` and ``numba-UID`` in the temporary directory where the
+    folders barsweep keeps code in (:data:`SUBFOLDERS`, ``barsweep-engine-DIGEST``) are
+    private (:func:`folder_problem`) and writable; else a private folder of this user's
+    in the temporary directory (:func:`private_temp_folder`); when none can be made, a
+    folder that does not exist there (then nothing is cached on disk). Passing over a
+    candidate is said in a warning.
 
     >>> base = Path(tempfile.mkdtemp())
     >>> given = base / f"barsweep-engine-{'a' * 16}"  # as a parent process set it
@@ -92,27 +105,162 @@ def cache_base(environ: dict[str, str], digest: str) -> Path:
     if given:
         given_path = Path(given)
         candidates.append(given_path.parent if FOLDER.fullmatch(given_path.name) else given_path)
-    candidates += [user_cache_dir(), Path(tempfile.gettempdir()) / f"numba-{_user()}"]
+    candidates += [user_cache_dir(), Path(tempfile.gettempdir()) / f"numba-{user_name()}"]
+    passed = []
     for base in candidates:
-        if _writable(base / f"barsweep-engine-{digest}"):
-            return base
-    return candidates[0]
+        problem = _base_problem(base, digest)
+        if problem is None:
+            break
+        passed.append(problem)
+    else:
+        try:
+            base = private_temp_folder(f"numba-{user_name()}-",
+                                       lambda b: _base_problem(b, digest))
+            _base_problem(base, digest)  # a new one: its folders made
+        except OSError as err:  # no writable folder at all: nothing is cached on disk
+            base = Path(tempfile.gettempdir()) / f"numba-{user_name()}-none"
+            passed.append(f"a new folder in {base.parent} ({err.strerror or err})")
+    if passed:
+        warnings.warn(f"numba's cache is in {base}, not in {'; nor '.join(passed)}",
+                      CacheFolderWarning, stacklevel=2)
+    return base
 
 
-def _user() -> str:
+class CacheFolderWarning(UserWarning):
+    """numba's cache (and the modules barsweep generates) went to another folder than the
+    first candidate: that one is not private or not writable."""
+
+
+#: The folders barsweep keeps generated modules in, under the cache's base folder.
+SUBFOLDERS = ("barsweep_kernels", "barsweep_rules")
+
+
+def user_name() -> str:
     try:
         return str(os.getuid())
     except AttributeError:  # Windows
         return os.environ.get("USERNAME", "user")
 
 
-def _writable(folder: Path) -> bool:
+def _base_problem(base: Path, digest: str) -> str | None:
+    """Why ``base`` cannot hold numba's cache and barsweep's generated modules (None: it
+    can): the problem of the first of its code folders that is not private, ``base`` and
+    the engine version's folder made where missing (the :data:`SUBFOLDERS` are made with
+    their first module, mode 0700, inside the private ``base``)."""
+    engine = base / f"barsweep-engine-{digest}"
+    problem = private_folder(base) or private_folder(engine, parents=False)
+    for folder in (base / name for name in SUBFOLDERS):
+        if problem is None and os.path.lexists(folder):
+            problem = folder_problem(folder, parents=False)
+    if problem is not None:
+        return problem
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=folder).close()
+        tempfile.TemporaryFile(dir=engine).close()
+    except OSError as err:
+        return f"{base} (not writable: {err.strerror or err})"
+    return None
+
+
+def private_folder(folder: Path, parents: bool = True) -> str | None:
+    """Make ``folder`` where missing (mode 0700, its missing parents too) and say why it
+    cannot hold code this process imports (None: it can); see :func:`folder_problem`."""
+    try:
+        _make_private(folder)
+    except OSError as err:
+        return f"{folder} (cannot be made: {err.strerror or err})"
+    return folder_problem(folder, parents)
+
+
+def _make_private(folder: Path) -> None:
+    missing = []
+    while not os.path.lexists(folder) and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # another process made it meanwhile: checked next
+            pass
+
+
+def folder_problem(folder: Path, parents: bool = True) -> str | None:
+    """Why ``folder`` cannot hold code this process imports, as ``FOLDER (reason)``;
+    None when it can: a folder (not a link) owned by this user that no one else may
+    write (mode without group and other write), in folders that only this user or root
+    own and that others may write only where sticky (as ``/tmp``), so that no one else
+    can have planted a file in it or put another folder in its place (``parents=False``:
+    those are known to be so). No check where there are no POSIX owners (Windows).
+
+    >>> folder_problem(Path(tempfile.mkdtemp())) is None
+    True
+    """
+    uid = _uid()
+    if uid is None:
+        return None
+    try:
+        info = os.lstat(folder)
+    except OSError as err:
+        return f"{folder} ({err.strerror or err})"
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return f"{folder} (a {'link' if stat.S_ISLNK(info.st_mode) else 'file'}, not a folder)"
+    if info.st_uid != uid:
+        return f"{folder} (owned by uid {info.st_uid}, not by this user, uid {uid})"
+    if info.st_mode & 0o022:
+        return (f"{folder} (mode {stat.S_IMODE(info.st_mode):04o}: others may write it; "
+                f"remove it, or chmod go-w it if all it holds is yours)")
+    if not parents:
+        return None
+    path = os.path.abspath(folder)
+    real = os.path.realpath(path)
+    for parent in _parents(path) + (_parents(real) if real != path else []):
+        problem = _parent_problem(parent, uid)
+        if problem is not None:
+            return f"{folder} (in {parent}: {problem})"
+    return None
+
+
+def _parents(path: str) -> list[str]:
+    """The folders above the absolute ``path``, nearest first."""
+    found = []
+    parent = os.path.dirname(path)
+    while parent != path:
+        found.append(parent)
+        path, parent = parent, os.path.dirname(parent)
+    return found
+
+
+def _parent_problem(parent: str, uid: int) -> str | None:
+    try:
+        info = os.lstat(parent)
+    except OSError as err:
+        return err.strerror or str(err)
+    if info.st_uid not in (uid, 0):
+        return f"owned by uid {info.st_uid}"
+    if (stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002
+            and not info.st_mode & stat.S_ISVTX):
+        return f"mode {stat.S_IMODE(info.st_mode):04o}: anyone may rename what it holds"
+    return None
+
+
+def _uid() -> int | None:
+    getuid = getattr(os, "getuid", None)
+    return None if getuid is None else getuid()
+
+
+def private_temp_folder(prefix: str, problem=folder_problem) -> Path:
+    """A folder of this user's in the temporary directory whose name starts with
+    ``prefix``: the first one found of which ``problem`` (a function of the folder,
+    :func:`folder_problem` by default) says nothing, else a new one
+    (``tempfile.mkdtemp``: mode 0700, a name no one else has taken)."""
+    tmp = Path(tempfile.gettempdir())
+    try:
+        found = sorted(p for p in tmp.iterdir() if p.name.startswith(prefix))
     except OSError:
-        return False
-    return True
+        found = []
+    for folder in found:
+        if problem(folder) is None:
+            return folder
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def configure() -> Path:

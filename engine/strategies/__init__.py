@@ -8,6 +8,7 @@ from importlib import import_module
 
 from ...errors import SpecError
 from .base import Indicator, Param, Strategy
+from .sources import module_location, module_sources, not_a_module, serve
 
 _REGISTRY: dict[str, Strategy] = {}
 _ORIGINS: dict[str, str] = {}  # name -> "module (file:line)" that registered it
@@ -83,16 +84,23 @@ def import_strategy_module(name: str, root: str | os.PathLike | None = None) -> 
     """Import a module that registers strategies; SpecError naming it when that fails.
 
     With ``root``, a folder (a spec's ``module_dir``): when it holds the module's
-    top-level package (``root/top/``) or module (``root/top.py``), ``root`` goes to the
-    front of ``sys.path`` and the module is imported from there; else from ``sys.path``
-    as it is. SpecError too when ``top`` is already imported from another place.
+    top-level package (``root/top/`` with ``__init__.py``) or module (``root/top.py``),
+    that one is imported from there (:func:`~.sources.serve`: no other name is imported
+    from ``root``), once its files are checked (:func:`~.sources.module_sources`); else
+    from ``sys.path``. SpecError too when ``root/top`` is a folder but not a package, when
+    ``top`` is a standard library module's name, and when ``top`` is already imported
+    from another place.
     """
     top = name.partition(".")[0]
-    location = module_location(name, root) if root is not None else None
+    location = None
+    if root is not None:
+        problem = not_a_module(name, root)
+        if problem is not None:
+            raise SpecError(f"cannot import strategy module {name!r}: {problem}")
+        location = module_location(name, root)
     if location is not None:
-        folder = os.path.dirname(location)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+        module_sources(root, [top])
+        serve(top, root)
     try:
         import_module(name)
     except Exception as exc:  # any failure inside the user's module is reported as is
@@ -118,22 +126,6 @@ def imported_from(name: str, root: str | os.PathLike | None) -> bool:
     loaded = _loaded_from(sys.modules.get(name.partition(".")[0]))
     return location is None or loaded is not None and (
         loaded == location or loaded.startswith(location + os.sep))
-
-
-def module_location(name: str, root: str | os.PathLike) -> str | None:
-    """The real path of ``name``'s top-level package folder (``root/top/``) or module file
-    (``root/top.py``) in ``root``; None when ``root`` holds neither.
-
-    >>> module_location("os.path", "/no/such/folder") is None
-    True
-    """
-    top = name.partition(".")[0]
-    package, module = os.path.join(root, top), os.path.join(root, f"{top}.py")
-    if os.path.isdir(package):
-        return os.path.realpath(package)
-    if os.path.isfile(module):
-        return os.path.realpath(module)
-    return None
 
 
 def _loaded_from(module) -> str | None:

@@ -27,7 +27,8 @@ The module is written when a kernel is first needed (:class:`~.base.Strategy` re
 it lazily), to ``BASE/barsweep_kernels/`` (:data:`barsweep.engine.cache.BASE`: the
 user's ``NUMBA_CACHE_DIR``, else numba's user-wide cache folder, ``~/.cache/numba`` on
 Linux; beside the signal's file in ``__pycache__/barsweep_kernels/`` when that is not
-writable), and numba caches the kernel as any module's functions, in the engine
+writable; a folder others may write is never used: :func:`~barsweep.engine.cache.private_folder`),
+and numba caches the kernel as any module's functions, in the engine
 version's folder (:mod:`barsweep.engine.cache`: an edited engine recompiles it). Its name
 holds the signal's name and a hash of its file's path (two checkouts do not share it). It
 records the hash of the signal's source, so an edited signal rewrites it and numba
@@ -49,7 +50,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ...errors import SpecError
-from ..cache import BASE
+from ..cache import BASE, private_folder
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 
@@ -266,21 +267,26 @@ def write_kernels(signal, kind: KernelKind) -> ModuleType:
                      f"from {module} import {name}{alias}\n")
     where = hashlib.sha256(f"{module}\0{name}\0{path}".encode()).hexdigest()[:12]
     stem = f"{kind.prefix}{module.rpartition('.')[2]}_{name}_{where}"
+    passed = []
     for folder in _folders(path):
-        try:
-            target = write_module(folder / f"{stem}.py", text)
-        except OSError:  # not writable: the next place
-            continue
-        return import_file(f"_barsweep_kernel_{stem}", target)
-    warnings.warn(f"no writable folder for the {kind.what} of {module}.{name} (tried "
-                  f"{', '.join(map(str, _folders(path)))}): it is compiled in every process, "
-                  "not cached", stacklevel=5)
+        problem = private_folder(folder)
+        if problem is None:
+            try:
+                target = write_module(folder / f"{stem}.py", text)
+            except OSError as err:  # not writable: the next place
+                problem = f"{folder} ({err.strerror or err})"
+            else:
+                return import_file(f"_barsweep_kernel_{stem}", target)
+        passed.append(problem)
+    warnings.warn(f"no private writable folder for the {kind.what} of {module}.{name} "
+                  f"(tried {'; '.join(passed)}): it is compiled in every process, not "
+                  "cached", stacklevel=5)
     return _in_process(signal, kind, module, name)
 
 
 def _folders(signal_path: str) -> list[Path]:
-    """Where a kernel module may go, the first writable one taken. Not beside the signal
-    first: the package's own folders hold its sources only."""
+    """Where a kernel module may go, the first private and writable one taken. Not beside
+    the signal first: the package's own folders hold its sources only."""
     return [BASE / "barsweep_kernels",
             Path(signal_path).parent / "__pycache__" / "barsweep_kernels"]
 
@@ -292,7 +298,7 @@ def write_module(path: Path, text: str) -> Path:
             return path
     except OSError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)

@@ -13,9 +13,10 @@ sees other files at those paths:
   so a worker keeps them in memory for its later blocks;
 - a worker that cannot write the results store at the driver's path (or finds another
   store there) returns its block's metrics, and the driver writes them;
-- the strategy modules a spec finds in its ``module_dir`` go to every worker as a Dask
-  worker plugin (:class:`ModuleShipper`): a worker that sees the same files at the
-  driver's path imports them there, the others from a copy.
+- the strategy modules a spec finds in its ``module_dir`` (their ``.py`` files) go to
+  every worker as a Dask worker plugin (:class:`ModuleShipper`): a worker that sees the
+  same files at the driver's path imports them there, the others from a copy in a
+  private folder of the worker's user, named by the files' hash and checked against it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ...datasets import bars_problem, mapped_arrays
 from ...engine.block import read_only
-from ...errors import DataError
+from ...errors import DataError, SpecError
 
 #: Shipped bars kept per worker process (each run names its own).
 KEEP_SHIPPED = 8
@@ -183,9 +184,6 @@ class BarsShipper:
         self.futures.clear()
 
 
-#: The most bytes of strategy modules a run ships to its workers.
-MAX_MODULE_BYTES = 32 << 20
-
 #: The strategy modules this process set up: top-level name -> digest of the files it
 #: uses, so that another run's version of them replaces them (state, not a cache).
 _MODULES_SET_UP: dict[str, str] = {}
@@ -195,12 +193,14 @@ class ModuleShipper(WorkerPlugin):
     """A spec's strategy modules found in its ``module_dir``, for every worker (a Dask
     worker plugin: workers that join later get it too).
 
-    It carries the files of each module's top-level package folder (``__pycache__`` and
-    hidden names left out) or module file. On each worker, :meth:`setup` puts on
-    ``sys.path`` the folder the driver read them from when the worker sees the same files
-    there, else a copy written once per machine under its temporary folder
-    (:func:`module_folder`), and drops from the process an older version of the same
-    modules (and the strategies it registered), so the blocks import these files.
+    It carries the ``.py`` files of each named top-level package or module
+    (:func:`module_files`). On each worker, :meth:`setup` imports those modules (and only
+    those names: :func:`~barsweep.engine.strategies.sources.serve`) from the folder the
+    driver read them from when the worker sees the same files there, else from a copy
+    in a private folder of the worker's user, named by the files' hash and checked
+    against them before use (:func:`module_folder`), and drops from the process an older
+    version of the same modules (and the strategies it registered), so the blocks import
+    these files.
     """
 
     idempotent = False
@@ -209,11 +209,6 @@ class ModuleShipper(WorkerPlugin):
         self.root = os.path.abspath(root)
         self.tops = tuple(sorted(set(tops)))
         self.files = module_files(self.root, self.tops)
-        size = sum(map(len, self.files.values()))
-        if size > MAX_MODULE_BYTES:
-            raise DataError(f"module_dir: {', '.join(self.tops)} in {self.root} hold "
-                            f"{size / 2**20:.0f} MiB, more than the {MAX_MODULE_BYTES >> 20} "
-                            f"MiB a run ships to its workers; install them on the workers")
         self.digest = files_digest(self.files)
         self.name = f"barsweep-modules-{self.digest[:16]}"
 
@@ -221,6 +216,7 @@ class ModuleShipper(WorkerPlugin):
         import sys
 
         from ...engine.strategies import forget_modules
+        from ...engine.strategies.sources import serve
 
         folder = module_folder(self.root, self.files, self.digest)
         for top in self.tops:
@@ -229,29 +225,27 @@ class ModuleShipper(WorkerPlugin):
                     del sys.modules[name]
                 forget_modules(top)
             _MODULES_SET_UP[top] = self.digest
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+            serve(top, folder)
 
 
 def module_files(root: str, tops: Iterable[str]) -> dict[str, bytes]:
-    """The files of each top-level package folder ``root/top/`` (``__pycache__`` and
-    hidden names left out) or module file ``root/top.py``, by path relative to ``root``
-    (``/``-separated)."""
+    """The ``.py`` files of each top-level package folder ``root/top/`` or module file
+    ``root/top.py``, by path relative to ``root`` (``/``-separated), as
+    :func:`~barsweep.engine.strategies.sources.module_sources` lists them (DataError for
+    what it refuses: links out of the package, more than its bytes, not a module)."""
+    from ...engine.strategies.sources import module_sources
+
+    try:
+        listed = module_sources(root, tops)
+    except SpecError as err:
+        raise DataError(str(err)) from None
     files = {}
-    for top in tops:
-        location = os.path.join(root, top)
-        if not os.path.isdir(location):
-            paths = [f"{location}.py"]
-        else:
-            paths = []
-            for folder, subfolders, names in os.walk(location):
-                subfolders[:] = sorted(d for d in subfolders
-                                       if d != "__pycache__" and not d.startswith("."))
-                paths += [os.path.join(folder, n) for n in sorted(names)
-                          if not n.startswith(".") and not n.endswith((".pyc", ".pyo"))]
-        for path in paths:
-            with open(path, "rb") as f:
-                files[os.path.relpath(path, root).replace(os.sep, "/")] = f.read()
+    for rel, path, size in listed:
+        with open(path, "rb") as f:
+            data = f.read(size + 1)
+        if len(data) != size:
+            raise DataError(f"module_dir: {path} changed while it was read; run again")
+        files[rel] = data
     return files
 
 
@@ -268,31 +262,64 @@ def files_digest(files: dict[str, bytes]) -> str:
 
 def module_folder(root: str, files: dict[str, bytes], digest: str) -> str:
     """A folder holding ``files`` in this process's view: ``root`` when it does, else
-    ``<temporary folder>/barsweep-modules/<digest>``, written when missing (atomically,
-    so the workers of one machine share it, and numba's cache of its kernels)."""
+    ``BASE/DIGEST`` in this user's private folder for shipped modules
+    (:func:`modules_base`), holding those files and nothing else (``__pycache__``
+    aside), written when missing or different (atomically, so that the workers of one
+    machine share it, and numba's cache of its kernels)."""
+    import contextlib
     import shutil
     import tempfile
 
     if _holds(root, files):
         return root
-    target = os.path.join(tempfile.gettempdir(), "barsweep-modules", digest[:16])
-    if _holds(target, files):
+    base = modules_base()
+    target = os.path.join(base, digest)
+    if _exactly(target, files):
         return target
-    partial = f"{target}.{os.getpid()}.tmp"
-    shutil.rmtree(partial, ignore_errors=True)
+    partial = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=base)
     for name, data in files.items():
         path = os.path.join(partial, *name.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
     try:
         os.rename(partial, target)
-    except OSError:  # another worker wrote it meanwhile (or a stale one is there)
-        if not _holds(target, files):
-            shutil.rmtree(target, ignore_errors=True)
-            os.rename(partial, target)
+    except OSError:  # another worker wrote it meanwhile, or a damaged copy is there
+        if not _exactly(target, files):
+            stale = tempfile.mkdtemp(prefix=".stale-", dir=base)
+            with contextlib.suppress(OSError):  # another worker moved it first
+                os.rename(target, os.path.join(stale, "copy"))
+            with contextlib.suppress(OSError):  # ... and put its copy there
+                os.rename(partial, target)
+            shutil.rmtree(stale, ignore_errors=True)
         shutil.rmtree(partial, ignore_errors=True)
+    if not _exactly(target, files):
+        raise DataError(f"{where()}: the copy of the strategy modules at {target} does not "
+                        f"hold the files shipped")
     return target
+
+
+def modules_base() -> str:
+    """This user's folder for shipped modules: ``barsweep-modules-UID`` in the temporary
+    folder, made with mode 0700; when that one is not private (another user's, or
+    others may write it: :func:`~barsweep.engine.cache.folder_problem`), a private
+    ``barsweep-modules-UID-XXXXXXXX`` there, with a warning."""
+    import tempfile
+    import warnings
+    from pathlib import Path
+
+    from ...engine.cache import private_folder, private_temp_folder, user_name
+
+    prefix = f"barsweep-modules-{user_name()}"
+    base = Path(tempfile.gettempdir()) / prefix
+    problem = private_folder(base)
+    if problem is None:
+        return str(base)
+    other = private_temp_folder(f"{prefix}-")
+    warnings.warn(f"{where()}: shipped strategy modules go to {other}, not to {problem}",
+                  stacklevel=2)
+    return str(other)
 
 
 def _holds(folder: str, files: dict[str, bytes]) -> bool:
@@ -300,11 +327,29 @@ def _holds(folder: str, files: dict[str, bytes]) -> bool:
     for name, data in files.items():
         try:
             with open(os.path.join(folder, *name.split("/")), "rb") as f:
-                if f.read() != data:
+                if f.read(len(data) + 1) != data:
                     return False
         except OSError:
             return False
     return True
+
+
+def _exactly(folder: str, files: dict[str, bytes]) -> bool:
+    """Whether ``folder`` holds ``files`` and nothing else but ``__pycache__`` folders,
+    all of them plain files and folders (no links)."""
+    found = set()
+    for parent, subfolders, names in os.walk(folder):
+        for sub in subfolders:
+            if os.path.islink(os.path.join(parent, sub)):
+                return False
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+        rel = os.path.relpath(parent, folder)
+        for name in names:
+            path = os.path.join(parent, name)
+            if os.path.islink(path):
+                return False
+            found.add(name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}")
+    return found == set(files) and _holds(folder, files)
 
 
 def module_shipper(spec) -> ModuleShipper | None:

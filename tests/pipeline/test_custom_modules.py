@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import tempfile
@@ -201,8 +202,9 @@ def test_a_worker_that_cannot_see_the_spec_folder_gets_the_modules(tmp_path, han
     attrs = xr.open_zarr(project / "remote.zarr", consolidated=False).attrs
     assert attrs["bars_shipped_to"]  # it could not read the bars either
     files = module_files(str(project), ["my_strategies"])
-    copy = Path(tempfile.gettempdir(), "barsweep-modules", files_digest(files)[:16])
+    copy = Path(tempfile.gettempdir(), f"barsweep-modules-{os.getuid()}", files_digest(files))
     assert (copy / "my_strategies" / "sma_trend.py").read_bytes() == EXAMPLE.read_bytes()
+    assert stat.S_IMODE(copy.parent.stat().st_mode) == 0o700
     got, want = metrics(project / "remote.zarr"), metrics(project / "threads.zarr")
     for name in METRICS:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
