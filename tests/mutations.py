@@ -89,23 +89,23 @@ MUTATIONS = (
          "test_a_runs_pbo_on_unequal_segments_equals_a_literal_cscv_of_its_backtests",)),
     Mutation(
         "walk-forward's choice ignores ruin",
-        "pipeline/analysis/walkforward.py",
-        'ruined=column("ruined") == 1.0',
-        'ruined=column("ruined") > 9.0',
+        "pipeline/analysis/stream.py",
+        'best.add(score[pick], _flag(slab, "ruined", pick) == 1.0,',
+        'best.add(score[pick], _flag(slab, "ruined", pick) > 9.0,',
         ("tests/pipeline/test_walkforward.py::"
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
     Mutation(
         "walk-forward's choice ignores idleness (no trades)",
         "pipeline/analysis/walkforward.py",
-        "idle_wins=ascending or by in BEST_WHEN_IDLE,",
-        "idle_wins=False,",
+        "ascending or by in BEST_WHEN_IDLE, dims, list(METRICS), done)",
+        "False, dims, list(METRICS), done)",
         ("tests/pipeline/test_walkforward.py::"
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
     Mutation(
         "a cross above counts a tie on the previous bar",
         "engine/simulate.py",
-        "    return a_prev < b_prev and a > b\n",
-        "    return a_prev <= b_prev and a > b\n",
+        "    return (a_prev < b_prev) & (a > b)\n",
+        "    return (a_prev <= b_prev) & (a > b)\n",
         ("tests/engine/test_vectorbt_oracle.py",)),
     Mutation(
         "EMA seeded with its first value, not the mean of the first n",
@@ -171,7 +171,7 @@ MUTATIONS = (
     Mutation(
         "a search block writes its whole region over the earlier rungs' cells",
         "pipeline/run/results.py",
-        "        if cells is not None:",
+        "        if cells is not None and len(cells) < array.shape[-1]:",
         "        if False:",
         ("tests/pipeline/test_search.py::test_the_last_rung_equals_the_grid_bit_for_bit",)),
     Mutation(
