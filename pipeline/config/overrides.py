@@ -16,7 +16,8 @@ def with_cluster(spec: Spec, value: str | None) -> Spec:
     """``spec`` run on the cluster ``value`` (``--cluster``: ``auto``, ``threads``,
     ``local``, ``cuda``, ``slurm``, ``pbs`` or a scheduler address); SpecError naming the
     flag when refused. A kind replaces the spec's whole ``cluster`` section but its
-    ``dashboard``, which a local cluster still uses."""
+    ``dashboard`` and its ``security`` mode (``temporary``, ``plain``), which a local
+    cluster still uses."""
     if value is None:
         return spec
     if ADDRESS_PATTERN.match(value):
@@ -25,6 +26,8 @@ def with_cluster(spec: Spec, value: str | None) -> Spec:
         cluster = ClusterSpec.model_validate(value)
         if cluster.kind in ("local", "cuda") and "dashboard" in spec.cluster.model_fields_set:
             cluster = cluster.model_copy(update={"dashboard": spec.cluster.dashboard})
+        if cluster.kind in ("auto", "local", "cuda") and isinstance(spec.cluster.security, str):
+            cluster = cluster.model_copy(update={"security": spec.cluster.security})
     except ValidationError as err:
         raise SpecError(f"--cluster: {'; '.join(refusals(err, ClusterSpec))}") from None
     return spec.model_copy(update={"cluster": cluster})
