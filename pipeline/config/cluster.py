@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    Discriminator,
     Field,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -60,6 +62,9 @@ class SecuritySpec(BaseModel):
 #: they start, so that no other local user can connect to its scheduler or workers;
 #: ``plain``, unencrypted TCP on 127.0.0.1, which any local user can reach.
 LOCAL_SECURITY = ("temporary", "plain")
+#: The member tags of ``cluster.security`` (TLS files, or a mode of :data:`LOCAL_SECURITY`),
+#: dropped from the keys of its refusals.
+SECURITY_TAGS = frozenset({"tls-files", "tls-mode"})
 
 #: Kinds of cluster: chosen by the size of the work (auto), threads of this process
 #: (threads), started here (local, cuda), reached (scheduler), or submitted as batch jobs
@@ -100,7 +105,11 @@ class ClusterSpec(BaseModel):
                   "pbs"] = "auto"
     address: str | None = None
     dashboard: str = "127.0.0.1:8787"
-    security: SecuritySpec | Literal["temporary", "plain"] | None = None
+    security: Annotated[
+        Annotated[SecuritySpec, Tag("tls-files")]
+        | Annotated[Literal["temporary", "plain"], Tag("tls-mode")],
+        Discriminator(lambda v: "tls-mode" if isinstance(v, str) else "tls-files"),
+    ] | None = None
     cores: int | None = Field(None, gt=0, strict=True)
     memory: str | None = None
     walltime: str = "01:00:00"
@@ -201,9 +210,9 @@ class ClusterSpec(BaseModel):
             return ("a threads cluster runs in this process and opens no connection to "
                     "secure; use kind 'local' for worker processes")
         if self.kind in STARTED_HERE and files:
-            return (f"a {self.kind} cluster takes 'temporary' (the default: TLS with a key "
-                    f"made for the run) or 'plain' (TCP); TLS files are for a remote "
-                    f"scheduler or slurm/pbs")
+            return (f"a cluster started here ({self.kind}) takes 'temporary' (the default: "
+                    f"TLS with a key made for the run) or 'plain' (TCP); TLS files are for "
+                    f"a remote scheduler or slurm/pbs")
         if self.kind not in STARTED_HERE and isinstance(self.security, str):
             return (f"{self.security!r} applies to clusters barsweep starts here (local, "
                     f"cuda); a {self.kind} cluster takes TLS files {{ca, cert, key}}")
