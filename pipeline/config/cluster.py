@@ -108,7 +108,7 @@ class ClusterSpec(BaseModel):
     security: Annotated[
         Annotated[SecuritySpec, Tag("tls-files")]
         | Annotated[Literal["temporary", "plain"], Tag("tls-mode")],
-        Discriminator(lambda v: "tls-mode" if isinstance(v, str) else "tls-files"),
+        Discriminator(lambda v: "tls-mode" if isinstance(v, str | bool) else "tls-files"),
     ] | None = None
     cores: int | None = Field(None, gt=0, strict=True)
     memory: str | None = None
