@@ -204,7 +204,7 @@ def cmd_trades(args) -> int:
 def cmd_report(args) -> int:
     from ..analysis.report import write_report
 
-    path = write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol,
-                        overwrite=args.overwrite)
-    print(f"wrote {path}")
+    write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol,
+                 overwrite=args.overwrite)
+    print(f"wrote {args.out}")
     return 0
