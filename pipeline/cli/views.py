@@ -175,6 +175,8 @@ def cmd_trades(args) -> int:
     if args.params is not None and (args.by or args.where):
         raise BarsweepError("--by and --where choose by the ranking: they go with --rank, "
                             "not --params")
+    if args.overwrite and not args.csv:
+        raise BarsweepError("--overwrite goes with --csv FILE (trades print otherwise)")
     if args.csv:
         check_output(args.csv, TRADES_CSV, overwrite=args.overwrite)
     combo = combo_backtest(args.results,
