@@ -32,6 +32,11 @@ class BackendError(BarsweepError, RuntimeError):
     """A compute backend or cluster that cannot be used here."""
 
 
+class OutputError(BarsweepError):
+    """A report, picture or CSV that may not or cannot be written where asked (the path
+    in the message)."""
+
+
 class ResultsError(BarsweepError):
     """A results store that cannot be written, replaced, resumed or read as asked."""
 

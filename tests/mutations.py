@@ -198,6 +198,24 @@ MUTATIONS = (
         "    return a < b or a > b",
         "    return a != b",
         ("tests/engine/test_rules_reference.py",)),
+    Mutation(
+        "an output file replaces whatever is at its path",
+        "pipeline/analysis/outputs.py",
+        "    if not kind.recognise(head):",
+        "    if False:",
+        ("tests/pipeline/test_output_files.py::test_outputs_refuse_what_is_not_theirs",)),
+    Mutation(
+        "a local cluster speaks plain TCP unless asked for TLS",
+        "pipeline/run/cluster.py",
+        '        if cluster.kind == "threads" or not cluster.encrypted_here:',
+        "        if True:",
+        ("tests/pipeline/test_local_tls.py::test_a_local_cluster_refuses_clients_without_its_key",)),
+    Mutation(
+        "the dashboard's websockets take every origin beside their own",
+        "pipeline/run/dashboard.py",
+        "    allowed.clear()\n",
+        "    allowed.add('*')\n",
+        ("tests/pipeline/test_local_tls.py::test_dashboard_websockets_take_their_own_origin_only",)),
 )
 
 

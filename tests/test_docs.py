@@ -179,7 +179,7 @@ def write_spec(directory: Path, data: dict) -> Path:
     """``data`` as spec.yaml in ``directory``, with the TLS files it names made there."""
     cluster = data.get("cluster")
     security = cluster.get("security") if isinstance(cluster, dict) else None
-    for name in (security or {}).values():
+    for name in (security.values() if isinstance(security, dict) else ()):
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text("PEM\n")
     path = directory / "spec.yaml"

@@ -109,7 +109,8 @@ def idle_cells(ds, x: str, y: str | None, **where) -> np.ndarray | None:
     return trades == 0
 
 
-def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idle=None):
+def plot_heatmap(grid, path: str | os.PathLike | None, *, title: str | None = None,
+                 idle=None):
     """Draw :func:`metric_grid`'s result as a PNG: a heatmap with a colour bar (centred
     at 0 for metrics with a natural zero that take both signs), the best cell outlined;
     a line when the grid has one dim. A grid with more cells than :data:`MAX_BINS` is
@@ -117,7 +118,8 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idl
     are blank (white); cells whose combos never traded (``idle``, bool like ``grid``,
     e.g. ``n_trades == 0``) grey, with a legend. The ticks are the grid's values as it
     wrote them (every k-th when more labels would crowd the axis: :func:`_grid_ticks`).
-    Returns the matplotlib Figure."""
+    Returns the matplotlib Figure, saved to ``path`` (a file name or a binary file)
+    unless it is None."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
@@ -172,7 +174,8 @@ def plot_heatmap(grid, path: str | os.PathLike, *, title: str | None = None, idl
         ax.set_ylabel(ydim)
     ax.set_title(title or metric)
     fig.tight_layout()
-    fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png")
+    if path is not None:
+        fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png")
     return fig
 
 
@@ -271,11 +274,13 @@ def combo_title(ds, row, result, *, rank: int, by: str) -> str:
             f"{metrics_text(result.metrics)}")
 
 
-def plot_walkforward(wf, path: str | os.PathLike, *, hold=None, title: str | None = None):
+def plot_walkforward(wf, path: str | os.PathLike | None, *, hold=None,
+                     title: str | None = None):
     """Draw a walk-forward's stitched out-of-sample equity as a PNG: the chained test
     runs of the chosen combos (:func:`barsweep.pipeline.analysis.walkforward.walkforward`), buy
     and hold over the same bars (``hold``: an equity Series, optional), each window's
-    test part shaded and labelled with its combo; drawdown below. Returns the Figure."""
+    test part shaded and labelled with its combo; drawdown below. Returns the Figure,
+    saved to ``path`` unless it is None."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -311,7 +316,9 @@ def plot_walkforward(wf, path: str | os.PathLike, *, hold=None, title: str | Non
     s = wf.stitched
     fig.suptitle(title or f"{wf.symbol}: walk-forward out of sample, {s['n_windows']} of "
                  f"{s['windows_total']} windows: {metrics_text(s)}")
-    fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png", dpi=100)
+    if path is not None:
+        fig.savefig(path if hasattr(path, "write") else os.fspath(path), format="png",
+                    dpi=100)
     return fig
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from ...errors import BarsweepError
 from ..config.dims import NON_PARAM_DIMS
 from .formatting import count, metric, metrics_text, param, ranking_cells, significant
+from .outputs import REPORT, REPORT_MARK, check_output, write_output
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -34,13 +35,25 @@ TOP_COLUMNS = ("dsr", "psr", "total_return", "cagr", "max_drawdown", "n_trades",
 
 
 def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str = "sharpe",
-                 top: int = 20, symbol: str | None = None) -> Path:
+                 top: int = 20, symbol: str | None = None, overwrite: bool = False) -> Path:
     """Write the report of the store at ``results`` to ``out`` (HTML); returns its path.
 
-    ``symbol``: that symbol's combos only (every symbol by default). A walk-forward
-    store's top table ranks the train samples of every window; its walk-forward section
-    chooses in each window's train sample and chains the tests.
+    ``out`` must be new or an earlier report (:data:`~.outputs.REPORT`), unless
+    ``overwrite``: checked before the store is read, and the page written whole or not
+    at all (:func:`~.outputs.write_output`). ``symbol``: that symbol's combos only
+    (every symbol by default). A walk-forward store's top table ranks the train samples
+    of every window; its walk-forward section chooses in each window's train sample and
+    chains the tests.
     """
+    check_output(out, REPORT, overwrite=overwrite)
+    page = report_page(results, by=by, top=top, symbol=symbol)
+    return write_output(out, REPORT, lambda f: f.write(page.encode("utf-8")),
+                        overwrite=overwrite)
+
+
+def report_page(results: str | os.PathLike, *, by: str = "sharpe", top: int = 20,
+                symbol: str | None = None) -> str:
+    """The HTML page :func:`write_report` writes, marked :data:`~.outputs.REPORT_MARK`."""
     from .rank import select
     from .rebuild import stored_spec
     from .stream import open_store
@@ -72,14 +85,9 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
             sections.append(f"<h2>Best combo of {html.escape(name)}</h2>"
                             + _best(ds, by, name))
     sections.append(f"<h2>Spec</h2><pre>{html.escape(ds.attrs.get('spec', ''))}</pre>")
-    page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>barsweep "
-            f"report</title><style>{STYLE}</style></head><body>{''.join(sections)}"
-            f"</body></html>")
-    path = Path(out)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)  # never a half-written report under its name
-    return path
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{REPORT_MARK}"
+            f"<title>barsweep report</title><style>{STYLE}</style></head><body>"
+            f"{''.join(sections)}</body></html>")
 
 
 def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:

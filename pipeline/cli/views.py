@@ -4,11 +4,14 @@ HTML page of a results store."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ...errors import BarsweepError
 from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from .options import add_import_modules
+
+#: ``--overwrite``'s help: what an output flag may replace without it.
+OVERWRITE_HELP = ("write FILE even where it holds something else than an earlier {what} "
+                  "barsweep wrote, or lies inside a bar or results store")
 
 
 def add_plot_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +29,10 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
                       "every other parameter")
     heat.add_argument("--sample", help="walk-forward: train or test (default test)")
     heat.add_argument("--window", type=int, help="walk-forward: the window (default 0)")
-    heat.add_argument("--out", required=True, help="the PNG to write")
+    heat.add_argument("--out", required=True, metavar="FILE", help="the PNG to write (a "
+                      "new file, or a picture barsweep drew)")
+    heat.add_argument("--overwrite", action="store_true",
+                      help=OVERWRITE_HELP.format(what="picture"))
     add_import_modules(heat)
     heat.set_defaults(func=cmd_plot_heatmap)
     best = plot_sub.add_parser("best", help="combo N of the ranking rebuilt from the stored "
@@ -39,7 +45,10 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     best.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
     best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     best.add_argument("--symbol", help="rank this symbol's combos only")
-    best.add_argument("--out", required=True, help="the PNG to write")
+    best.add_argument("--out", required=True, metavar="FILE", help="the PNG to write (a "
+                      "new file, or a picture barsweep drew)")
+    best.add_argument("--overwrite", action="store_true",
+                      help=OVERWRITE_HELP.format(what="picture"))
     add_import_modules(best)
     best.set_defaults(func=cmd_plot_best)
     wfplot = plot_sub.add_parser("walkforward", help="a walk-forward store's stitched "
@@ -50,7 +59,10 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
                         "(default sharpe)")
     wfplot.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     wfplot.add_argument("--symbol", help="the symbol, when the store holds several")
-    wfplot.add_argument("--out", required=True, help="the PNG to write")
+    wfplot.add_argument("--out", required=True, metavar="FILE", help="the PNG to write (a "
+                      "new file, or a picture barsweep drew)")
+    wfplot.add_argument("--overwrite", action="store_true",
+                      help=OVERWRITE_HELP.format(what="picture"))
     add_import_modules(wfplot)
     wfplot.set_defaults(func=cmd_plot_walkforward)
 
@@ -78,7 +90,10 @@ def add_trades_parser(sub: argparse._SubParsersAction) -> None:
                              "bars the combo is chosen among and run over")
     trades.add_argument("--csv", metavar="FILE",
                         help="write the trades table (every column) to this CSV file "
-                             "instead of printing it")
+                             "instead of printing it (a new file, or a trades CSV barsweep "
+                             "wrote)")
+    trades.add_argument("--overwrite", action="store_true",
+                        help=OVERWRITE_HELP.format(what="trades CSV"))
     add_import_modules(trades)
     trades.set_defaults(func=cmd_trades)
 
@@ -89,7 +104,10 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
                             "store: spec, run facts, top combos and buy and hold, heatmaps, "
                             "each symbol's best combo (or walk-forward)")
     report.add_argument("results", help="the results store (a run's --out)")
-    report.add_argument("--out", required=True, help="the HTML file to write")
+    report.add_argument("--out", required=True, metavar="FILE", help="the HTML file to "
+                        "write (a new file, or a report barsweep wrote)")
+    report.add_argument("--overwrite", action="store_true",
+                        help=OVERWRITE_HELP.format(what="report"))
     report.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
     report.add_argument("--top", type=int, default=20,
                         help="how many combos the top table shows (default 20)")
@@ -99,9 +117,11 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plot_heatmap(args) -> int:
+    from ..analysis.outputs import PICTURE, check_output, save_picture
     from ..analysis.plots import idle_cells, metric_grid, plot_heatmap
     from ..analysis.stream import open_store
 
+    check_output(args.out, PICTURE, overwrite=args.overwrite)
     ds = open_store(args.results)
     grid = metric_grid(ds, args.metric, args.x, args.y, symbol=args.symbol,
                        reduce=args.reduce, sample=args.sample, window=args.window)
@@ -113,46 +133,58 @@ def cmd_plot_heatmap(args) -> int:
     reduced = f" ({args.reduce} over {', '.join(others)})" if others else ""
     idle = idle_cells(ds, args.x, args.y, symbol=args.symbol, sample=args.sample,
                       window=args.window)
-    plot_heatmap(grid, args.out, title=f"{args.metric} of {symbol}{where}{reduced}",
-                 idle=idle)
+    fig = plot_heatmap(grid, None, title=f"{args.metric} of {symbol}{where}{reduced}",
+                       idle=idle)
+    save_picture(fig, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
 
 
 def cmd_plot_best(args) -> int:
+    from ..analysis.outputs import PICTURE, check_output, save_picture
     from ..analysis.plots import best_title
     from ..analysis.rebuild import best_backtest
     from ..run.results import open_results
 
+    check_output(args.out, PICTURE, overwrite=args.overwrite)
     ds = open_results(args.results)
     result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
                            symbol=args.symbol)
-    result.plot(args.out, title=best_title(ds, result, rank=args.rank, by=args.by,
-                                           where=args.where, symbol=args.symbol))
+    fig = result.plot(title=best_title(ds, result, rank=args.rank, by=args.by,
+                                       where=args.where, symbol=args.symbol))
+    save_picture(fig, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
 
 
 def cmd_plot_walkforward(args) -> int:
     from ..analysis.buyhold import stitched_hold
+    from ..analysis.outputs import PICTURE, check_output, save_picture
     from ..analysis.plots import plot_walkforward
     from ..analysis.walkforward import walkforward
     from ..run.results import open_results
 
+    check_output(args.out, PICTURE, overwrite=args.overwrite)
     ds = open_results(args.results)
     wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
     hold = stitched_hold(ds, wf)
-    plot_walkforward(wf, args.out, hold=None if hold is None else hold.equity)
+    fig = plot_walkforward(wf, None, hold=None if hold is None else hold.equity)
+    save_picture(fig, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
 
 
 def cmd_trades(args) -> int:
+    from ..analysis.outputs import TRADES_CSV, check_output, write_output
     from ..analysis.trades import combo_backtest, describe, parse_params, stats_table, trades_text
 
     if args.params is not None and (args.by or args.where):
         raise BarsweepError("--by and --where choose by the ranking: they go with --rank, "
                             "not --params")
+    if args.overwrite and not args.csv:
+        raise BarsweepError("--overwrite goes with --csv FILE (trades print otherwise)")
+    if args.csv:
+        check_output(args.csv, TRADES_CSV, overwrite=args.overwrite)
     combo = combo_backtest(args.results,
                            None if args.params is None else parse_params(args.params),
                            rank=args.rank, symbol=args.symbol, by=args.by or "sharpe",
@@ -162,11 +194,8 @@ def cmd_trades(args) -> int:
     trades = result.trades
     if args.csv:
         text = trades.to_csv(index=False)
-        try:
-            Path(args.csv).write_text(text)
-        except OSError as err:
-            raise BarsweepError(f"--csv {args.csv}: cannot write it: "
-                                f"{err.strerror or err}") from None
+        write_output(args.csv, TRADES_CSV, lambda f: f.write(text.encode("utf-8")),
+                     overwrite=args.overwrite)
     print(describe(combo))
     print(stats_table(result.stats(buy_and_hold=False),
                       held.stats(buy_and_hold=False)).to_string())
@@ -183,6 +212,7 @@ def cmd_trades(args) -> int:
 def cmd_report(args) -> int:
     from ..analysis.report import write_report
 
-    path = write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol)
-    print(f"wrote {path}")
+    write_report(args.results, args.out, by=args.by, top=args.top, symbol=args.symbol,
+                 overwrite=args.overwrite)
+    print(f"wrote {args.out}")
     return 0

@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    Discriminator,
     Field,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -54,6 +56,16 @@ class SecuritySpec(BaseModel):
     key: TlsFile
 
 
+#: How a cluster barsweep starts on this machine (``local``, ``cuda``; ``auto`` when it
+#: becomes one) talks: ``temporary`` (the default), TLS with encryption required and a
+#: key and certificate made for the run, held in memory and handed to its workers as
+#: they start, so that no other local user can connect to its scheduler or workers;
+#: ``plain``, unencrypted TCP on 127.0.0.1, which any local user can reach.
+LOCAL_SECURITY = ("temporary", "plain")
+#: The member tags of ``cluster.security`` (TLS files, or a mode of :data:`LOCAL_SECURITY`),
+#: dropped from the keys of its refusals.
+SECURITY_TAGS = frozenset({"tls-files", "tls-mode"})
+
 #: Kinds of cluster: chosen by the size of the work (auto), threads of this process
 #: (threads), started here (local, cuda), reached (scheduler), or submitted as batch jobs
 #: through dask-jobqueue (slurm, pbs).
@@ -79,6 +91,8 @@ class ClusterSpec(BaseModel):
     given), or ``slurm`` / ``pbs`` (batch jobs through dask-jobqueue, the ``[hpc]``
     extra: ``jobs`` jobs of ``cores`` single-threaded workers sharing ``memory``, for
     ``walltime``, in ``queue`` billed to ``account``, with extra ``job_directives``).
+    ``security``: a running scheduler's (and slurm/pbs's) TLS files; for a cluster
+    started here, ``temporary`` (None means it) or ``plain`` (:data:`LOCAL_SECURITY`).
     ``dashboard`` is where a cluster barsweep starts serves its dashboard:
     127.0.0.1 (this machine only) unless it says otherwise. A spec may say just
     ``cluster: local`` (or ``auto``, ``threads``, ``cuda``, ``slurm``, ``pbs``, or an
@@ -91,7 +105,11 @@ class ClusterSpec(BaseModel):
                   "pbs"] = "auto"
     address: str | None = None
     dashboard: str = "127.0.0.1:8787"
-    security: SecuritySpec | None = None
+    security: Annotated[
+        Annotated[SecuritySpec, Tag("tls-files")]
+        | Annotated[Literal["temporary", "plain"], Tag("tls-mode")],
+        Discriminator(lambda v: "tls-mode" if isinstance(v, str | bool) else "tls-files"),
+    ] | None = None
     cores: int | None = Field(None, gt=0, strict=True)
     memory: str | None = None
     walltime: str = "01:00:00"
@@ -169,9 +187,9 @@ class ClusterSpec(BaseModel):
         if self.kind == "threads" and "dashboard" in given:
             problems.append(("cluster.dashboard", "a threads cluster serves no dashboard "
                              "(it is for small sweeps); use kind 'local' to watch one"))
-        if self.kind in STARTED_HERE and self.security is not None:
-            problems.append(("cluster.security", f"applies to a remote scheduler or to "
-                             f"slurm/pbs; a {self.kind} cluster stays on this machine"))
+        problem = self._security_problem()
+        if problem:
+            problems.append(("cluster.security", problem))
         for key in _JOBQUEUE_KEYS:
             if key in given and not jobqueue:
                 problems.append((f"cluster.{key}", f"applies to kinds slurm and pbs, not "
@@ -184,6 +202,27 @@ class ClusterSpec(BaseModel):
         if problems:
             raise Problems(problems)
         return self
+
+    def _security_problem(self) -> str | None:
+        """Why ``security`` does not fit ``kind``, or None."""
+        files = isinstance(self.security, SecuritySpec)
+        if self.kind == "threads" and self.security is not None:
+            return ("a threads cluster runs in this process and opens no connection to "
+                    "secure; use kind 'local' for worker processes")
+        if self.kind in STARTED_HERE and files:
+            return (f"a cluster started here ({self.kind}) takes 'temporary' (the default: "
+                    f"TLS with a key made for the run) or 'plain' (TCP); TLS files are for "
+                    f"a remote scheduler or slurm/pbs")
+        if self.kind not in STARTED_HERE and isinstance(self.security, str):
+            return (f"{self.security!r} applies to clusters barsweep starts here (local, "
+                    f"cuda); a {self.kind} cluster takes TLS files {{ca, cert, key}}")
+        return None
+
+    @property
+    def encrypted_here(self) -> bool:
+        """Whether a cluster started here (local, cuda) runs TLS with credentials made
+        for the run (``security`` unset or ``temporary``), not plain TCP."""
+        return self.security != "plain"
 
     def describe(self) -> str:
         """``local``, ``tcp://host:8786``, ``slurm (4 jobs of 32 cores)``..."""

@@ -45,7 +45,7 @@ from ...engine.strategies import (
 )
 from ...errors import Problems, SpecError, refusals
 from .axes import AXIS, AXIS_TAGS, RangeSpec, as_kind, expand
-from .cluster import STARTED_HERE, ClusterSpec
+from .cluster import SECURITY_TAGS, STARTED_HERE, ClusterSpec
 from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import Grid
@@ -396,7 +396,7 @@ def parse_spec(text_or_dict: str | Mapping | Spec, source: str = "<string>",
     try:
         return Spec.model_validate(data, context={"modules": modules})
     except ValidationError as err:
-        lines = refusals(err, Spec, skip=AXIS_TAGS | STRATEGY_TAGS)
+        lines = refusals(err, Spec, skip=AXIS_TAGS | STRATEGY_TAGS | SECURITY_TAGS)
         if len(lines) == 1:  # one problem: on the first line (a rule's caret lines below)
             raise SpecError(f"invalid sweep spec {source}: {lines[0]}") from None
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from ...errors import SpecError, refusals
-from .cluster import ADDRESS_PATTERN, ClusterSpec
+from .cluster import ADDRESS_PATTERN, SECURITY_TAGS, ClusterSpec
 from .model import Spec
 
 
@@ -16,7 +16,8 @@ def with_cluster(spec: Spec, value: str | None) -> Spec:
     """``spec`` run on the cluster ``value`` (``--cluster``: ``auto``, ``threads``,
     ``local``, ``cuda``, ``slurm``, ``pbs`` or a scheduler address); SpecError naming the
     flag when refused. A kind replaces the spec's whole ``cluster`` section but its
-    ``dashboard``, which a local cluster still uses."""
+    ``dashboard`` and its ``security`` mode (``temporary``, ``plain``), which a local
+    cluster still uses."""
     if value is None:
         return spec
     if ADDRESS_PATTERN.match(value):
@@ -25,8 +26,11 @@ def with_cluster(spec: Spec, value: str | None) -> Spec:
         cluster = ClusterSpec.model_validate(value)
         if cluster.kind in ("local", "cuda") and "dashboard" in spec.cluster.model_fields_set:
             cluster = cluster.model_copy(update={"dashboard": spec.cluster.dashboard})
+        if cluster.kind in ("auto", "local", "cuda") and isinstance(spec.cluster.security, str):
+            cluster = cluster.model_copy(update={"security": spec.cluster.security})
     except ValidationError as err:
-        raise SpecError(f"--cluster: {'; '.join(refusals(err, ClusterSpec))}") from None
+        lines = refusals(err, ClusterSpec, skip=SECURITY_TAGS)
+        raise SpecError(f"--cluster: {'; '.join(lines)}") from None
     return spec.model_copy(update={"cluster": cluster})
 
 
@@ -51,7 +55,7 @@ def with_scheduler(spec: Spec, address: str | None = None,
     try:
         cluster = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        lines = refusals(err, ClusterSpec)
+        lines = refusals(err, ClusterSpec, skip=SECURITY_TAGS)
         for part in ("ca", "cert", "key"):  # a flag's file: name the flag
             lines = [line.replace(f"security.{part}:", f"--tls-{part}:")
                      if part in tls else line for line in lines]

@@ -6,8 +6,10 @@ core and no dashboard, which costs milliseconds where a process cluster costs se
 (the kernels release the GIL; each task still limits its kernel to one thread);
 ``local`` starts a ``LocalCluster`` of processes with one thread each (each task
 limits the kernels to one thread, see ``engine.backend.limit_threads``, so cores are not
-oversubscribed), its dashboard bound to 127.0.0.1 unless ``cluster.dashboard`` says
-otherwise; ``cuda`` starts dask-cuda's ``LocalCUDACluster`` (the ``[cuda]`` extra);
+oversubscribed), over TLS with a key made for the run (``cluster.security``:
+``temporary``, the default, or ``plain``), its dashboard bound to 127.0.0.1 unless
+``cluster.dashboard`` says otherwise; ``cuda`` starts dask-cuda's ``LocalCUDACluster``
+(the ``[cuda]`` extra), with the same TLS;
 ``slurm`` and ``pbs`` submit batch jobs of workers through dask-jobqueue (the ``[hpc]``
 extra); ``scheduler`` reaches a running scheduler, over TLS with ``cluster.security``.
 docs/deploy.md has the recipes.
@@ -30,8 +32,8 @@ from distributed.security import Security
 
 from ...engine.backend import cuda_problem_here
 from ...errors import BackendError, one_line
-from ..config.cluster import ClusterSpec, check_address
-from .dashboard import install_on
+from ..config.cluster import STARTED_HERE, ClusterSpec, check_address
+from .dashboard import install_on, origins_kept_to_localhost
 
 CONNECT_TIMEOUT_S = 10
 #: Where a ``threads`` run asked for a dashboard (``--dashboard``) serves it: this
@@ -78,9 +80,19 @@ def default_workers() -> int:
 
 
 def security_of(cluster: ClusterSpec) -> Security | None:
-    """The TLS settings of ``cluster.security`` as Dask's ``Security``, encryption
-    required; None without ``security`` (Dask's own configuration then applies)."""
+    """Dask's ``Security`` for ``cluster``, encryption required. A running scheduler's
+    (``scheduler``): this client's TLS files (``cluster.security``; None without them:
+    Dask's own configuration then applies). A cluster started here (``local``, ``cuda``,
+    ``auto``): a key and self-signed certificate made now for this run
+    (``Security.temporary``), for the scheduler, its workers and this client alike,
+    held in memory; None when ``security`` is ``plain`` (TCP), and for ``threads`` (in
+    this process: no connection to secure).
+    """
     tls = cluster.security
+    if cluster.kind in STARTED_HERE:
+        if cluster.kind == "threads" or not cluster.encrypted_here:
+            return None
+        return Security.temporary()  # encryption required
     if tls is None:
         return None
     return Security(tls_ca_file=tls.ca, tls_client_cert=tls.cert, tls_client_key=tls.key,
@@ -92,7 +104,9 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
             dashboard: bool = False) -> Iterator[Client]:
     """A Dask client for the run, closed (with any cluster it started) on exit. A
     cluster started here has the ``/barsweep`` page on its dashboard
-    (:mod:`~barsweep.pipeline.run.dashboard`).
+    (:mod:`~barsweep.pipeline.run.dashboard`), whose live updates (Bokeh's websockets,
+    its workers' pages' too) answer only pages the dashboard served itself
+    (:func:`~barsweep.pipeline.run.dashboard.keep_origins`).
 
     Parameters
     ----------
@@ -119,9 +133,10 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
     try:
         with ExitStack() as stack:
             with stop_signals_kept_from_workers(processes=cluster.kind != "threads"):
-                started = stack.enter_context(start_cluster(cluster, n_workers, dashboard))
+                with origins_kept_to_localhost():
+                    started = stack.enter_context(start_cluster(cluster, n_workers, dashboard))
                 client = stack.enter_context(Client(started, security=started.security))
-                install_on(client)
+                install_on(client, own_origins_only=True)
                 if cluster.kind in ("auto", "threads", "local", "cuda"):
                     client.register_plugin(LeaveCtrlCToTheDriver(), name="barsweep-ctrl-c")
                 # the scheduler (and a threads worker) here hook distributed's GC
@@ -145,7 +160,9 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
 
 def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool = False):
     """The Dask cluster :func:`connect` starts for ``cluster`` (not a ``scheduler``); a
-    ``threads`` one serves a dashboard (on 127.0.0.1) only with ``dashboard``."""
+    ``threads`` one serves a dashboard (on 127.0.0.1) only with ``dashboard``. A
+    ``local`` or ``cuda`` one speaks TLS with credentials made for it unless
+    ``cluster.security`` is ``plain`` (:func:`security_of`)."""
     if cluster.kind == "cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -153,7 +170,8 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
             raise BackendError(
                 "cluster: 'cuda' needs dask-cuda; install barsweep with the [cuda] extra"
             ) from exc
-        return LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard)
+        return LocalCUDACluster(n_workers=n_workers, dashboard_address=cluster.dashboard,
+                                security=security_of(cluster))
     if cluster.kind in ("slurm", "pbs"):
         cm = jobqueue_cluster(cluster)
         cm.scale(jobs=cluster.jobs)
@@ -167,6 +185,7 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
         threads_per_worker=1,
         processes=True,
         dashboard_address=cluster.dashboard,
+        security=security_of(cluster),
     )
 
 

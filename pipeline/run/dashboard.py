@@ -9,13 +9,22 @@ on the same HTTP server (its address and TLS settings). barsweep installs them o
 clusters it starts; an external scheduler takes them as a preload::
 
     dask scheduler --preload barsweep.pipeline.run.dashboard
+
+The page's live updates travel over a Bokeh websocket, which a browser opens for any
+web page that asks (Dask allows every origin: ``allow_websocket_origin: ['*']``): the
+page's websocket, and on a cluster barsweep starts every dashboard websocket, takes
+only the origins of the dashboard's own address (:func:`keep_origins`), so that another
+site open in the user's browser cannot read the run.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -183,25 +192,108 @@ def add_page(scheduler, prefix: str) -> None:
         variables["pages"].append(PAGE)
     app = BokehApplication({"/" + PAGE: page_doc}, scheduler, prefix=prefix,
                            template_variables=variables)
+    own_origins_only(app, scheduler.http_server)
     scheduler.http_application.add_application(app)
     app.initialize(IOLoop.current())
     app.start()
 
 
-def installer(dask_scheduler=None) -> bool:
-    """:func:`install` as ``Client.run_on_scheduler`` calls it."""
+def installer(dask_scheduler=None, own_origins: bool = False) -> bool:
+    """:func:`install` as ``Client.run_on_scheduler`` calls it; with ``own_origins``,
+    :func:`keep_origins` on the scheduler too."""
+    if own_origins:
+        keep_origins(dask_scheduler)
     return install(dask_scheduler)
 
 
-def install_on(client, say: Callable[[str], None] | None = None) -> None:
+def install_on(client, say: Callable[[str], None] | None = None, *,
+               own_origins_only: bool = False) -> None:
     """Install the page on ``client``'s scheduler (a cluster barsweep started, in this
-    process); ``say`` hears why not, when it cannot."""
+    process); ``say`` hears why not, when it cannot. With ``own_origins_only`` (a
+    cluster barsweep started), every dashboard websocket of the scheduler takes only
+    its own origins (:func:`keep_origins`; its workers serve no Bokeh page)."""
     try:
-        client.run_on_scheduler(installer)
+        client.run_on_scheduler(installer, own_origins=own_origins_only)
     except Exception as exc:  # the run goes on without its page
         logger.warning("barsweep: no /barsweep dashboard page: %s", exc)
         if say is not None:
             say(f"no /barsweep dashboard page: {exc}")
+
+
+#: Dask's setting for the origins its dashboards' websockets take (Bokeh's
+#: ``allow_websocket_origin``; Dask's default ``['*']``: every web page).
+ORIGINS_SETTING = "distributed.scheduler.dashboard.bokeh-application.allow_websocket_origin"
+
+
+@contextmanager
+def origins_kept_to_localhost() -> Iterator[None]:
+    """While a cluster starts inside: its dashboard takes websockets from
+    ``localhost:PORT`` pages only (Bokeh's default for an empty list), not Dask's every
+    origin, until :func:`keep_origins` opens it to its own addresses."""
+    import dask
+
+    with dask.config.set({ORIGINS_SETTING: []}):
+        yield
+
+
+def keep_origins(server) -> set[str]:
+    """Let every dashboard websocket of ``server`` (a Dask scheduler) take pages of
+    the dashboard's own address only (:func:`own_origins`); returns them
+    (empty: no dashboard)."""
+    http = getattr(server, "http_server", None)
+    if http is None or not getattr(http, "port", None):
+        return set()
+    origins = own_origins(http.address, http.port)
+    for app in dashboard_apps(server):
+        own_origins_only(app, http, origins)
+    return origins
+
+
+def own_origins_only(app, http, origins: set[str] | None = None) -> None:
+    """Let the Bokeh server application ``app`` take websockets from pages of the HTTP
+    server ``http`` (Dask sets its ``address`` and ``port``) only: its
+    ``websocket_origins``, the set Bokeh checks each websocket's ``Origin`` against
+    (``host:port``), replaced in place."""
+    allowed = app.websocket_origins
+    allowed.clear()
+    allowed.update(origins or own_origins(http.address, http.port))
+
+
+#: The names a browser on this machine uses for a server bound to a loopback address.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+
+
+def own_origins(host: str, port: int) -> set[str]:
+    """The ``host:port`` origins of pages a dashboard bound to ``host`` serves: the
+    loopback names for a loopback address; for every address (``0.0.0.0``, ``::``),
+    those, this machine's name and each of its IPv4 addresses; else ``host`` itself.
+
+    >>> sorted(own_origins("127.0.0.1", 8787))
+    ['127.0.0.1:8787', 'localhost:8787']
+    >>> own_origins("10.0.0.1", 8787)
+    {'10.0.0.1:8787'}
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a name
+        hosts = {host}
+    else:
+        if address.is_loopback:
+            hosts = set(LOOPBACK_NAMES)
+        elif address.is_unspecified:
+            hosts = {*LOOPBACK_NAMES, socket.gethostname(), socket.getfqdn(),
+                     *_ipv4_addresses()}
+        else:
+            hosts = {host}
+    return {f"{name.lower()}:{port}" for name in hosts if ":" not in name}
+
+
+def _ipv4_addresses() -> set[str]:
+    """This machine's IPv4 addresses."""
+    import psutil
+
+    return {a.address for addresses in psutil.net_if_addrs().values() for a in addresses
+            if a.family == socket.AF_INET}
 
 
 def dask_setup(scheduler) -> None:

@@ -532,8 +532,8 @@ def refused_cluster(cluster, tmp_path) -> str:
     ({"kind": "scheduler", "address": "tcp://h:8786", "security": "PEM"},
      "cluster.security: TLS needs a tls:// address, got 'tcp://h:8786'"),
     ({"kind": "local", "security": "PEM"},
-     "cluster.security: applies to a remote scheduler or to slurm/pbs; a local cluster"),
-    ({"kind": "cuda", "security": "PEM"}, "cluster.security: applies to a remote scheduler"),
+     "cluster.security: a cluster started here (local) takes 'temporary' (the default"),
+    ({"kind": "cuda", "security": "PEM"}, "TLS files are for a remote scheduler or slurm/pbs"),
     ({"kind": "scheduler", "address": "tls://h:8786", "dashboard": "0.0.0.0:8787"},
      "cluster.dashboard: applies to clusters barsweep starts"),
     ({"kind": "local", "dashboard": "everywhere"}, "cluster.dashboard: expected HOST:PORT"),
@@ -598,6 +598,6 @@ def test_tls_flags_need_a_tls_scheduler(pem_files, tmp_path, capsys):
         "got 'tcp://127.0.0.1:9'\n")
     assert main(["run", str(path), *flags]) == 2  # and a local cluster takes none
     err = capsys.readouterr().err
-    assert err.startswith("barsweep: error: --scheduler/--tls-*: cluster.security: applies to "
-                          "a remote scheduler") and err.count("\n") == 1
+    assert err.startswith("barsweep: error: --scheduler/--tls-*: cluster.security: a cluster "
+                          "started here (auto) takes 'temporary'") and err.count("\n") == 1
     assert not (tmp_path / "r.zarr").exists()
