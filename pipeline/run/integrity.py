@@ -21,7 +21,8 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +30,29 @@ import numpy as np
 
 from ...errors import BarsweepError, ResultsError
 
+#: A block's ``done`` flag: pending, computed, or excluded by the constraints.
+PENDING, COMPUTED, EXCLUDED = 0, 1, 2
+
 #: The per-block count of chunks written, and the layout that has it.
 WRITTEN = "written"
 CHECKED_LAYOUT = 2
-COMPUTED = 1  # as results.COMPUTED (a ``done`` flag)
+
+
+def done_flags(path: str | os.PathLike) -> np.ndarray:
+    """The ``done`` flag of every block (ResultsError when the store has none)."""
+    import zarr
+
+    try:
+        return zarr.open_group(str(path), mode="r")["done"][:]
+    except (KeyError, OSError, ValueError, zarr.errors.BaseZarrError) as err:
+        raise ResultsError(f"{path} is a damaged results store: its block flags cannot be "
+                           f"read ({type(err).__name__}: {err})") from None
+
+
+def resume_hint(path: str, attrs: Mapping | None) -> str:
+    """The command that finishes the run of the store at ``path``."""
+    spec = (attrs or {}).get("spec_path") or "SPEC.yaml"
+    return f"barsweep run {shlex.quote(spec)} --out {shlex.quote(str(path))} --resume"
 
 
 @dataclass(frozen=True)
@@ -49,12 +69,9 @@ class Problem:
         if resuming:
             return (f"--resume: {path} is a damaged results store: {self.what}{rest}; a "
                     f"block cannot mend that: run it again with --overwrite")
-        from .results import resume_hint
-
         fix = (f"recompute its block with `{resume_hint(str(path), _group_attrs(path))}`"
                if self.block >= 0 else "run it again with --overwrite")
-        return (f"{path} is a damaged results store: {self.what}{rest}; nothing was read "
-                f"from it: {fix}")
+        return f"{path} is a damaged results store: {self.what}{rest}; {fix}"
 
 
 def read_meta(path: str | os.PathLike, name: str) -> dict | None:
@@ -69,6 +86,14 @@ def read_meta(path: str | os.PathLike, name: str) -> dict | None:
     return doc
 
 
+def metadata_problem(path: str | os.PathLike, name: str) -> str:
+    """What is wrong with the metadata of array ``name``, which :func:`read_meta`
+    could not read."""
+    if not (Path(path) / name / "zarr.json").is_file():
+        return f"the array {name} is missing (no {name}/zarr.json)"
+    return f"the metadata of the array {name} ({name}/zarr.json) is damaged"
+
+
 def store_index(path: str | os.PathLike) -> dict | None:
     """The attributes of ``written`` (``block_vars``, ``arrays``) of a store of the
     checked layout; None for a store written before it (unchecked)."""
@@ -77,8 +102,7 @@ def store_index(path: str | os.PathLike) -> dict | None:
         return None
     meta = read_meta(path, WRITTEN)
     if meta is None:
-        raise ResultsError(Problem(f"the array {WRITTEN} (each block's record) is missing or "
-                                   f"its {WRITTEN}/zarr.json does not parse").line(path))
+        raise ResultsError(Problem(metadata_problem(path, WRITTEN)).line(path))
     return meta.get("attributes", {})
 
 
@@ -134,7 +158,7 @@ def missing(path: str | os.PathLike, flags: np.ndarray, index: dict,
     """What the computed blocks (``flags``) wrote that is not there: an array without
     its metadata, a chunk file, or a block's record (``written``, a count short of its
     variables). A listing of the store's folders; no chunk is read."""
-    problems = [Problem(f"the array {name} is missing or its {name}/zarr.json does not parse")
+    problems = [Problem(metadata_problem(path, name))
                 for name in index.get("arrays", []) if read_meta(path, name) is None]
     if problems:
         return problems
@@ -186,8 +210,10 @@ def damaged(path: str | os.PathLike, index: dict, flags: np.ndarray | None = Non
             if flags is not None and name in block_vars and (name, key) not in block_of:
                 continue  # a pending or excluded block's: read by no one
             if not crc_ok((Path(path) / name / key).read_bytes()):
-                problems.append(Problem(f"chunk {name}/{key} is damaged (its checksum "
-                                        f"fails)", block_of.get((name, key), -1)))
+                block = block_of.get((name, key), -1)
+                of = f" of block {block}" if block >= 0 else ""
+                problems.append(Problem(f"chunk {name}/{key}{of} is damaged (its checksum "
+                                        f"fails)", block))
                 if first_only:
                     return problems
     return problems
@@ -224,11 +250,9 @@ def damaged_chunk(path: str | os.PathLike) -> str | None:
         index = store_index(path)
         if index is None:
             return None
-        from .results import done_flags
-
-        flags = done_flags(str(path))
+        flags = done_flags(path)
         problems = (missing(path, flags, index, _written(path, index, flags))
-                    or damaged(path, index, first_only=True))
+                    or damaged(path, index, flags, first_only=True))
     except BarsweepError as err:
         return str(err)
     return problems[0].line(path) if problems else None
@@ -286,14 +310,13 @@ def reopen_broken(path: str) -> list[int]:
     mends (an array's metadata, a coordinate's chunk)."""
     import zarr
 
-    from .results import PENDING, done_flags, update_attrs
-
     flags = done_flags(path)
     blocks, unmendable = broken_blocks(path, flags)
     if unmendable is not None:
         raise ResultsError(unmendable.line(path, resuming=True))
     if blocks:
         flags[blocks] = PENDING
-        zarr.open_group(path, mode="r+")["done"][:] = flags
-        update_attrs(path, {"complete": False})
+        group = zarr.open_group(path, mode="r+")
+        group["done"][:] = flags
+        group.attrs["complete"] = False
     return blocks

@@ -31,8 +31,8 @@ from ..config.model import Spec
 from ..config.portfolio import PORTFOLIO_LABEL, members
 from .blocks import BlockTask
 from .estimate import size_line
-from .integrity import reopen_broken
 from .execute import resolve_backend, shipped_modules, wait_for_workers
+from .integrity import reopen_broken
 from .lock import leftovers, out_lock, refuse_locked
 from .memory import worker_budget
 from .plan import Plan, auto_block_size, plan, store_coords

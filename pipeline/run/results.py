@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import shutil
 import tempfile
 import threading
@@ -26,12 +25,14 @@ import zarr
 from ...engine import LOWER_IS_BETTER, METRICS
 from ...engine.metrics import METRIC_INFO
 from ...errors import ResultsError, RunError
+from .integrity import COMPUTED as COMPUTED  # re-exported: the flags, read and said
+from .integrity import EXCLUDED as EXCLUDED
+from .integrity import PENDING as PENDING
 from .integrity import WRITTEN, check_integrity, reading
+from .integrity import done_flags as done_flags
+from .integrity import resume_hint as resume_hint
 from .lock import out_lock as out_lock  # re-exported: the store's lock
 from .portfolio_block import MEMBER_VARS, SEGMENT_SUMS
-
-PENDING, COMPUTED, EXCLUDED = 0, 1, 2
-
 
 #: The group attribute that marks a directory as a barsweep results store (its value is
 #: the layout's version). Stores without it are recognised by ``spec`` and
@@ -307,15 +308,6 @@ def block_tally(path: str) -> tuple[int, int, int]:
     return tuple(int(np.count_nonzero(flags == f)) for f in (COMPUTED, PENDING, EXCLUDED))
 
 
-def done_flags(path: str) -> np.ndarray:
-    """The ``done`` flag of every block (ResultsError when the store has none)."""
-    try:
-        return zarr.open_group(str(path), mode="r")["done"][:]
-    except (KeyError, OSError, ValueError, zarr.errors.BaseZarrError) as err:
-        raise ResultsError(f"{path} is a damaged results store: its block flags cannot be "
-                           f"read ({type(err).__name__}: {err})") from None
-
-
 def done_mask(path: str) -> np.ndarray:
     """Which combos lie in a computed block: bool, shape ``(symbol, *params)``."""
     group = zarr.open_group(str(path), mode="r")
@@ -364,12 +356,6 @@ def store_attrs(path: str | os.PathLike) -> dict | None:
     if STORE_MARK in attrs or ("spec" in attrs and "barsweep_version" in attrs):
         return attrs
     return None
-
-
-def resume_hint(path: str, attrs: Mapping | None) -> str:
-    """The command that finishes the run of the store at ``path``."""
-    spec = (attrs or {}).get("spec_path") or "SPEC.yaml"
-    return f"barsweep run {shlex.quote(spec)} --out {shlex.quote(str(path))} --resume"
 
 
 def check_out(path: str | os.PathLike, *, overwrite: bool = False,

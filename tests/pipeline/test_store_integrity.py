@@ -131,7 +131,8 @@ def test_a_chunk_with_flipped_bytes_is_refused_and_resume_recomputes_it(complete
     data[len(data) // 2] ^= 0xFF
     chunk.write_bytes(bytes(data))
     key = chunk.relative_to(store).as_posix()
-    assert_every_reader_refuses(store, tmp_path, capsys, f"chunk {key} is damaged")
+    assert_every_reader_refuses(store, tmp_path, capsys, f"chunk {key} of block",
+                                "is damaged (its checksum fails)", "--resume")
     assert main(["run", str(tmp_path / "spec.yaml"), "--resume", "--cluster", "threads",
                  "--workers", "1", "--quiet"]) == 0
     assert_same_store(store, complete[1])
@@ -141,12 +142,14 @@ def test_a_truncated_chunk_is_refused(store, tmp_path, capsys):
     chunk = a_chunk(store)
     chunk.write_bytes(chunk.read_bytes()[:7])
     key = chunk.relative_to(store).as_posix()
-    assert_every_reader_refuses(store, tmp_path, capsys, f"chunk {key} is damaged")
+    assert_every_reader_refuses(store, tmp_path, capsys, f"chunk {key} of block",
+                                "is damaged")
 
 
 def test_a_deleted_variable_folder_is_refused(store, tmp_path, capsys):
     shutil.rmtree(store / "sortino")
-    assert_every_reader_refuses(store, tmp_path, capsys, "the array sortino is missing")
+    assert_every_reader_refuses(store, tmp_path, capsys,
+                                "the array sortino is missing (no sortino/zarr.json)")
     assert main(["run", str(tmp_path / "spec.yaml"), "--resume", "--cluster", "threads",
                  "--workers", "1"]) == 2
     one_line(capsys, "the array sortino is missing", "--overwrite")
@@ -156,7 +159,9 @@ def test_a_deleted_variable_folder_is_refused(store, tmp_path, capsys):
 def test_a_truncated_array_metadata_is_refused(store, tmp_path, capsys, name):
     meta = store / name / "zarr.json"
     meta.write_bytes(meta.read_bytes()[:40])
-    assert_every_reader_refuses(store, tmp_path, capsys, f"the array {name}")
+    assert_every_reader_refuses(store, tmp_path, capsys,
+                                f"the metadata of the array {name} ({name}/zarr.json) is "
+                                f"damaged")
 
 
 def test_a_deleted_block_record_is_refused(store, tmp_path, capsys):
