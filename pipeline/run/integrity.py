@@ -18,7 +18,9 @@ they read it into one line naming it (:func:`reading`, :func:`damaged_chunk`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import logging
 import math
 import os
 import shlex
@@ -225,10 +227,20 @@ def check_integrity(path: str | os.PathLike, flags: np.ndarray) -> None:
     layout is read as it is."""
     index = store_index(path)
     if index is None:
+        note_unchecked(os.path.abspath(path))
         return
     problems = missing(path, flags, index, _written(path, index, flags))
     if problems:
         raise ResultsError(problems[0].line(path, len(problems) - 1))
+
+
+@functools.lru_cache(maxsize=64)  # said once per store and process
+def note_unchecked(path: str) -> None:
+    """Say (the ``barsweep`` log, a line on the command line's stderr) that the store
+    at ``path`` is read unchecked."""
+    logging.getLogger(__name__).warning(
+        "barsweep: note: %s was written by an earlier barsweep, without checksums or the "
+        "blocks' records: read unchecked (a run with --overwrite writes a checked one)", path)
 
 
 def _written(path: str | os.PathLike, index: dict, flags: np.ndarray) -> np.ndarray:

@@ -171,7 +171,7 @@ def test_a_deleted_block_record_is_refused(store, tmp_path, capsys):
     assert_every_reader_refuses(store, tmp_path, capsys, f"block {block} is flagged done")
 
 
-def test_a_store_of_the_earlier_layout_is_read_unchecked(store, tmp_path, capsys):
+def test_a_store_of_the_earlier_layout_is_read_unchecked(store, tmp_path, capsys, caplog):
     """A store written before the checks (layout 1: no ``written``, no checksums) reads
     as it always did."""
     group = zarr.open_group(str(store), mode="r+")
@@ -179,3 +179,5 @@ def test_a_store_of_the_earlier_layout_is_read_unchecked(store, tmp_path, capsys
     shutil.rmtree(store / WRITTEN)
     assert main(["rank", str(store), "--by", "dsr"]) == 0
     capsys.readouterr()
+    notes = [r.getMessage() for r in caplog.records if "earlier barsweep" in r.getMessage()]
+    assert len(notes) == 1 and "read unchecked" in notes[0], notes
