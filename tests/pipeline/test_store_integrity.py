@@ -181,3 +181,29 @@ def test_a_store_of_the_earlier_layout_is_read_unchecked(store, tmp_path, capsys
     capsys.readouterr()
     notes = [r.getMessage() for r in caplog.records if "earlier barsweep" in r.getMessage()]
     assert len(notes) == 1 and "read unchecked" in notes[0], notes
+
+
+def test_a_search_store_resumed_after_a_lost_chunk_equals_the_undamaged_one(complete,
+                                                                             tmp_path,
+                                                                             capsys):
+    """A halving search's rungs write the same chunks: each block that wrote a lost
+    chunk runs again, in rung order, and the store ends as the undamaged one."""
+    spec, _ = complete
+    text = yaml.safe_load(spec.read_text())
+    text["grid"] = {"fast": {"start": 2, "stop": 30, "step": 1},
+                    "slow": {"start": 10, "stop": 60, "step": 2}}
+    text["search"] = {"method": "halving", "budget": 120, "seed": 7, "eta": 2, "rungs": 2}
+    text["run"] = {"out": str(tmp_path / "search.zarr"), "block_size": 40}
+    (tmp_path / "search.yaml").write_text(yaml.safe_dump(text))
+    run = ["run", str(tmp_path / "search.yaml"), "--cluster", "threads", "--workers", "1",
+           "--quiet"]
+    assert main(run) == 0
+    undamaged = tmp_path / "undamaged.zarr"
+    shutil.copytree(tmp_path / "search.zarr", undamaged)
+    chunk = a_chunk(tmp_path / "search.zarr", "bars_run")
+    chunk.unlink()
+    assert main(["rank", str(tmp_path / "search.zarr")]) == 2
+    one_line(capsys, f"chunk {chunk.relative_to(tmp_path / 'search.zarr').as_posix()} of "
+                     f"block", "is missing")
+    assert main([*run, "--resume"]) == 0
+    assert_same_store(tmp_path / "search.zarr", undamaged)
