@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import math
@@ -38,6 +39,8 @@ PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 #: The per-block count of chunks written, and the layout that has it.
 WRITTEN = "written"
 CHECKED_LAYOUT = 2
+#: The arrays of one value per block (their chunks of pending blocks are absent).
+FLAG_ARRAYS = ("done", WRITTEN)
 
 
 def done_flags(path: str | os.PathLike) -> np.ndarray:
@@ -164,9 +167,12 @@ def missing(path: str | os.PathLike, flags: np.ndarray, index: dict,
                 for name in index.get("arrays", []) if read_meta(path, name) is None]
     if problems:
         return problems
+    problems = [Problem(f"chunk {name}/{key} of the coordinate {name} is missing")
+                for name in index.get("arrays", []) if name not in index.get("block_vars", [])
+                and name not in FLAG_ARRAYS for key in absent_chunks(path, name)]
     metas = {name: read_meta(path, name) for name in index.get("block_vars", [])}
     if not metas:
-        return []
+        return problems
     first = next(iter(metas.values()))
     dims, grid = first.get("dimension_names") or (), grid_counts(first)
     present = {name: chunk_files(path, name) for name in metas}
@@ -179,6 +185,15 @@ def missing(path: str | os.PathLike, flags: np.ndarray, index: dict,
             problems.append(Problem(f"block {block} is flagged done but its record says it "
                                     f"wrote {written[block]} of {len(metas)} chunks", block))
     return problems
+
+
+def absent_chunks(path: str | os.PathLike, name: str) -> list[str]:
+    """The chunk keys of array ``name`` that are not on disk (a coordinate is written
+    whole when the store is made, every chunk of it)."""
+    meta = read_meta(path, name)
+    present = chunk_files(path, name)
+    return [key for coords in itertools.product(*map(range, grid_counts(meta)))
+            if (key := chunk_key(meta, coords)) not in present]
 
 
 def crc_ok(data: bytes) -> bool:
@@ -221,6 +236,17 @@ def damaged(path: str | os.PathLike, index: dict, flags: np.ndarray | None = Non
     return problems
 
 
+@contextlib.contextmanager
+def odd_metadata(path: str | os.PathLike) -> Iterator[None]:
+    """Run the body; metadata that parses but does not say what a results store's
+    says (a shape, chunks, attributes of the wrong type) is ResultsError, one line."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        raise ResultsError(Problem(f"its arrays' metadata does not describe a results "
+                                   f"store ({type(err).__name__}: {err})").line(path)) from None
+
+
 def check_integrity(path: str | os.PathLike, flags: np.ndarray) -> None:
     """Refuse (ResultsError, one line naming the first) a store whose computed blocks'
     chunks are not all there (:func:`missing`); a store written before the checked
@@ -229,7 +255,8 @@ def check_integrity(path: str | os.PathLike, flags: np.ndarray) -> None:
     if index is None:
         note_unchecked(os.path.abspath(path))
         return
-    problems = missing(path, flags, index, _written(path, index, flags))
+    with odd_metadata(path):
+        problems = missing(path, flags, index, _written(path))
     if problems:
         raise ResultsError(problems[0].line(path, len(problems) - 1))
 
@@ -243,8 +270,8 @@ def note_unchecked(path: str) -> None:
         "blocks' records: read unchecked (a run with --overwrite writes a checked one)", path)
 
 
-def _written(path: str | os.PathLike, index: dict, flags: np.ndarray) -> np.ndarray:
-    """The ``written`` counts (0 where a block's record is missing or damaged)."""
+def _written(path: str | os.PathLike) -> np.ndarray:
+    """The ``written`` counts (0 where a block's record is missing)."""
     import zarr
 
     try:
@@ -263,8 +290,9 @@ def damaged_chunk(path: str | os.PathLike) -> str | None:
         if index is None:
             return None
         flags = done_flags(path)
-        problems = (missing(path, flags, index, _written(path, index, flags))
-                    or damaged(path, index, flags, first_only=True))
+        with odd_metadata(path):
+            problems = (missing(path, flags, index, _written(path))
+                        or damaged(path, index, flags, first_only=True))
     except BarsweepError as err:
         return str(err)
     return problems[0].line(path) if problems else None
@@ -294,13 +322,15 @@ def broken_blocks(path: str | os.PathLike, flags: np.ndarray) -> tuple[list[int]
     index = store_index(path)
     if index is None:
         return [], None
-    problems = missing(path, flags, index, _written(path, index, flags))
-    unmendable = next((p for p in problems if p.block < 0), None)
-    if unmendable is not None:
-        return [], unmendable
-    problems += damaged(path, index, flags)
-    unmendable = next((p for p in problems if p.block < 0), None)
-    return sharing(path, index, flags, {p.block for p in problems if p.block >= 0}), unmendable
+    with odd_metadata(path):
+        problems = missing(path, flags, index, _written(path))
+        unmendable = next((p for p in problems if p.block < 0), None)
+        if unmendable is not None:
+            return [], unmendable
+        problems += damaged(path, index, flags)
+        unmendable = next((p for p in problems if p.block < 0), None)
+        blocks = {p.block for p in problems if p.block >= 0}
+        return sharing(path, index, flags, blocks), unmendable
 
 
 def sharing(path: str | os.PathLike, index: dict, flags: np.ndarray,

@@ -111,7 +111,7 @@ def create_store(
     tmp = final.parent / f".{final.name}.new-{tag}"
     try:
         ds.to_zarr(tmp, mode="w-", compute=False, consolidated=False, zarr_format=3,
-                   encoding=encoding)
+                   encoding=encoding, write_empty_chunks=True)  # every coordinate chunk
         mark_excluded(str(tmp), excluded)
         old = final.parent / f".{final.name}.old-{tag}"
         put_in_place(tmp, final, old)

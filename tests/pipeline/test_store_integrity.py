@@ -164,6 +164,12 @@ def test_a_truncated_array_metadata_is_refused(store, tmp_path, capsys, name):
                                 f"damaged")
 
 
+def test_a_deleted_coordinate_chunk_is_refused(store, tmp_path, capsys):
+    (store / "slow" / "c" / "0").unlink()
+    assert_every_reader_refuses(store, tmp_path, capsys,
+                                "chunk slow/c/0 of the coordinate slow is missing")
+
+
 def test_a_deleted_block_record_is_refused(store, tmp_path, capsys):
     flags = done_flags(str(store))
     block = int(np.flatnonzero(flags == 1)[0])
