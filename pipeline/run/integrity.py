@@ -5,7 +5,8 @@ Every array of a store (layout 2 on) ends its codecs with zarr's ``crc32c``: the
 decodes the chunk. Each block records in the ``written`` variable (one count per block,
 written before its ``done`` flag) how many chunks it wrote, one of each variable that
 blocks write, empty or not; the attributes of ``written`` name those variables
-(``block_vars``) and every array of the store (``arrays``). A chunk that is absent
+(``block_vars``), the coordinates (``coords``, written whole when the store is made)
+and every array of the store (``arrays``). A chunk that is absent
 was then either never written by design (its block excluded by the constraints, or
 pending) or lost, and the flags tell which.
 
@@ -39,8 +40,6 @@ PENDING, COMPUTED, EXCLUDED = 0, 1, 2
 #: The per-block count of chunks written, and the layout that has it.
 WRITTEN = "written"
 CHECKED_LAYOUT = 2
-#: The arrays of one value per block (their chunks of pending blocks are absent).
-FLAG_ARRAYS = ("done", WRITTEN)
 
 
 def done_flags(path: str | os.PathLike) -> np.ndarray:
@@ -100,8 +99,8 @@ def metadata_problem(path: str | os.PathLike, name: str) -> str:
 
 
 def store_index(path: str | os.PathLike) -> dict | None:
-    """The attributes of ``written`` (``block_vars``, ``arrays``) of a store of the
-    checked layout; None for a store written before it (unchecked)."""
+    """The attributes of ``written`` (``block_vars``, ``coords``, ``arrays``) of a
+    store of the checked layout; None for a store written before it (unchecked)."""
     group = _group_attrs(path)
     if int(group.get("barsweep_results", 0) or 0) < CHECKED_LAYOUT:
         return None
@@ -168,8 +167,7 @@ def missing(path: str | os.PathLike, flags: np.ndarray, index: dict,
     if problems:
         return problems
     problems = [Problem(f"chunk {name}/{key} of the coordinate {name} is missing")
-                for name in index.get("arrays", []) if name not in index.get("block_vars", [])
-                and name not in FLAG_ARRAYS for key in absent_chunks(path, name)]
+                for name in index.get("coords", []) for key in absent_chunks(path, name)]
     metas = {name: read_meta(path, name) for name in index.get("block_vars", [])}
     if not metas:
         return problems

@@ -199,7 +199,7 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
     ds[WRITTEN].attrs.update({
         "long_name": "chunks each block wrote",
         "block_vars": [v for v in data_vars if v not in ("done", WRITTEN, *driver_vars)],
-        "arrays": sorted(str(v) for v in ds.variables)})
+        "coords": sorted(map(str, ds.coords)), "arrays": sorted(map(str, ds.variables))})
     encoding = {name: {"chunks": block, "fill_value": np.nan} for name in (*METRICS, *extra)}
     if segments:
         encoding.update({name: {"chunks": seg_block, "fill_value": np.nan}
