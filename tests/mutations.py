@@ -162,6 +162,20 @@ MUTATIONS = (
         ("tests/pipeline/test_faults.py::"
          "test_driver_sigkilled_then_resumed_equals_an_undisturbed_run",)),
     Mutation(
+        "a reader does not look for the chunks a computed block wrote",
+        "pipeline/run/integrity.py",
+        "            if key not in present[name]:",
+        "            if False:",
+        ("tests/pipeline/test_store_integrity.py::"
+         "test_a_deleted_chunk_is_refused_and_resume_recomputes_its_block",)),
+    Mutation(
+        "--resume trusts the done flags of blocks whose chunks are damaged",
+        "pipeline/run/integrity.py",
+        "    problems += damaged(path, index, flags)",
+        "    problems += []",
+        ("tests/pipeline/test_store_integrity.py::"
+         "test_a_chunk_with_flipped_bytes_is_refused_and_resume_recomputes_it",)),
+    Mutation(
         "halving promotes the worst of each rung",
         "pipeline/run/search.py",
         "        reach[s, candidates[order[:size]]] = rung",

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         quiet_dask()
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), reading_store(args):
             if getattr(args, "import_modules", False):
                 from ..run.store_modules import import_store_modules
 
@@ -74,6 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nbarsweep: {'terminated (SIGTERM)' if stopped.terminated else 'interrupted'}",
               file=sys.stderr)
         return stop_handled(stopped.exit_code)
+
+
+def reading_store(args) -> contextlib.AbstractContextManager:
+    """For a command that reads a results store (``args.results``): an error from a
+    damaged chunk said in one line naming it
+    (:func:`~barsweep.pipeline.run.integrity.reading`); else nothing."""
+    path = getattr(args, "results", None)
+    if not isinstance(path, str):
+        return contextlib.nullcontext()
+    from ..run.integrity import reading
+
+    return reading(path)
 
 
 def stop_handled(code: int) -> int:

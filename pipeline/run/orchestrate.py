@@ -32,6 +32,7 @@ from ..config.portfolio import PORTFOLIO_LABEL, members
 from .blocks import BlockTask
 from .estimate import size_line
 from .execute import resolve_backend, shipped_modules, wait_for_workers
+from .integrity import reopen_broken
 from .lock import leftovers, out_lock, refuse_locked
 from .memory import worker_budget
 from .plan import Plan, auto_block_size, plan, store_coords
@@ -229,6 +230,11 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     """Plan the prepared run for ``client``'s workers, create its store (or take the
     earlier one it resumes), compute every pending block and mark the store complete,
     with its timings. The caller holds the store's lock."""
+    if prepared.resume_chunks is not None:
+        broken = reopen_broken(prepared.out)
+        if broken and voice.say is not None:
+            voice.say(f"{len(broken)} block(s) of {prepared.out} have missing or damaged "
+                      f"chunks (first ids: {broken[:5]}): computing them again")
     if prepared.spec.search.method != "grid":
         return execute_search(prepared, client, where, voice)
     t0 = time.perf_counter()

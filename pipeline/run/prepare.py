@@ -250,7 +250,10 @@ def resumable_chunks(out: str, spec: Spec, bars_fingerprint: dict) -> tuple[int,
                            f"{'; '.join(problems)}; use --overwrite to start again")
     import zarr
 
-    metric = zarr.open_group(out, mode="r")[METRICS[0]]
+    from .integrity import reading
+
+    with reading(out):  # an array's metadata damaged: one line naming it
+        metric = zarr.open_group(out, mode="r")[METRICS[0]]
     names = metric.metadata.dimension_names or ()
     return tuple(c for c, d in zip(metric.chunks, names, strict=True)
                  if d not in NON_PARAM_DIMS)

@@ -2,7 +2,9 @@
 
 Dims ``symbol`` and one per grid parameter; one float64 variable per metric,
 chunked exactly as the blocks, so each Dask task writes its own chunks; a
-``done`` flag per block (0 pending, 1 computed, 2 excluded by the constraints).
+``done`` flag per block (0 pending, 1 computed, 2 excluded by the constraints), after
+the block's record of the chunks it wrote (``written``). Every array's chunks end
+with their CRC-32C (:mod:`.integrity` says how readers check them).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import shutil
 import tempfile
 import threading
@@ -24,17 +25,20 @@ import zarr
 from ...engine import LOWER_IS_BETTER, METRICS
 from ...engine.metrics import METRIC_INFO
 from ...errors import ResultsError, RunError
+from .integrity import COMPUTED as COMPUTED  # re-exported: the flags, read and said
+from .integrity import EXCLUDED as EXCLUDED
+from .integrity import PENDING as PENDING
+from .integrity import WRITTEN, check_integrity, reading
+from .integrity import done_flags as done_flags
+from .integrity import resume_hint as resume_hint
 from .lock import out_lock as out_lock  # re-exported: the store's lock
 from .portfolio_block import MEMBER_VARS, SEGMENT_SUMS
-
-PENDING, COMPUTED, EXCLUDED = 0, 1, 2
-
 
 #: The group attribute that marks a directory as a barsweep results store (its value is
 #: the layout's version). Stores without it are recognised by ``spec`` and
 #: ``barsweep_version``.
 STORE_MARK = "barsweep_results"
-STORE_LAYOUT = 1
+STORE_LAYOUT = 2  # 2: checksums and the blocks' records (integrity.CHECKED_LAYOUT)
 _VIRTUAL_FS = ("/proc", "/sys", "/dev")
 
 
@@ -52,6 +56,7 @@ def create_store(
     coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]] | None = None,
     extra: Sequence[str] = (),
     members: Sequence[str] = (),
+    driver_vars: Sequence[str] = (),
     remove_later: bool = False,
 ) -> None:
     """Write the store's metadata and coordinates; no metric chunk is written.
@@ -87,6 +92,8 @@ def create_store(
     extra : sequence of str
         More float64 variables chunked as the metrics, NaN until written (a search's
         ``rung``, ``bars_run`` and ``reach``).
+    driver_vars : sequence of str
+        Those of ``extra`` that the driver writes, not the blocks (a search's ``reach``).
     members : sequence of str
         A portfolio's member symbols: the ``member`` dim of :data:`MEMBER_VARS`,
         over ``(member, *lead, *params)``, chunked as the metrics with the whole
@@ -97,14 +104,14 @@ def create_store(
     """
     ds, encoding = empty_store(symbols, axes, chunks, n_blocks, attrs, lead=lead,
                                segments=segments, coords=coords, extra=extra,
-                               members=members)
+                               members=members, driver_vars=driver_vars)
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
     tmp = final.parent / f".{final.name}.new-{tag}"
     try:
         ds.to_zarr(tmp, mode="w-", compute=False, consolidated=False, zarr_format=3,
-                   encoding=encoding)
+                   encoding=encoding, write_empty_chunks=True)  # every coordinate chunk
         mark_excluded(str(tmp), excluded)
         old = final.parent / f".{final.name}.old-{tag}"
         put_in_place(tmp, final, old)
@@ -144,10 +151,12 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
                 chunks: Sequence[int], n_blocks: int, attrs: Mapping[str, str], *,
                 lead: Sequence[tuple[str, np.ndarray, int]] = (), segments: int = 0,
                 coords: Mapping | None = None, extra: Sequence[str] = (),
-                members: Sequence[str] = ()) -> tuple:
+                members: Sequence[str] = (), driver_vars: Sequence[str] = ()) -> tuple:
     """The results store of :func:`create_store`'s arguments as an ``xarray.Dataset``
     of lazy NaN metrics (dask arrays, nothing computed), and its Zarr encoding: each
-    metric chunked as the blocks, with its long name, units and which way is better."""
+    metric chunked as the blocks, with its long name, units and which way is better;
+    every array checksummed (:func:`checksummed`), and ``written`` naming the
+    variables each block writes and every array."""
     import dask.array as da
     import xarray as xr
 
@@ -177,6 +186,7 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
             (len(members), *shape[1:]), np.nan, chunks=member_block,
             dtype=np.float64)) for name in MEMBER_VARS})
     data_vars["done"] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int8))
+    data_vars[WRITTEN] = (("block",), da.zeros(n_blocks, chunks=1, dtype=np.int16))
     ds = xr.Dataset(data_vars, coords=every,
                     attrs={**attrs, STORE_MARK: STORE_LAYOUT, "complete": False})
     for name in METRICS:
@@ -186,6 +196,10 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
                                **({"units": units} if units else {})})
     ds["done"].attrs["flag_values"] = [PENDING, COMPUTED, EXCLUDED]
     ds["done"].attrs["flag_meanings"] = "pending computed excluded"
+    ds[WRITTEN].attrs.update({
+        "long_name": "chunks each block wrote",
+        "block_vars": [v for v in data_vars if v not in ("done", WRITTEN, *driver_vars)],
+        "coords": sorted(map(str, ds.coords)), "arrays": sorted(map(str, ds.variables))})
     encoding = {name: {"chunks": block, "fill_value": np.nan} for name in (*METRICS, *extra)}
     if segments:
         encoding.update({name: {"chunks": seg_block, "fill_value": np.nan}
@@ -195,6 +209,7 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
                          for name in MEMBER_VARS})
         encoding["member"] = {"chunks": (len(members),)}
     encoding["done"] = {"chunks": (1,), "fill_value": PENDING}
+    encoding[WRITTEN] = {"chunks": (1,), "fill_value": 0}
     encoding["symbol"] = {"chunks": (len(symbols),)}
     for name, values in axes:
         encoding[name] = {"chunks": (len(values),)}
@@ -203,7 +218,17 @@ def empty_store(symbols: Sequence[str], axes: Sequence[tuple[str, np.ndarray]],
     for name, (_, values) in (coords or {}).items():
         if name not in encoding and np.ndim(values) == 1:
             encoding[name] = {"chunks": (len(values),)}
-    return ds, encoding
+    return ds, checksummed(ds, encoding)
+
+
+def checksummed(ds, encoding: dict) -> dict:
+    """``encoding`` with zarr's default compressor and then its ``crc32c`` codec on
+    every variable of ``ds``: each chunk file ends with the CRC-32C of the rest."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return {name: {**encoding.get(name, {}),
+                   "compressors": (ZstdCodec(level=0, checksum=False), Crc32cCodec())}
+            for name in map(str, ds.variables)}
 
 
 def put_in_place(made: Path, final: Path, old: Path) -> None:
@@ -227,7 +252,8 @@ def put_in_place(made: Path, final: Path, old: Path) -> None:
 
 def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.ndarray],
                 block_id: int, cells: np.ndarray | None = None) -> None:
-    """Write one block's variables, then mark it done.
+    """Write one block's variables (every chunk, NaN ones too), its record of how many
+    chunks it wrote (``written``), then mark it done.
 
     Parameters
     ----------
@@ -247,11 +273,14 @@ def write_block(path: str, region: tuple[slice, ...], values: Mapping[str, np.nd
     for name, array in values.items():
         where = ((region[0], slice(None), *region[1:]) if name in SEGMENT_SUMS else
                  (slice(None), *region[1:]) if name in MEMBER_VARS else region)
+        stored = group[name].with_config({"write_empty_chunks": True})
         if cells is not None and len(cells) < array.shape[-1]:  # keep the other cells
-            merged = group[name][where]
+            merged = stored[where]
             merged[..., cells] = array[..., cells]
             array = merged
-        group[name][where] = array
+        stored[where] = array
+    if WRITTEN in group:  # a store of the checked layout
+        group[WRITTEN][block_id] = len(values)
     group["done"][block_id] = COMPUTED
 
 
@@ -277,15 +306,6 @@ def block_tally(path: str) -> tuple[int, int, int]:
     flags: the blocks a run computes are the computed and the pending ones."""
     flags = done_flags(path)
     return tuple(int(np.count_nonzero(flags == f)) for f in (COMPUTED, PENDING, EXCLUDED))
-
-
-def done_flags(path: str) -> np.ndarray:
-    """The ``done`` flag of every block (ResultsError when the store has none)."""
-    try:
-        return zarr.open_group(str(path), mode="r")["done"][:]
-    except (KeyError, OSError, ValueError, zarr.errors.BaseZarrError) as err:
-        raise ResultsError(f"{path} is a damaged results store: its block flags cannot be "
-                           f"read ({type(err).__name__}: {err})") from None
 
 
 def done_mask(path: str) -> np.ndarray:
@@ -336,12 +356,6 @@ def store_attrs(path: str | os.PathLike) -> dict | None:
     if STORE_MARK in attrs or ("spec" in attrs and "barsweep_version" in attrs):
         return attrs
     return None
-
-
-def resume_hint(path: str, attrs: Mapping | None) -> str:
-    """The command that finishes the run of the store at ``path``."""
-    spec = (attrs or {}).get("spec_path") or "SPEC.yaml"
-    return f"barsweep run {shlex.quote(spec)} --out {shlex.quote(str(path))} --resume"
 
 
 def check_out(path: str | os.PathLike, *, overwrite: bool = False,
@@ -416,20 +430,24 @@ EAGER_BYTES = 256 << 20
 
 def check_store(path: str, partial: bool) -> int:
     """The pending blocks of the results store at ``path``, after refusing
-    (ResultsError, one line) a path that is not a barsweep results store, and an
+    (ResultsError, one line) a path that is not a barsweep results store, an
     incomplete store unless ``partial`` (naming how many blocks are missing and the
-    command that resumes it)."""
+    command that resumes it), and a store missing an array or a chunk that a computed
+    block wrote (:func:`~.integrity.check_integrity`, naming it)."""
     if not Path(path).exists():
         raise ResultsError(f"no results store at {path}")
     attrs = store_attrs(path)
     if attrs is None:
         raise ResultsError(f"{path} is not a barsweep results store (no barsweep group "
                            f"metadata in {Path(path) / 'zarr.json'})")
-    pending, total = store_status(path)
+    flags = done_flags(path)
+    pending = int(np.count_nonzero(flags == PENDING))
     if pending and not partial:
+        total = int(np.count_nonzero(flags != EXCLUDED))
         raise ResultsError(f"{path} is incomplete: {pending} of {total} blocks missing; "
                            f"finish it with `{resume_hint(path, attrs)}`, or pass --partial "
                            f"to read what is there")
+    check_integrity(path, flags)
     return pending
 
 
@@ -445,11 +463,12 @@ def open_results(path: str | os.PathLike, *, partial: bool = False):
 
     path = os.fspath(path)
     pending = check_store(path, partial)
-    ds = xr.open_zarr(path, consolidated=False, chunks=None)  # lazy, without dask
-    if ds.nbytes <= EAGER_BYTES:  # read at once: no task graph behind every later step
-        ds = ds.load()
-    else:
-        ds = xr.open_zarr(path, consolidated=False)
+    with reading(path):  # a chunk that fails its checksum: one line naming it
+        ds = xr.open_zarr(path, consolidated=False, chunks=None)  # lazy, without dask
+        if ds.nbytes <= EAGER_BYTES:  # read at once: no task graph behind every later step
+            ds = ds.load()
+        else:
+            ds = xr.open_zarr(path, consolidated=False)
     ds = ds[[*(m for m in METRICS if m in ds), *(v for v in ds.data_vars if v not in METRICS)]]
     if pending:  # a block cut short may have written some metrics before its flag: hide them
         mask = xr.DataArray(done_mask(path), dims=ds[METRICS[0]].dims)

@@ -117,7 +117,7 @@ def store_layout(plan: SearchPlan) -> dict:
     coords = {name: (("combo",), values) for name, values in plan.values.items()}
     coords["box_position"] = (("combo",), plan.positions)
     return {"axes": (("combo", np.arange(n, dtype=np.int64)),), "chunks": (plan.chunk,),
-            "coords": coords, "extra": SEARCH_VARS}
+            "coords": coords, "extra": SEARCH_VARS, "driver_vars": ("reach",)}
 
 
 def rung_tasks(plan: SearchPlan, spec: Spec, out: str, rung: int, reach: np.ndarray,

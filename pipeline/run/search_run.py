@@ -57,6 +57,7 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
                              len(plan.positions), True), **search_attrs(spec, plan)}
         create_store(out, spec.data.symbols, layout["axes"], layout["chunks"], plan.n_blocks,
                      attrs, segments=plan.segments, extra=layout["extra"],
+                     driver_vars=layout["driver_vars"],
                      coords={**{k: v for k, v in store_coords(spec, prepared.symbol_bars).items()
                                 if plan.segments or k != "seg_n"}, **layout["coords"]})
     modules = tuple(spec.modules)

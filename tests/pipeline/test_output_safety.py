@@ -165,7 +165,7 @@ def test_an_incomplete_store_is_refused_by_readers_unless_partial(tmp_path, caps
     path = tmp_path / "r.zarr"
     small_store(path, 1)
     attrs = store_attrs(path)
-    assert attrs["complete"] is False and attrs["barsweep_results"] == 1
+    assert attrs["complete"] is False and attrs["barsweep_results"] == 2
     with pytest.raises(ResultsError, match=exactly(
             f"{path} is incomplete: 2 of 3 blocks missing; finish it with `barsweep run "
             f"/some/spec.yaml --out {path} --resume`, or pass --partial to read what is "
