@@ -16,7 +16,7 @@ from ref_strategies import ref_signals
 from rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
-from barsweep.engine.portfolio import equal_weight_benchmark, sweep_portfolio
+from barsweep.engine.portfolio import equal_weight_benchmark, portfolio_kernel, sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
 from barsweep.errors import SpecError
 
@@ -256,3 +256,23 @@ def test_equals_vectorbt_from_orders_on_real_stocks():
     assert len(common) > 1_000
     _vectorbt_check(universe, "ema_cross", [dict(fast=10, slow=30), dict(fast=20, slow=100)],
                     dict(fees=0.001), 252.0)
+
+
+def test_one_compiled_kernel_serves_any_number_of_members():
+    """The portfolio kernel's argument types do not depend on how many members it runs:
+    a portfolio of 12 compiles no specialisation that one of 3 did not (the members' bars
+    travel stacked, not as a tuple of N records, another type for each N whose compile
+    grows with N)."""
+    strategy = get_strategy("ema_cross")
+    kernel = portfolio_kernel(strategy.signal)
+    params = dict(fast=np.array([5, 12]), slow=np.array([20, 40]))
+
+    def run(n):
+        bars = {f"S{i}": random_bars(300, seed=40 + i) for i in range(n)}
+        return sweep_portfolio(strategy, bars, params, Execution(fill="close"), PPY)
+
+    run(3)
+    signatures = list(kernel.signatures)
+    _, per_symbol = run(12)
+    assert kernel.signatures == signatures
+    assert per_symbol.shape == (2, 12, 2)

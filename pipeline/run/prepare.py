@@ -23,6 +23,7 @@ import yaml
 
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
 from ...engine import METRICS
+from ...engine.hoist import warm_up
 from ...engine.warm import check, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
@@ -31,6 +32,7 @@ from ..config.dims import NON_PARAM_DIMS
 from ..config.grid import Grid
 from ..config.model import DataSpec, Spec
 from ..config.portfolio import members
+from ..config.search import short_rung_problem
 from .results import check_out, store_attrs
 
 
@@ -97,6 +99,7 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                        spec.data.end)
         symbol_bars.append(ds.sizes["time"])
         times.append(ds["time"].values.astype("datetime64[ns]"))
+    check_rungs(spec, min(symbol_bars))
     spec, annualised = measured_year(spec, times)
     if say is not None:
         say(annualised)
@@ -111,6 +114,21 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite, annualised=annualised,
                     compile_seconds=seconds)
+
+
+def check_rungs(spec: Spec, n_bars: int) -> None:
+    """Refuse a halving search whose rung 0 runs fewer bars (of the shortest symbol's
+    ``n_bars``) than the strategy's indicators take to warm up at the grid's largest
+    values (:func:`~barsweep.pipeline.config.search.short_rung_problem`): a SpecError
+    naming ``search.rungs``."""
+    if spec.search.n_rungs < 2:
+        return
+    strategy = spec.strategy_def
+    largest = {name: values.max() for name, values in spec.param_grid.axes
+               if name in strategy.param_names}
+    problem = short_rung_problem(spec.search, n_bars, warm_up(strategy, largest, n_bars))
+    if problem:
+        raise SpecError(f"search.rungs: {problem}")
 
 
 #: Symbols whose bars a year differ by more than this share cannot share one year.
