@@ -24,7 +24,7 @@ import yaml
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
 from ...engine import METRICS
 from ...engine.hoist import warm_up
-from ...engine.warm import check, is_compiled
+from ...engine.warm import check, check_portfolio, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
 from ...version import __version__
@@ -174,21 +174,30 @@ def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> floa
     check`): nothing when numba's cache holds its kernel, else its signal typed and, unless
     the run goes to GPUs (``backend: cuda``, or ``auto`` on ``cluster: cuda``: their
     workers build their own kernel), its CPU kernel compiled into the cache, where this
-    machine's workers load it. Returns the seconds
-    spent compiling (None: cached); SpecError naming the module, the function and what
-    is wrong. ``say`` hears that it compiles, and how long it took."""
+    machine's workers load it; for a portfolio its portfolio kernel too
+    (:func:`~barsweep.engine.warm.check_portfolio`: one for any number of members).
+    Returns the seconds spent compiling (None: cached); SpecError naming the module, the
+    function and what is wrong. ``say`` hears that it compiles, and how long it took."""
     strategy = spec.strategy_def
-    if is_compiled(strategy):
-        return None
-    if say is not None:
-        say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba caches it; "
-            f"`barsweep warm` does it ahead of time)")
     on_gpus = spec.run.backend == "cuda" or (
         spec.run.backend == "auto" and spec.cluster.kind == "cuda")
-    with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
-        seconds = check(strategy, kernel=not on_gpus)
-    if say is not None and seconds is not None:
-        say(f"compiled in {seconds:.1f} s")
+    seconds = None
+    if not is_compiled(strategy):
+        if say is not None:
+            say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba "
+                f"caches it; `barsweep warm` does it ahead of time)")
+        with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
+            seconds = check(strategy, kernel=not on_gpus)
+        if say is not None and seconds is not None:
+            say(f"compiled in {seconds:.1f} s")
+    if spec.portfolio is not None and not on_gpus:
+        with stops_held():
+            more = check_portfolio(strategy)
+        if more is not None:
+            if say is not None:
+                say(f"compiled its portfolio kernel in {more:.1f} s: once on this machine, "
+                    f"for any number of members")
+            seconds = (seconds or 0.0) + more
     return seconds
 
 
