@@ -16,8 +16,10 @@ from ref_strategies import ref_signals
 from rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
+from barsweep.engine.cache import is_marked
 from barsweep.engine.portfolio import equal_weight_benchmark, portfolio_kernel, sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
+from barsweep.engine.warm import check_portfolio
 from barsweep.errors import SpecError
 
 PPY = 8760.0
@@ -276,3 +278,12 @@ def test_one_compiled_kernel_serves_any_number_of_members():
     _, per_symbol = run(12)
     assert kernel.signatures == signatures
     assert per_symbol.shape == (2, 12, 2)
+
+
+def test_check_compiles_the_portfolio_kernel_once_for_any_members():
+    """What ``check`` and ``run`` do on the driver: the portfolio kernel compiled (on two
+    synthetic members) and marked, then found marked."""
+    strategy = get_strategy("ema_cross")
+    check_portfolio(strategy)  # compiles it, or finds it marked by an earlier test
+    assert is_marked(portfolio_kernel(strategy.signal))
+    assert check_portfolio(strategy) is None
