@@ -102,8 +102,10 @@ def column_major(table: np.ndarray) -> np.ndarray:
 def run_portfolio_cuda(signal, sbars, px, ind, combos, book, run, bench, metrics,
                        per_symbol, segs) -> None:
     """:func:`~barsweep.engine.portfolio.run_portfolio_kernel` on the GPU: the same
-    arrays (on the host), ``signal``'s CUDA kernel, ``metrics`` and ``per_symbol``
-    written.
+    arrays (on the host) but the members' bars, ``sbars``, a tuple of each one's
+    :class:`~barsweep.engine.block.Bars` (the kernel is compiled for each number of
+    members, which its parameter space bounds); ``signal``'s CUDA kernel, ``metrics``
+    and ``per_symbol`` written.
 
     Raises
     ------

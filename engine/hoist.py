@@ -154,3 +154,24 @@ def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],
 
 def _scalar(strategy: Strategy, name: str, value):
     return int(value) if strategy.param(name).kind == "int" else float(value)
+
+
+def warm_up(strategy: Strategy, params: Mapping[str, float], n_bars: int) -> int:
+    """The bars ``strategy``'s indicators take to warm up at ``params`` (one value per
+    parameter of the strategy): the most leading NaN bars of any of its indicator rows,
+    computed on ``n_bars`` synthetic bars (a seeded random walk); ``n_bars`` when a row is
+    NaN throughout, 0 without indicators.
+
+    A grid's longest warm-up is at its largest values (each slot computed alone).
+
+    >>> from barsweep.engine.strategies import get_strategy
+    >>> warm_up(get_strategy("ema_cross"), {"fast": 5, "slow": 40}, 500)
+    39
+    """
+    close = 100.0 * np.exp(np.cumsum(np.random.default_rng(0).normal(0.0, 0.01, n_bars)))
+    bars = {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close,
+            "volume": np.full(n_bars, 1000.0)}
+    ind, _ = hoist(strategy, bars, {k: np.array([v]) for k, v in params.items()}, 1)
+    defined = ~np.isnan(ind)
+    first = np.where(defined.any(axis=1), defined.argmax(axis=1), n_bars)
+    return int(first.max(initial=0))

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ..errors import SpecError
-from .block import locality_order, prepare_block
+from .block import Bars, locality_order, prepare_block, read_only
 from .execution import Execution, RunSettings, execution_of, over_span, run_settings
 from .hoist import hoist
 from .metrics import N_METRICS
@@ -37,12 +37,13 @@ KIND = kernels.KernelKind("portfolio kernel", "The portfolio kernel", """\
 import numpy as np
 from numba import njit
 
-from {engine}.portfolio_sim import N_STATE, simulate_portfolio
+from {engine}.portfolio_sim import N_STATE, member_bars, simulate_portfolio
 from {engine}.simulate import scan_flat
 """, """
 
 @njit(nogil=True, cache={cache})
-def portfolio_kernel(sbars, px, ind, combos, book, run, bench, out, per_symbol, segs, rec):
+def portfolio_kernel(stacked, px, ind, combos, book, run, bench, out, per_symbol, segs, rec):
+    sbars = member_bars(stacked)
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
         simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state,
@@ -56,13 +57,33 @@ def portfolio_kernel(signal):
     """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5 or
     8 arguments), written and imported once per process.
 
-    It is called ``portfolio_kernel(sbars, px, ind, combos, book, run, bench, out,
-    per_symbol, segs, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`).
+    It is called ``portfolio_kernel(stacked, px, ind, combos, book, run, bench, out,
+    per_symbol, segs, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`),
+    ``stacked`` the members' bars as :func:`stack_bars` gives them: its types, and so its
+    one compiled specialisation, do not depend on the number of members.
     """
     module = _COMPILED.get(signal)
     if module is None:
         module = _COMPILED[signal] = kernels.write_kernels(signal, KIND)
     return module.portfolio_kernel
+
+
+def stack_bars(members: Sequence[Bars], px: np.ndarray) -> Bars:
+    """The members' :class:`~barsweep.engine.block.Bars` as one Bars whose fields are
+    read-only C-contiguous arrays, shape (N, n_bars), its prices views of ``px`` (shape
+    (4, N, n_bars): open, close, high, low): what the CPU portfolio kernel takes
+    (:func:`barsweep.engine.portfolio_sim.member_bars` gives each member's back).
+
+    >>> from barsweep.engine.block import bar_tuple
+    >>> one = bar_tuple(dict(open=np.ones(3), high=np.ones(3), low=np.ones(3),
+    ...                      close=np.arange(1.0, 4.0)))
+    >>> px = np.stack([[one[k], one[k]] for k in (0, 3, 1, 2)])
+    >>> stack_bars([one, one], px).close[1]
+    array([1., 2., 3.])
+    """
+    funding, bench = (np.stack([getattr(b, name) for b in members])
+                      for name in ("funding", "bench"))
+    return Bars(*(read_only(a) for a in (px[0], px[2], px[3], px[1], funding, bench)))
 
 
 def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
@@ -226,6 +247,7 @@ def sweep_portfolio(
     combos = first.combos(rows, order)
     sbars = tuple(b.bars for b in blocks)
     px = np.stack([[b.bars[k] for b in blocks] for k in (0, 3, 1, 2)])  # open close high low
+    stacked = stack_bars(sbars, px)
     runs = portfolio_runs(execution, ppy, px[1], spans)
     kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
     rebalance_bars, rebal = rebalance_table(next(iter(bars.values())).get("time"),
@@ -245,7 +267,7 @@ def sweep_portfolio(
             run_portfolio_cuda(strategy.signal, sbars, px, ind, combos, book, run, bench,
                                metrics[k], per_symbol[k], segs)
         else:
-            run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench,
+            run_portfolio_kernel(kernel, stacked, px, ind, combos, book, run, bench,
                                  metrics[k], per_symbol[k], segs, record)
     if timings is not None:
         timings["indicators"] = t1 - t0
@@ -294,9 +316,10 @@ def portfolio_runs(execution: Execution, ppy: float, closes: np.ndarray,
 PIECE_COMBOS = 16
 
 
-def run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metrics,
+def run_portfolio_kernel(kernel, stacked, px, ind, combos, book, run, bench, metrics,
                          per_symbol, segs, record=None) -> None:
-    """Run ``kernel`` over ``combos`` on ``numba.get_num_threads()`` threads, each on a
+    """Run ``kernel`` (:func:`portfolio_kernel`; ``stacked`` the members' bars,
+    :func:`stack_bars`) over ``combos`` on ``numba.get_num_threads()`` threads, each on a
     contiguous piece of the combos (disjoint rows of ``metrics``, ``per_symbol`` and
     ``segs``); ``record`` (a PortfolioRecord, one combo only) receives that combo's
     record; None (a sweep) compiles the kernel without any recording."""
@@ -305,13 +328,13 @@ def run_portfolio_kernel(kernel, sbars, px, ind, combos, book, run, bench, metri
     if record is not None and n != 1:
         raise ValueError(f"a record is of one combo, got {n}")
     if n_threads <= 1:
-        kernel(sbars, px, ind, combos, book, run, bench, metrics, per_symbol, segs, record)
+        kernel(stacked, px, ind, combos, book, run, bench, metrics, per_symbol, segs, record)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
-        kernel(sbars, px, ind, combos.take(part), book.take(part), run, bench,
+        kernel(stacked, px, ind, combos.take(part), book.take(part), run, bench,
                metrics[part], per_symbol[part], segs[part], None)
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-portfolio") as pool:

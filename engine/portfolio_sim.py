@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from numba import njit
 
+from .block import Bars
 from .fills import (
     EXIT_END,
     EXIT_RUIN,
@@ -66,6 +67,20 @@ from .portfolio_orders import (
 from .portfolio_record import record_bar, record_flat
 from .portfolio_weights import entry_symbol, target_weight
 from .simulate import book_segments, segment_end
+
+
+@njit(cache=True)
+def member_bars(stacked):
+    """Each member's :class:`~barsweep.engine.block.Bars`, a list indexed by member, from
+    the members' bars stacked (:func:`barsweep.engine.portfolio.stack_bars`: each field
+    shape (N, n_bars)): row views, no copy.
+
+    The kernel takes the members' bars stacked, so that one compiled kernel serves any
+    number of members (a tuple of N Bars is another type for every N, whose compile
+    grows with N); each member's Bars is of the type the single-symbol signals read.
+    """
+    return [Bars(stacked.open[i], stacked.high[i], stacked.low[i], stacked.close[i],
+                 stacked.funding[i], stacked.bench[i]) for i in range(stacked.close.shape[0])]
 
 
 @njit(cache=True)
@@ -220,7 +235,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     step : njit function, the strategy's signal in its 8-argument form
     scan : njit function, the strategy's flat-stretch search
         (:func:`barsweep.engine.simulate.scan_flat`)
-    sbars : tuple of Bars, one per symbol (aligned, same length), as the signals read them
+    sbars : list (CPU) or tuple (GPU) of Bars, one per symbol (aligned, same length), as
+        the signals read them (:func:`member_bars`)
     px : ndarray, shape (4, N, n_bars): each symbol's open (``px[0]``), close (``px[1]``),
         high (``px[2]``) and low (``px[3]``)
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows (on

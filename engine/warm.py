@@ -30,7 +30,8 @@ from .execution import Execution
 from .strategies import kernels
 from .strategies.base import Strategy
 
-__all__ = ["check", "describe", "is_compiled", "signal_problem", "warm", "warm_params"]
+__all__ = ["check", "check_portfolio", "describe", "is_compiled", "signal_problem", "warm",
+           "warm_params"]
 
 #: What a signal returns at bar t.
 SIGNAL_RETURNS = ("(long_entry, long_exit, short_entry, short_exit), a tuple of 4 "
@@ -120,6 +121,42 @@ def check(strategy: Strategy, *, kernel: bool = True) -> float | None:
             problem = f"its sweep kernel does not compile: {essentials(exc)}"
     if problem is not None:
         raise SpecError(f"{describe(strategy)}: {problem}")
+    return time.perf_counter() - t0
+
+
+def check_portfolio(strategy: Strategy) -> float | None:
+    """Compile ``strategy``'s portfolio kernel into numba's cache, unless it is marked
+    compiled, by a run on two synthetic members, and mark it: one compiled kernel serves
+    a portfolio of any number of members (:func:`barsweep.engine.portfolio_sim.
+    member_bars`), so a run's blocks load it.
+
+    Returns
+    -------
+    float or None
+        The seconds spent compiling; None when the cache held the kernel.
+
+    Raises
+    ------
+    SpecError
+        As :func:`check`, when the kernel does not compile.
+    """
+    from .portfolio import portfolio_kernel, sweep_portfolio
+
+    if strategy.signal is None:
+        return None
+    kernel = portfolio_kernel(strategy.signal)
+    if is_marked(kernel):
+        return None
+    t0 = time.perf_counter()
+    bars = warm_bars()
+    members = {"A": bars, "B": {k: v[::-1].copy() for k, v in bars.items()}}
+    try:
+        sweep_portfolio(strategy, members, warm_params(strategy), Execution(fill="close"),
+                        8760.0)
+    except NumbaError as exc:
+        raise SpecError(f"{describe(strategy)}: its portfolio kernel does not compile: "
+                        f"{essentials(exc)}") from None
+    mark_compiled(kernel)
     return time.perf_counter() - t0
 
 

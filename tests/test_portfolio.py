@@ -16,8 +16,10 @@ from ref_strategies import ref_signals
 from rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
-from barsweep.engine.portfolio import equal_weight_benchmark, sweep_portfolio
+from barsweep.engine.cache import is_marked
+from barsweep.engine.portfolio import equal_weight_benchmark, portfolio_kernel, sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
+from barsweep.engine.warm import check_portfolio
 from barsweep.errors import SpecError
 
 PPY = 8760.0
@@ -256,3 +258,32 @@ def test_equals_vectorbt_from_orders_on_real_stocks():
     assert len(common) > 1_000
     _vectorbt_check(universe, "ema_cross", [dict(fast=10, slow=30), dict(fast=20, slow=100)],
                     dict(fees=0.001), 252.0)
+
+
+def test_one_compiled_kernel_serves_any_number_of_members():
+    """The portfolio kernel's argument types do not depend on how many members it runs:
+    a portfolio of 12 compiles no specialisation that one of 3 did not (the members' bars
+    travel stacked, not as a tuple of N records, another type for each N whose compile
+    grows with N)."""
+    strategy = get_strategy("ema_cross")
+    kernel = portfolio_kernel(strategy.signal)
+    params = dict(fast=np.array([5, 12]), slow=np.array([20, 40]))
+
+    def run(n):
+        bars = {f"S{i}": random_bars(300, seed=40 + i) for i in range(n)}
+        return sweep_portfolio(strategy, bars, params, Execution(fill="close"), PPY)
+
+    run(3)
+    signatures = list(kernel.signatures)
+    _, per_symbol = run(12)
+    assert kernel.signatures == signatures
+    assert per_symbol.shape == (2, 12, 2)
+
+
+def test_check_compiles_the_portfolio_kernel_once_for_any_members():
+    """What ``check`` and ``run`` do on the driver: the portfolio kernel compiled (on two
+    synthetic members) and marked, then found marked."""
+    strategy = get_strategy("ema_cross")
+    check_portfolio(strategy)  # compiles it, or finds it marked by an earlier test
+    assert is_marked(portfolio_kernel(strategy.signal))
+    assert check_portfolio(strategy) is None

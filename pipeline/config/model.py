@@ -50,7 +50,7 @@ from .expr import check_names, parse_expr
 from .files import PathStr, dump_yaml, load_yaml, merged, resolve_paths
 from .grid import Grid
 from .portfolio import PORTFOLIO_AXES, PortfolioSpec, portfolio_axis_problems, portfolio_problems
-from .search import SearchSpec, too_big_search
+from .search import SearchSpec, too_big_search, unused_key_problem
 from .sections import MAX_COMBOS, SECTION_CONFIG, AnalysisSpec, DataSpec, RuleSpec, RunSpec
 from .windows import WalkForwardSpec, bars_of
 
@@ -258,6 +258,9 @@ class Spec(BaseModel):
         grid = Grid(axes, tuple(parse_expr(text) for text in
                                 (*self.constraints, *strategy.requirement_texts)))
         searched = self.search.method != "grid"
+        unused = unused_key_problem(self.search, grid)
+        if unused:
+            problems.append(unused)
         if searched and self.walk_forward is not None:
             problems.append(("search", "a search runs every bar (its rungs the most recent "
                              "ones); walk-forward windows are not searched yet: remove "

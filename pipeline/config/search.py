@@ -26,10 +26,16 @@ from ...errors import SpecError
 from .grid import Grid
 from .sections import SECTION_CONFIG
 
-__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span", "too_big_search"]
+__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span", "too_big_search",
+           "short_rung_problem", "unused_key_problem"]
 
 #: Search methods beyond ``grid`` (every combo).
 METHODS = ("random", "sobol", "halving")
+#: The ``search`` keys each method reads besides ``method``; ``by`` also ranks the
+#: dashboard's best combos of any run.
+METHOD_KEYS = {"grid": ("by",), "random": ("budget", "seed", "by"),
+               "sobol": ("budget", "seed", "by"),
+               "halving": ("budget", "seed", "by", "eta", "rungs")}
 #: The largest box a search draws from: flat positions are int64.
 MAX_BOX = 1 << 62
 #: Draw at most this many times the combos asked before giving up on the constraints.
@@ -65,6 +71,15 @@ class SearchSpec(BaseModel):
             raise ValueError(f"by: unknown metric {self.by!r}; metrics: {', '.join(METRICS)}")
         return self
 
+    def unused_key(self) -> str | None:
+        """The first key given a value that ``method`` does not read (a default value, as
+        a spec written out in full carries, is no such value), or None."""
+        for name in ("budget", "seed", "eta", "rungs"):
+            if (name not in METHOD_KEYS[self.method]
+                    and getattr(self, name) != type(self).model_fields[name].default):
+                return name
+        return None
+
     @property
     def n_rungs(self) -> int:
         """The rungs this search runs: ``rungs`` for halving, else one."""
@@ -75,6 +90,25 @@ class SearchSpec(BaseModel):
         if self.method != "halving":
             return int(self.budget)
         return max(1, math.floor(self.budget * self.eta ** (self.rungs - 1) / self.rungs))
+
+
+def unused_key_problem(search: SearchSpec, grid: Grid) -> tuple[str, str] | None:
+    """The key of ``search`` its method does not read and why it is refused, or None.
+
+    >>> grid = Grid((("n", np.arange(5)),), ())
+    >>> print(unused_key_problem(SearchSpec(method="grid", budget=100), grid)[1])
+    method grid does not use it: it runs every combo (5 here); remove it, or choose
+    method random, sobol or halving
+    """
+    key = search.unused_key()
+    if key is None:
+        return None
+    users = [m for m, keys in METHOD_KEYS.items() if key in keys]
+    what = (f"it runs every combo ({grid.size:,} here)" if search.method == "grid"
+            else f"only {', '.join(users)} does")
+    choices = ", ".join(users[:-1]) + f" or {users[-1]}" if len(users) > 1 else users[0]
+    return (f"search.{key}", f"method {search.method} does not use it: {what}; remove it, "
+                             f"or choose method {choices}")
 
 
 def too_big_search(grid: Grid, search: SearchSpec, n_symbols: int,
@@ -89,6 +123,43 @@ def too_big_search(grid: Grid, search: SearchSpec, n_symbols: int,
         return (f"search: {total:,} combos drawn exceed run.max_combos ({max_combos:,}); "
                 f"lower search.budget or raise run.max_combos")
     return None
+
+
+#: The fewest bars a rung runs: a Sharpe needs two bar returns.
+MIN_RUNG_BARS = 2
+
+
+def short_rung_problem(search: SearchSpec, n_bars: int, warm: int) -> str | None:
+    """Why a halving ``search`` over ``n_bars`` bars is refused: its rung 0 runs fewer
+    bars than ``warm``, the bars the strategy's indicators take to warm up at the grid's
+    largest values (at least :data:`MIN_RUNG_BARS`); None when it is not, or when the
+    search runs no rungs on part of the bars.
+
+    >>> print(short_rung_problem(SearchSpec(method="halving", budget=10, eta=2, rungs=12),
+    ...                          2000, 40))
+    rung 0 of 12 (eta 2) runs 1 bar of the 2,000, fewer than the 40 bars the indicators
+    take to warm up; at eta 2, 6 rungs at most give it that many (rung 0 then runs 63
+    bars): lower search.rungs or search.eta
+    """
+    rungs = search.n_rungs
+    need = max(warm, MIN_RUNG_BARS)
+    first = rung_span(n_bars, 0, search.eta, rungs)
+    if first is None or first[1] - first[0] >= need:
+        return None
+    bars = first[1] - first[0]
+    why = (f"the {need:,} bars the indicators take to warm up" if warm >= MIN_RUNG_BARS
+           else f"the {need} bars a Sharpe needs")
+    fits = [r for r in range(rungs - 1, 1, -1)
+            if -(-n_bars // search.eta ** (r - 1)) >= need]
+    if fits:
+        hint = (f"at eta {search.eta}, {fits[0]} rungs at most give it that many (rung 0 "
+                f"then runs {-(-n_bars // search.eta ** (fits[0] - 1)):,} bars)")
+    elif n_bars >= need:
+        hint = f"at eta {search.eta} no halving does (rungs 1 runs every bar)"
+    else:
+        hint = "the bars are fewer than that"
+    return (f"rung 0 of {rungs} (eta {search.eta}) runs {bars:,} bar{'s' if bars > 1 else ''} "
+            f"of the {n_bars:,}, fewer than {why}; {hint}: lower search.rungs or search.eta")
 
 
 def rung_sizes(n_first: int, eta: int, rungs: int) -> tuple[int, ...]:

@@ -23,7 +23,8 @@ import yaml
 
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
 from ...engine import METRICS
-from ...engine.warm import check, is_compiled
+from ...engine.hoist import warm_up
+from ...engine.warm import check, check_portfolio, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
 from ...version import __version__
@@ -31,6 +32,7 @@ from ..config.dims import NON_PARAM_DIMS
 from ..config.grid import Grid
 from ..config.model import DataSpec, Spec
 from ..config.portfolio import members
+from ..config.search import short_rung_problem
 from .results import check_out, store_attrs
 
 
@@ -97,6 +99,7 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                        spec.data.end)
         symbol_bars.append(ds.sizes["time"])
         times.append(ds["time"].values.astype("datetime64[ns]"))
+    check_rungs(spec, min(symbol_bars))
     spec, annualised = measured_year(spec, times)
     if say is not None:
         say(annualised)
@@ -111,6 +114,21 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite, annualised=annualised,
                     compile_seconds=seconds)
+
+
+def check_rungs(spec: Spec, n_bars: int) -> None:
+    """Refuse a halving search whose rung 0 runs fewer bars (of the shortest symbol's
+    ``n_bars``) than the strategy's indicators take to warm up at the grid's largest
+    values (:func:`~barsweep.pipeline.config.search.short_rung_problem`): a SpecError
+    naming ``search.rungs``."""
+    if spec.search.n_rungs < 2:
+        return
+    strategy = spec.strategy_def
+    largest = {name: values.max() for name, values in spec.param_grid.axes
+               if name in strategy.param_names}
+    problem = short_rung_problem(spec.search, n_bars, warm_up(strategy, largest, n_bars))
+    if problem:
+        raise SpecError(f"search.rungs: {problem}")
 
 
 #: Symbols whose bars a year differ by more than this share cannot share one year.
@@ -156,21 +174,30 @@ def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> floa
     check`): nothing when numba's cache holds its kernel, else its signal typed and, unless
     the run goes to GPUs (``backend: cuda``, or ``auto`` on ``cluster: cuda``: their
     workers build their own kernel), its CPU kernel compiled into the cache, where this
-    machine's workers load it. Returns the seconds
-    spent compiling (None: cached); SpecError naming the module, the function and what
-    is wrong. ``say`` hears that it compiles, and how long it took."""
+    machine's workers load it; for a portfolio its portfolio kernel too
+    (:func:`~barsweep.engine.warm.check_portfolio`: one for any number of members).
+    Returns the seconds spent compiling (None: cached); SpecError naming the module, the
+    function and what is wrong. ``say`` hears that it compiles, and how long it took."""
     strategy = spec.strategy_def
-    if is_compiled(strategy):
-        return None
-    if say is not None:
-        say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba caches it; "
-            f"`barsweep warm` does it ahead of time)")
     on_gpus = spec.run.backend == "cuda" or (
         spec.run.backend == "auto" and spec.cluster.kind == "cuda")
-    with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
-        seconds = check(strategy, kernel=not on_gpus)
-    if say is not None and seconds is not None:
-        say(f"compiled in {seconds:.1f} s")
+    seconds = None
+    if not is_compiled(strategy):
+        if say is not None:
+            say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba "
+                f"caches it; `barsweep warm` does it ahead of time)")
+        with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
+            seconds = check(strategy, kernel=not on_gpus)
+        if say is not None and seconds is not None:
+            say(f"compiled in {seconds:.1f} s")
+    if spec.portfolio is not None and not on_gpus:
+        with stops_held():
+            more = check_portfolio(strategy)
+        if more is not None:
+            if say is not None:
+                say(f"compiled its portfolio kernel in {more:.1f} s: once on this machine, "
+                    f"for any number of members")
+            seconds = (seconds or 0.0) + more
     return seconds
 
 

@@ -1,0 +1,87 @@
+"""A search refuses what it would not use or could not run, before anything runs: a
+halving search whose rung 0 is shorter than the indicators' warm-up, and a ``search``
+key its method does not read (``budget`` of a grid: every combo runs). Through the
+real CLI on real synthetic bars, in a child process: one line, exit 2, no store."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from barsweep.errors import SpecError
+from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.model import parse_spec
+
+CLI = [sys.executable, "-m", "barsweep.pipeline.cli"]
+#: ema_cross's slowest EMA is 40 bars: 39 NaN bars before its first value.
+GRID = {"fast": {"start": 2, "stop": 10, "step": 1}, "slow": {"start": 20, "stop": 40, "step": 1}}
+
+
+@pytest.fixture(scope="module")
+def bars(tmp_path_factory):
+    store = tmp_path_factory.mktemp("bars")
+    assert main(["data", "synth", "--symbol", "AAA", "--bars", "2000", "--store",
+                 str(store)]) == 0
+    return store
+
+
+def write_spec(tmp_path, bars, search, name="s"):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": str(bars), "symbols": ["AAA"], "timeframe": "1h"},
+        "strategy": "ema_cross", "grid": GRID, "constraints": ["fast < slow"],
+        "search": search, "run": {"out": str(tmp_path / f"{name}.zarr")}}))
+    return spec
+
+
+def refused(*args) -> str:
+    """The one line a CLI child process refuses with (exit 2, no traceback)."""
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_halving_search_whose_first_rung_is_shorter_than_the_warm_up_is_refused(
+        bars, tmp_path):
+    spec = write_spec(tmp_path, bars, {"method": "halving", "budget": 100, "rungs": 12,
+                                       "eta": 2})
+    for command in ("check", "run"):
+        line = refused(command, str(spec), *(["--no-progress"] if command == "run" else []))
+        assert "search.rungs" in line and "search.eta" in line, line
+        assert "runs 1 bar of the 2,000" in line and "the 39 bars" in line, line
+        assert "6 rungs at most" in line and "63 bars" in line, line
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_the_rungs_it_suggests_pass_the_check(bars, tmp_path):
+    spec = write_spec(tmp_path, bars, {"method": "halving", "budget": 100, "rungs": 6,
+                                       "eta": 2})
+    done = subprocess.run([*CLI, "check", str(spec)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "in 6 rungs" in done.stdout
+
+
+@pytest.mark.parametrize(("search", "key"), [
+    ({"method": "grid", "budget": 100}, "search.budget"),
+    ({"method": "grid", "seed": 3}, "search.seed"),
+    ({"method": "random", "budget": 100, "eta": 2}, "search.eta"),
+    ({"method": "sobol", "budget": 100, "rungs": 3}, "search.rungs"),
+])
+def test_a_search_key_its_method_does_not_use_is_refused(bars, tmp_path, search, key):
+    line = refused("check", str(write_spec(tmp_path, bars, search)))
+    assert f"{key}: method {search['method']} does not use it" in line, line
+    if search["method"] == "grid":
+        assert "it runs every combo (" in line, line
+
+
+def test_keys_every_method_reads_and_defaults_written_out_in_full_pass(bars, tmp_path):
+    base = yaml.safe_load(write_spec(tmp_path, bars, {"method": "grid", "by": "sortino"})
+                          .read_text())
+    spec = parse_spec(base)
+    assert parse_spec(spec.to_yaml()).search == spec.search  # budget: null, eta: 3, ...
+    with pytest.raises(SpecError, match="search.budget"):
+        parse_spec({**base, "search": {"method": "grid", "budget": 100}})
