@@ -2,15 +2,19 @@
 ``module_dir``, which files make it, and importing it from that folder only.
 
 A module there is a package (a folder holding ``__init__.py``) or one ``.py`` file; its
-files are the ``.py`` files of the package and of its subpackages (folders holding an
-``__init__.py``; hidden names and ``__pycache__`` left out), or the one file. A symbolic
-link among them that leads out of the package's folder (out of ``module_dir`` for one
-file) is refused, and so are more than :data:`MAX_MODULE_BYTES` of them, from their
+files are the ``.py`` files of the package and of every folder in it (subpackages and
+namespace folders, both importable; hidden names and ``__pycache__`` left out), or the one
+file. A symbolic link among them, or the package's folder itself, that leads out of the
+package's folder (out of ``module_dir`` for the package or one file) is refused, and so
+are more than :data:`MAX_MODULE_BYTES` of them, from their
 sizes as they are listed (before anything is read). A name of the standard library is
 refused too: the module would be imported in its place.
 
 :func:`serve` imports a top-level module from a folder without putting the folder on
-``sys.path``: another name there (a ``json.py`` beside it) is never imported from it.
+``sys.path``: another name there (a ``json.py`` beside it) is never imported from it. It
+and its submodules are loaded from their ``.py`` sources only, never from an extension
+module or a ``.pyc`` (a planted one could fake its source's stamp): what is imported is
+what is listed, hashed and shipped.
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ def _sources(root: str, top: str) -> Iterator[tuple[str, str, int]]:
         _inside(path, os.path.realpath(root))
         yield f"{top}.py", path, os.stat(path).st_size
         return
+    _inside(os.path.join(root, top), os.path.realpath(root))
     seen = {location}
     folders = [(os.path.join(root, top), top)]
     while folders:
@@ -109,9 +114,7 @@ def _sources(root: str, top: str) -> Iterator[tuple[str, str, int]]:
         for entry in entries:
             if entry.name.startswith(".") or entry.name == "__pycache__":
                 continue
-            if entry.is_dir():
-                if not os.path.isfile(os.path.join(entry.path, "__init__.py")):
-                    continue  # not a subpackage: nothing of it is imported
+            if entry.is_dir():  # a subpackage, or a namespace folder (importable too)
                 if entry.is_symlink():
                     _inside(entry.path, location)
                 real = os.path.realpath(entry.path)
@@ -134,19 +137,37 @@ def _inside(link: str, folder: str) -> None:
                         f"{folder}: a run ships only the module's own files (copy it in)")
 
 
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    """Loads a module from its ``.py`` file itself, never from a cached ``.pyc`` (whose
+    header a planted file could fake) and writing none."""
+
+    def path_stats(self, path):
+        raise OSError("no stamp: compile the source")  # SourceLoader.get_code then does
+
+
 class _Folders(importlib.abc.MetaPathFinder):
-    """Finds each top-level module it was given in its folder, and nothing else (first
-    on ``sys.meta_path``: the named modules take precedence, as from the front of
-    ``sys.path``, without the folder's other files)."""
+    """Finds each top-level module it was given in its folder, and its submodules in
+    their package's folders, as ``.py`` sources only (never an extension module or a
+    ``.pyc``: the files imported are the files :func:`module_sources` lists), and
+    nothing else (first on ``sys.meta_path``: the named modules take precedence, as
+    from the front of ``sys.path``, without the folder's other files)."""
 
     def __init__(self) -> None:
         self.folders: dict[str, str] = {}
 
     def find_spec(self, fullname, path=None, target=None):
-        folder = self.folders.get(fullname)
-        if path is not None or folder is None:
+        folder = self.folders.get(fullname.partition(".")[0])
+        if folder is None or (path is None) != ("." not in fullname):
             return None
-        return importlib.machinery.PathFinder.find_spec(fullname, [folder])
+        places = [folder] if path is None else list(path)
+        for place in places:
+            spec = importlib.machinery.FileFinder(place, (_SourceOnly, [".py"])).find_spec(
+                fullname)
+            if spec is not None:
+                return spec
+        # no other finder may load it (a sourceless .pyc, an extension module)
+        raise ModuleNotFoundError(f"no module named {fullname!r} as a .py source in "
+                                  f"{', '.join(map(str, places))}", name=fullname)
 
 
 _FOLDERS = _Folders()

@@ -68,6 +68,10 @@ def import_store_modules(path: str | os.PathLike) -> list[str]:
     for name in modules:
         name = str(name)
         now = module_digest(name, root if isinstance(root, str) else None)
+        if now is None:
+            raise ResultsError(f"--import-modules: the store names module {name!r} in "
+                               f"{root}, which holds no package or file of that name: only "
+                               "a module_dir's own modules are imported, checked by hash")
         if name not in recorded or now != recorded[name]:
             where = f"in {root}" if isinstance(root, str) else "on sys.path"
             found = "not found" if now is None else f"sha256 {now[:12]}"

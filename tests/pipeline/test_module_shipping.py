@@ -85,8 +85,9 @@ def imported_on_worker(name: str) -> dict:
 
 
 def test_only_python_sources_go_to_a_private_content_addressed_copy(cluster, tmp_path):
-    """A 0600 ``creds.env``, a data file, a hidden module and a folder that is no
-    subpackage stay behind; a link inside the package travels as its file; the copy is
+    """A 0600 ``creds.env``, a data file and a hidden module stay behind; a folder that is
+    no subpackage goes (a namespace folder: importable); a link inside the package
+    travels as its file; the copy is
     ``barsweep-modules-UID/<hash>`` (0700), its files 0600."""
     client, tmp = cluster
     root = tmp_path / "project"
@@ -98,7 +99,7 @@ def test_only_python_sources_go_to_a_private_content_addressed_copy(cluster, tmp
     shipper = ship(client, root, "shipped_a")
     assert sorted(shipper.files) == ["shipped_a/__init__.py", "shipped_a/alias.py",
                                      "shipped_a/inner/__init__.py", "shipped_a/inner/deep.py",
-                                     "shipped_a/sub.py"]
+                                     "shipped_a/notes/x.py", "shipped_a/sub.py"]
     [got] = client.run(imported_on_worker, "shipped_a").values()
     assert got["value"] == 42
     assert Path(got["folder"]) == tmp / f"barsweep-modules-{UID}" / shipper.digest
@@ -108,7 +109,8 @@ def test_only_python_sources_go_to_a_private_content_addressed_copy(cluster, tmp
     assert modes == {"shipped_a": 0o700, "shipped_a/__init__.py": 0o600,
                      "shipped_a/alias.py": 0o600, "shipped_a/sub.py": 0o600,
                      "shipped_a/inner": 0o700, "shipped_a/inner/__init__.py": 0o600,
-                     "shipped_a/inner/deep.py": 0o600}
+                     "shipped_a/inner/deep.py": 0o600, "shipped_a/notes": 0o700,
+                     "shipped_a/notes/x.py": 0o600}
     assert not any(stat.S_ISLNK(mode) for mode, _ in got["files"].values())
 
 
@@ -252,3 +254,49 @@ def read_bytes() -> int:
         if line.startswith("rchar:"):
             return int(line.split()[1])
     raise AssertionError("no rchar in /proc/self/io")
+
+
+def test_what_is_imported_is_the_sources_listed(tmp_path):
+    """The files imported are the files hashed and shipped: a ``.pyc`` planted in
+    ``__pycache__`` with the source's own stamp, a sourceless ``.pyc`` and a module in a
+    folder without ``__init__.py`` (a namespace folder, importable too) are not run in
+    place of, or beside, what :func:`module_files` lists."""
+    import py_compile
+
+    from barsweep.engine.strategies import import_strategy_module
+
+    root = tmp_path / "project"
+    folder = package(root, "stamped")
+    source = folder / "real.py"
+    source.write_text('WHO = "source"\n')
+    fake = tmp_path / "fake.py"
+    fake.write_text('WHO = "planted"\n')  # as long as the source
+    stat_of = os.stat(source)
+    os.utime(fake, ns=(stat_of.st_atime_ns, stat_of.st_mtime_ns))
+    py_compile.compile(str(fake), cfile=str(folder / "__pycache__" / (
+        f"real.{sys.implementation.cache_tag}.pyc")), doraise=True)
+    py_compile.compile(str(fake), cfile=str(folder / "ghost.pyc"), doraise=True)
+    (folder / "space").mkdir()
+    (folder / "space" / "inner.py").write_text("DEEP = 1\n")
+    listed = module_files(str(root), ["stamped"])
+    assert "stamped/space/inner.py" in listed and not any(n.endswith(".pyc") for n in listed)
+    import_strategy_module("stamped.real", root)
+    assert sys.modules["stamped.real"].WHO == "source"
+    with pytest.raises(SpecError):
+        import_strategy_module("stamped.ghost", root)
+    import_strategy_module("stamped.space.inner", root)
+    assert sys.modules["stamped.space.inner"].DEEP == 1
+    before = files_digest(listed)
+    (folder / "space" / "inner.py").write_text("DEEP = 2\n")
+    assert files_digest(module_files(str(root), ["stamped"])) != before
+
+
+def test_a_package_linked_from_elsewhere_is_refused(tmp_path):
+    """The package folder itself a link out of ``module_dir``: refused naming it."""
+    elsewhere = package(tmp_path / "elsewhere", "linked")
+    (elsewhere / "secret_conf.py").write_text("TOKEN = 'x'\n")
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "linked").symlink_to(elsewhere)
+    with pytest.raises(DataError, match=f"{root / 'linked'} is a symbolic link to"):
+        ModuleShipper(str(root), ["linked"])

@@ -200,6 +200,21 @@ def test_a_store_edited_to_name_other_modules_imports_none(project, tmp_path):
     assert not marker.exists()
 
 
+def test_import_modules_imports_only_a_module_dirs_own_modules(project, tmp_path):
+    """A stored spec naming an installed module (``this``) that ``module_dir`` does not
+    hold, with a digest of null recorded: refused, not imported from sys.path."""
+    copy = tmp_path / "results.zarr"
+    subprocess.run(["cp", "-r", str(project / "results.zarr"), str(copy)], check=True)
+    group = zarr.open_group(copy, mode="r+")
+    spec = yaml.safe_load(group.attrs["spec"])
+    spec.update(module_dir=str(tmp_path / "nowhere"), modules=["this"])
+    group.attrs["spec"] = yaml.safe_dump(spec)
+    group.attrs["modules_sha256"] = json.dumps({"this": None})
+    asked = barsweep("trades", str(copy), "--rank", "1", "--import-modules", cwd=tmp_path)
+    assert asked.returncode == 2 and "holds no package or file" in one_line(asked.stderr)
+    assert "Zen of Python" not in asked.stdout
+
+
 def test_a_store_carrying_a_hostile_rule_runs_nothing_when_read(tmp_path):
     """A rule store whose stored spec was given the comment payload: every reader (rank,
     trades, report, plot best) reads or refuses it, and the payload never runs."""
