@@ -155,14 +155,10 @@ def _value(node: Node, columns, values, memo):
     if kind == "num":
         return float(node.value)
     if kind == "col":
-        if node.value not in columns:
-            raise SpecError(f"the rule reads {node.value}, but the bars have no "
-                            f"{node.value} column")
-        column = np.asarray(columns[node.value], dtype=np.float64)
-        if len(column) and np.isnan(column).all():
-            raise SpecError(f"the rule reads {node.value}, but the bars' {node.value} is "
-                            f"NaN throughout (bars imported without a {node.value} column)")
-        return column
+        key = f"column {node.value}"  # checked once a block
+        if key not in memo:
+            memo[key] = _column(node.value, columns)
+        return memo[key]
     if kind == "param":
         return float(values[node.value])
     if kind == "call":
@@ -186,6 +182,18 @@ def _value(node: Node, columns, values, memo):
     if kind == "lag":
         return _lagged(parts[0], int(_scalar(args[1], "int", values)))
     raise ValueError(f"not a numeric series node: {text(node)}")
+
+
+def _column(name: str, columns) -> np.ndarray:
+    """Bar column ``name`` as float64; SpecError when the bars have none, or when it is
+    NaN at every bar (bars imported without it)."""
+    if name not in columns:
+        raise SpecError(f"the rule reads {name}, but the bars have no {name} column")
+    column = np.asarray(columns[name], dtype=np.float64)
+    if len(column) and np.isnan(column).all():
+        raise SpecError(f"the rule reads {name}, but the bars' {name} is NaN throughout "
+                        f"(bars imported without a {name} column)")
+    return column
 
 
 def _lagged(series: np.ndarray, k: int) -> np.ndarray:
