@@ -159,7 +159,9 @@ def backtest_portfolio(
         ppy = _infer_ppy(time_ns, year_days)
     record = portfolio_record(len(columns), n_bars)
     one = {name: np.array([value]) for name, value in params.items()}
-    metrics, per_symbol = sweep_portfolio(strat, columns, one, exe, ppy,
+    timed = columns if time_ns is None or time_ns.dtype != np.int64 else {
+        s: dict(c, time=time_ns) for s, c in columns.items()}  # what rebalancing reads
+    metrics, per_symbol = sweep_portfolio(strat, timed, one, exe, ppy,
                                           max_positions=max_positions, rebalance=rebalance,
                                           weight=weight, lookback=lookback,
                                           priority=priority, record=record)

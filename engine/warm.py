@@ -69,9 +69,12 @@ def warm_params(strategy: Strategy) -> dict[str, np.ndarray]:
 
 
 def warm_bars(n_bars: int = 300) -> dict[str, np.ndarray]:
-    """``n_bars`` synthetic hourly-like bars (seeded), what :func:`warm` runs on."""
-    close = 100.0 * np.exp(np.cumsum(np.random.default_rng(0).normal(0.0, 0.01, n_bars)))
-    return {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close}
+    """``n_bars`` synthetic hourly-like bars (seeded), with every column a rule may read
+    (volume included), what :func:`warm` runs on."""
+    rng = np.random.default_rng(0)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n_bars)))
+    return {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close,
+            "volume": 1000.0 * np.exp(rng.normal(0.0, 0.5, n_bars))}
 
 
 def warm(strategy: Strategy) -> tuple[float, bool]:

@@ -4,8 +4,9 @@ The README stays a newcomer's page of at most 250 lines whose test command is th
 ``.ci/run`` runs. In README.md and docs/*.md every relative link reaches a file (and a
 heading, for a ``#anchor``); every ``barsweep`` command, in a bash block or in inline code,
 parses with the real command-line parser; every YAML block validates with the real spec
-loader, as a whole spec or as a part of one; every Python block compiles. docs/CLI.md
-names every command and every option the parser has. (docs/deploy.md's ``dask`` and
+loader, as a whole spec or as a part of one; every Python block compiles and its imports
+run; every dotted name of the package in code (``barsweep.engine.backtest``) exists.
+docs/CLI.md names every command and every option the parser has. (docs/deploy.md's ``dask`` and
 ``kubectl`` commands and job scripts are held to the code by
 ``tests/pipeline/test_deploy.py``.)
 """
@@ -13,6 +14,8 @@ names every command and every option the parser has. (docs/deploy.md's ``dask`` 
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import re
 import shlex
 from pathlib import Path
@@ -283,6 +286,55 @@ def test_a_block_of_values_is_one_spec_part_each():
 def test_every_python_block_compiles(page):
     for block in fenced(text_of(page), "python"):
         compile(block, f"{name_of(page)}, a python block", "exec")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=name_of)
+def test_every_import_of_a_python_block_runs(page):
+    for block in fenced(text_of(page), "python"):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                statement = ast.unparse(node)
+                try:
+                    exec(compile(ast.Module([node], []), name_of(page), "exec"), {})
+                except ImportError as err:
+                    pytest.fail(f"{name_of(page)}: `{statement}` fails: {err}")
+
+
+#: a dotted name of the package in the docs' code: ``barsweep.engine.backtest``, or one
+#: relative to it (``engine.portfolio_periods.rebalance_table``); a file name
+#: (``engine.py``) is not one
+DOTTED = re.compile(r"(?<![\w./-])(?:barsweep|engine|pipeline|datasets)(?:\.[A-Za-z_]\w*)+")
+
+
+def resolve(dotted: str):
+    """The object ``dotted`` names: its longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            found = getattr(found, attr)
+        return found
+    raise ImportError(dotted)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=name_of)
+def test_every_dotted_name_in_the_code_resolves(page):
+    """Inline code and Python blocks that name the package's modules and functions
+    (``barsweep.pipeline.analysis.walkforward.walkforward(path, ...)``) name real ones."""
+    text = text_of(page)
+    for code in inline_code(text) + fenced(text, "python"):
+        for match in DOTTED.finditer(code):
+            name = match.group(0)
+            if name.endswith(".py"):
+                continue
+            full = name if name.startswith("barsweep.") else f"barsweep.{name}"
+            try:
+                resolve(full)
+            except (ImportError, AttributeError) as err:
+                pytest.fail(f"{name_of(page)} names `{name}`, which does not exist: {err}")
 
 
 def cli_section(text: str, words: tuple[str, ...]) -> str:

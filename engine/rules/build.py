@@ -26,7 +26,7 @@ from ...errors import SpecError
 from ..cache import BASE
 from ..strategies import kernels
 from ..strategies.base import Indicator, Param, Strategy
-from .lower import RUNTIME, params_of, row, signal_source, slots, text, walk
+from .lower import RUNTIME, columns_of, params_of, row, signal_source, slots, text, walk
 from .parse import Node, parse_rule
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
@@ -177,6 +177,21 @@ def _compiled(rule: Rule, kinds: tuple[tuple[str, str], ...], where: str) -> Str
         doc=rule.describe(),
         rule=(rule, kinds),
     )
+
+
+def columns_read(strategy: Strategy) -> frozenset[str]:
+    """The bar columns a strategy compiled from a rule reads (``close``, ``volume``...);
+    empty for a strategy written in Python.
+
+    >>> from barsweep.engine.rules import Rule
+    >>> sorted(columns_read(compile_rule(Rule("volume > sma(volume, n)", "close < 1"),
+    ...                                  {"n": "int"})))
+    ['close', 'volume']
+    """
+    if strategy.rule is None:
+        return frozenset()
+    rule, kinds = strategy.rule
+    return columns_of(parse_all(rule, dict(kinds)))
 
 
 def _lag_params(trees: Mapping[str, Node]) -> set[str]:

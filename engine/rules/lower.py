@@ -5,7 +5,9 @@ Every indicator call of a rule that is not inside another one is a slot: a row o
 block's indicator table per distinct tuple of its parameters' values, hoisted once and
 shared by the rules and combos that use it (two slots of the same text are one). Its
 row is computed by :func:`row` from the bars, nested indicators first, with the
-indicators' own kernels. What remains (arithmetic, comparisons, lags, crosses, the
+indicators' own kernels. A series the kernels' :class:`~barsweep.engine.block.Bars`
+record does not carry (``volume``) read outside an indicator is a slot too: its row is
+the column. What remains (arithmetic, comparisons, lags, crosses, the
 position state) is evaluated at each bar by the generated signal (:func:`signal_source`).
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...errors import SpecError
+from ..block import BAR_COLUMNS
 from ..indicators import INDICATORS
 from .functions import FUNCTIONS
 from .parse import Node
@@ -73,11 +76,13 @@ def params_of(node: Node) -> tuple[str, ...]:
 
 
 def slots(rules: Mapping[str, Node]) -> list[Node]:
-    """The distinct outermost indicator calls of the rules, in order of appearance."""
+    """The distinct outermost indicator calls of the rules, and the series they read
+    outside one that are not in the kernels' Bars (:func:`is_slot`), in order of
+    appearance."""
     found: dict[str, Node] = {}
 
     def visit(node: Node) -> None:
-        if node.kind == "call":
+        if is_slot(node):
             found.setdefault(text(node), node)
             return
         for arg in node.args:
@@ -86,6 +91,12 @@ def slots(rules: Mapping[str, Node]) -> list[Node]:
     for node in rules.values():
         visit(node)
     return list(found.values())
+
+
+def is_slot(node: Node) -> bool:
+    """Whether ``node``, met outside an indicator, is read from the indicator table: an
+    indicator call, or a series the kernels' Bars record does not carry (``volume``)."""
+    return node.kind == "call" or (node.kind == "col" and node.value not in BAR_COLUMNS)
 
 
 def columns_of(rules: Mapping[str, Node]) -> frozenset[str]:
@@ -144,10 +155,10 @@ def _value(node: Node, columns, values, memo):
     if kind == "num":
         return float(node.value)
     if kind == "col":
-        if node.value not in columns:
-            raise SpecError(f"the rule reads {node.value}, but the bars have no "
-                            f"{node.value} column")
-        return np.asarray(columns[node.value], dtype=np.float64)
+        key = f"column {node.value}"  # checked once a block
+        if key not in memo:
+            memo[key] = _column(node.value, columns)
+        return memo[key]
     if kind == "param":
         return float(values[node.value])
     if kind == "call":
@@ -171,6 +182,18 @@ def _value(node: Node, columns, values, memo):
     if kind == "lag":
         return _lagged(parts[0], int(_scalar(args[1], "int", values)))
     raise ValueError(f"not a numeric series node: {text(node)}")
+
+
+def _column(name: str, columns) -> np.ndarray:
+    """Bar column ``name`` as float64; SpecError when the bars have none, or when it is
+    NaN at every bar (bars imported without it)."""
+    if name not in columns:
+        raise SpecError(f"the rule reads {name}, but the bars have no {name} column")
+    column = np.asarray(columns[name], dtype=np.float64)
+    if len(column) and np.isnan(column).all():
+        raise SpecError(f"the rule reads {name}, but the bars' {name} is NaN throughout "
+                        f"(bars imported without a {name} column)")
+    return column
 
 
 def _lagged(series: np.ndarray, k: int) -> np.ndarray:
@@ -229,9 +252,9 @@ class _Emitter:
             return repr(value) if isinstance(value, bool) else repr(float(value))
         if kind == "param":
             return self.read(f"fparams[{self.params[value]}]")
-        if kind == "col":
+        if kind == "col" and value in BAR_COLUMNS:
             return self.read(f"bars.{value}[t]" if i == "t" else f"at(bars.{value}, {i})")
-        if kind == "call":
+        if is_slot(node):
             row_of = self.read(f"rows[{self.slots[text(node)]}]")
             return self.read(f"ind[{row_of}, t]" if i == "t" else f"at_row(ind, {row_of}, {i})")
         if kind == "state":

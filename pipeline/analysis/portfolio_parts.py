@@ -30,7 +30,7 @@ class Part(NamedTuple):
     equity: pd.Series
     metrics: dict[str, float]
 
-_COLUMNS = ("open", "high", "low", "close")
+_COLUMNS = ("open", "high", "low", "close", "volume")  # what a rule may read
 
 
 def member_bars(spec) -> tuple[dict[str, dict[str, np.ndarray]], pd.Index]:

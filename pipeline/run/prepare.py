@@ -24,6 +24,7 @@ import yaml
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
 from ...engine import METRICS
 from ...engine.hoist import warm_up
+from ...engine.rules import columns_read
 from ...engine.warm import check, check_portfolio, is_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
@@ -97,6 +98,7 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     for symbol in spec.data.symbols:  # refuse a missing symbol or empty range up front
         ds = open_bars(spec.data.store, symbol, spec.data.timeframe, spec.data.start,
                        spec.data.end)
+        check_volume(spec, symbol, ds)
         symbol_bars.append(ds.sizes["time"])
         times.append(ds["time"].values.astype("datetime64[ns]"))
     check_rungs(spec, min(symbol_bars))
@@ -114,6 +116,20 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite, annualised=annualised,
                     compile_seconds=seconds)
+
+
+def check_volume(spec: Spec, symbol: str, ds) -> None:
+    """Refuse a rule that reads ``volume`` on bars ``ds`` of ``symbol`` that have none
+    (imported without a volume column: NaN at every bar), in one line naming the
+    symbol: SpecError."""
+    if "volume" not in columns_read(spec.strategy_def):
+        return
+    if "volume" in ds and not np.isnan(ds["volume"].values).all():
+        return
+    raise SpecError(f"strategy.rule reads volume, but {symbol}'s {spec.data.timeframe} bars "
+                    f"in {spec.data.store} have no volume (imported without a volume "
+                    f"column: NaN at every bar); import them with a volume column, or "
+                    f"write the rule without volume")
 
 
 def check_rungs(spec: Spec, n_bars: int) -> None:

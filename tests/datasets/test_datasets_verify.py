@@ -6,9 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -457,41 +455,31 @@ def test_bad_store_paths_are_one_line(tmp_path, capsys, csv_file, kind):
 
 
 def test_an_unwritable_store_is_one_line(tmp_path, capsys, csv_file):
-    """As root (who writes anywhere: CI), the import runs as the unprivileged user
-    ``nobody`` (uid 65534, through util-linux's ``setpriv``) in a folder it may read."""
-    if os.geteuid() != 0:
-        store = tmp_path / "ro"
-        store.mkdir()
-        store.chmod(0o500)
-        try:
+    """A store folder of mode 0500. Root writes anywhere through its capability
+    CAP_DAC_OVERRIDE: as root (CI), the import runs in a process of the same user whose
+    capabilities lack it (util-linux's ``setpriv``), so the folder stops it as it stops
+    anyone else, while CAP_DAC_READ_SEARCH, kept, lets it reach the interpreter and the
+    package wherever the clone lies (a home folder of mode 0700 included)."""
+    store = tmp_path / "ro"
+    store.mkdir()
+    store.chmod(0o500)
+    try:
+        if os.geteuid() != 0:
             rc, _, err = cli(capsys, "import", csv_file, "--symbol", "X", "--timeframe", "1d",
                              "--store", store)
-        finally:
-            store.chmod(0o700)
-    else:
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv (util-linux) runs this test as nobody under root"
-        shared = Path(tempfile.mkdtemp(prefix="barsweep-nobody-"))
-        try:
-            shared.chmod(0o755)
-            store = shared / "ro"
-            store.mkdir(mode=0o755)  # root's: nobody reads it, cannot write in it
-            source = shared / "ok.csv"
-            shutil.copy(csv_file, source)
-            source.chmod(0o644)
+        else:
+            setpriv = shutil.which("setpriv")
+            assert setpriv, "setpriv (util-linux) drops root's CAP_DAC_OVERRIDE for this test"
             done = subprocess.run(
-                [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-                 sys.executable, "-m", "barsweep.pipeline.cli", "data", "import", str(source),
-                 "--symbol", "X", "--timeframe", "1d", "--store", str(store)],
-                capture_output=True, text=True, timeout=120,
-                env={**os.environ, "HOME": str(shared), "XDG_CACHE_HOME": str(shared)})
+                [setpriv, "--inh-caps=-dac_override", "--bounding-set=-dac_override",
+                 sys.executable, "-m", "barsweep.pipeline.cli", "data", "import",
+                 str(csv_file), "--symbol", "X", "--timeframe", "1d", "--store", str(store)],
+                capture_output=True, text=True, timeout=120)
             rc, err = done.returncode, done.stderr
-            assert list(store.iterdir()) == []
-        finally:
-            shutil.rmtree(shared, ignore_errors=True)
+    finally:
+        store.chmod(0o700)
     assert rc != 0 and len(err.strip().splitlines()) == 1 and "not writable" in err, err
-    if os.geteuid() != 0:
-        assert list(store.iterdir()) == []
+    assert list(store.iterdir()) == []
 
 
 def test_an_unwritable_store_is_refused_before_reading(tmp_path, csv_file, monkeypatch):
