@@ -22,6 +22,7 @@ from barsweep.engine.block import prepare_block
 from barsweep.engine.hoist import hoist
 from barsweep.engine.rules import Rule
 from barsweep.engine.strategies import kernels
+from barsweep.engine.sweep import sweep_cpu
 from barsweep.errors import SpecError
 
 MODES = ("opposite", "ignore", "entry", "exit", "adjacent")
@@ -198,3 +199,18 @@ def test_an_unknown_mode_is_one_line():
     with pytest.raises(SpecError, match="execution.conflict"):
         from barsweep.engine.execution import execution_of
         execution_of(dict(conflict="exits"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lockstep_equals_the_cpu_kernel_under_every_mode(mode):
+    """The GPU's simulation (one bar per iteration), compiled for the CPU, gives the CPU
+    kernel's metrics bit for bit under every mode (tests/engine/test_lockstep.py)."""
+    bars = random_bars(N_BARS, seed=35, gap=0.004)
+    params = dict(k=np.linspace(0.3, 2.0, 8))
+    for execution in (dict(fill="close", direction="long", fees=0.001),
+                      dict(fill="next_open", direction="both", fees=0.001, stop_loss=0.01)):
+        execution = Execution(**execution, conflict=mode)
+        whole, stepped = (sweep_cpu(COIN, bars, params, execution, PPY, kernel=kernel)
+                          for kernel in (None, kernels.compiled(COIN.signal).lockstep_kernel))
+        assert whole.tobytes() == stepped.tobytes(), execution
+        assert whole[:, METRICS.index("n_trades")].sum() > 50
