@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from bars import random_bars
+from compare import assert_metrics_match
 from numba import njit
+from portfolio_reference import ref_portfolio
 from ref_strategies import EXAMPLES
 from reference import ref_simulate
 
@@ -20,6 +22,7 @@ from barsweep.engine import (METRICS, Execution, Param, Strategy, backtest, get_
                              sweep_block)
 from barsweep.engine.block import prepare_block
 from barsweep.engine.hoist import hoist
+from barsweep.engine.portfolio import sweep_portfolio
 from barsweep.engine.rules import Rule
 from barsweep.engine.strategies import kernels
 from barsweep.engine.sweep import sweep_cpu
@@ -214,3 +217,24 @@ def test_lockstep_equals_the_cpu_kernel_under_every_mode(mode):
                           for kernel in (None, kernels.compiled(COIN.signal).lockstep_kernel))
         assert whole.tobytes() == stepped.tobytes(), execution
         assert whole[:, METRICS.index("n_trades")].sum() > 50
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fill", ["close", "next_open"])
+def test_a_portfolio_resolves_each_mode_as_the_reference(fill, mode):
+    """A portfolio's rules (long only) under every mode: its kernel equals the portfolio
+    reference (tests/portfolio_reference.py) resolving each symbol's signals the same way."""
+    universe = {s: random_bars(600, seed=40 + i, gap=0.003) for i, s in enumerate("ABC")}
+    params = dict(k=np.array([0.8, 1.5]))
+    execution = dict(fill=fill, fees=0.001, conflict=mode)
+    ours, per_symbol = sweep_portfolio(COIN, universe, params, Execution(**execution), PPY)
+    for c, k in enumerate(params["k"]):
+        signals = {s: (lambda t, *_, sig=coin_signals(b, k): tuple(x[t] for x in sig))
+                   for s, b in universe.items()}
+        ref = ref_portfolio(signals, universe, ppy=PPY, **execution)
+        where = f"{fill} {mode} k={k}"
+        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
+                             where=where)
+        assert [per_symbol[c, i, 0] for i in range(3)] == [
+            ref["per_symbol"][s][0] for s in universe], where
+        assert ours[c, METRICS.index("n_trades")] > 20, where
