@@ -17,10 +17,10 @@ The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar 
 3. each symbol's rule is evaluated at the close with its own position state
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
    single-symbol run resolves it (``fills.resolve_signals``, ``execution.conflict``):
-   exit, enter from flat, or nothing; the orders fill at ``close[t]`` (``fill: close``, again through
-   :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the last bar); on a
-   rebalance bar with a position open, through :func:`rebalance_fill`, which also
-   re-targets the held positions;
+   exit, enter from flat, or nothing; the orders fill at ``close[t]`` (``fill: close``,
+   again through :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the
+   last bar); on a rebalance bar with a position open, through :func:`rebalance_fill`,
+   which also re-targets the held positions;
 4. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
    metric accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
    benchmark's return ``bench[t]`` (the equal-weight buy-and-hold of the symbols).

@@ -18,8 +18,9 @@ functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"
    held through the bar (longs pay a positive rate, shorts receive it); funding that
    leaves the equity <= 0 liquidates the position at ``close[t]``;
 4. the strategy's signal at the close (``fills.resolve_signals``, an entry and an exit
-   of one side together resolved by ``execution.conflict``) exits and/or enters: at ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal
-   on the last bar is never filled). It sees the position state as steps 1-3 left it
+   of one side together resolved by ``execution.conflict``) exits and/or enters: at
+   ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal on the last bar
+   is never filled). It sees the position state as steps 1-3 left it
    (position, entry fill, entry bar): a position stopped out in this bar is flat;
 5. equity is marked at ``close[t]`` and the metric accumulators advance.
 

@@ -18,8 +18,7 @@ from portfolio_reference import ref_portfolio
 from ref_strategies import EXAMPLES
 from reference import ref_simulate
 
-from barsweep.engine import (METRICS, Execution, Param, Strategy, backtest, get_strategy,
-                             sweep_block)
+from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
 from barsweep.engine.block import prepare_block
 from barsweep.engine.hoist import hoist
 from barsweep.engine.portfolio import sweep_portfolio
@@ -219,6 +218,11 @@ def test_lockstep_equals_the_cpu_kernel_under_every_mode(mode):
         assert whole[:, METRICS.index("n_trades")].sum() > 50
 
 
+def replay_of(signals):
+    """The four lists as the portfolio reference asks for them, ``f(t, position, ...)``."""
+    return lambda t, *_: tuple(s[t] for s in signals)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fill", ["close", "next_open"])
 def test_a_portfolio_resolves_each_mode_as_the_reference(fill, mode):
@@ -229,8 +233,7 @@ def test_a_portfolio_resolves_each_mode_as_the_reference(fill, mode):
     execution = dict(fill=fill, fees=0.001, conflict=mode)
     ours, per_symbol = sweep_portfolio(COIN, universe, params, Execution(**execution), PPY)
     for c, k in enumerate(params["k"]):
-        signals = {s: (lambda t, *_, sig=coin_signals(b, k): tuple(x[t] for x in sig))
-                   for s, b in universe.items()}
+        signals = {s: replay_of(coin_signals(b, k)) for s, b in universe.items()}
         ref = ref_portfolio(signals, universe, ppy=PPY, **execution)
         where = f"{fill} {mode} k={k}"
         assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
