@@ -60,7 +60,7 @@ from gpu_check import N_BARS, PPY, ema_params, synth_bars  # noqa: E402
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block  # noqa: E402
 from barsweep.engine.block import bar_tuple, lane_order, locality_order  # noqa: E402
-from barsweep.engine.fills import resolve_signals  # noqa: E402
+from barsweep.engine.fills import CONFLICT_OPPOSITE, resolve_signals  # noqa: E402
 from barsweep.engine.hoist import hoist, plan_rows  # noqa: E402
 from barsweep.engine.strategies import kernels  # noqa: E402
 
@@ -79,8 +79,8 @@ def lane_events(step, ind, rows, fparams, bars, allow_long, allow_short, events)
     for t in range(n):
         long_entry, long_exit, short_entry, short_exit = step(ind, rows, fparams, bars, t,
                                                               position, 0.0, t)
-        exit_now, side = resolve_signals(position, allow_long, allow_short, long_entry,
-                                         long_exit, short_entry, short_exit)
+        exit_now, side = resolve_signals(position, allow_long, allow_short, CONFLICT_OPPOSITE,
+                                         long_entry, long_exit, short_entry, short_exit)
         if exit_now:
             position = 0.0
         if side != 0 and position == 0.0:

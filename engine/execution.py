@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import SpecError, refusals
+from .fills import CONFLICT_MODES
 
 #: Execution settings that may also be grid axes (swept like strategy parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
@@ -65,6 +66,11 @@ class Execution(BaseModel):
     funding : bool
         Pay ``position * close * funding_rate`` at each bar (the bars must carry a
         ``funding_rate`` column).
+    conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
+        What an entry and an exit of one side true on the same bar do (vectorbt's
+        conflict modes): ``opposite`` (default) the exit while a position is open,
+        ``adjacent`` the entry then; both drop both while flat. ``ignore`` drops both,
+        ``entry`` keeps the entry, ``exit`` the exit, always.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -79,6 +85,7 @@ class Execution(BaseModel):
     take_profit: float | None = _number(None)
     trailing_stop: float | None = _number(None)
     funding: bool = Field(False, strict=True)
+    conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
 
     @field_validator("init_cash")
     @classmethod
@@ -134,6 +141,7 @@ class RunSettings(NamedTuple):
     allow_long: bool
     allow_short: bool
     funding: bool
+    conflict: int  # the conflict mode's code (``fills.CONFLICT_MODES``)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -153,6 +161,7 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         allow_long=execution.direction in ("long", "both"),
         allow_short=execution.direction in ("short", "both"),
         funding=bool(execution.funding),
+        conflict=CONFLICT_MODES.index(execution.conflict),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,

@@ -18,6 +18,15 @@ EXIT_END = 4
 EXIT_RUIN = 5
 EXIT_REASONS = ("signal", "stop", "target", "trail", "end", "ruin")
 
+# What an entry and an exit of one side, true on the same bar, do (``execution.conflict``;
+# vectorbt's ``ConflictMode``, its codes): CONFLICT_MODES[code].
+CONFLICT_IGNORE = 0
+CONFLICT_ENTRY = 1
+CONFLICT_EXIT = 2
+CONFLICT_ADJACENT = 3
+CONFLICT_OPPOSITE = 4
+CONFLICT_MODES = ("ignore", "entry", "exit", "adjacent", "opposite")
+
 
 @njit(cache=True)
 def open_position(cash, side, price, fee_rate, fixed_fee, slippage):
@@ -135,20 +144,56 @@ def stop_exit(side, open_, high, low, entry_fill, extreme, stop_loss, take_profi
 
 
 @njit(cache=True)
-def resolve_signals(position, allow_long, allow_short, long_entry, long_exit, short_entry,
-                    short_exit):
+def resolve_conflict(position, entry, exit_, conflict):
+    """An entry and an exit of one side that hold together on a bar, resolved by the
+    conflict mode (vectorbt's ``resolve_signal_conflict_nb`` for one side): ``(entry,
+    exit)`` as they then act. Unchanged when they do not both hold.
+
+    ``ignore`` drops both; ``entry`` keeps the entry, ``exit`` the exit; ``adjacent``
+    keeps the entry and ``opposite`` the exit while a position (of either side) is open,
+    and both drop both while flat.
+    """
+    if entry and exit_:
+        if conflict == CONFLICT_ENTRY:
+            return True, False
+        if conflict == CONFLICT_EXIT:
+            return False, True
+        held = position != 0.0
+        if conflict == CONFLICT_ADJACENT:
+            return held, False
+        if conflict == CONFLICT_OPPOSITE:
+            return False, held
+        return False, False
+    return entry, exit_
+
+
+@njit(inline="always", cache=True)
+def opens_from_flat(entry, exit_, entry_wins):
+    """Whether a side's signals open it from flat: its entry, unless its exit holds too
+    and the conflict mode is not ``entry`` (``entry_wins``; every other mode drops an
+    entry and exit together while flat)."""
+    return entry and (entry_wins or not exit_)
+
+
+@njit(inline="always", cache=True)
+def exits_held(entry, exit_, exit_wins):
+    """Whether an open position's own signals close it: its exit, unless its entry holds
+    too and the conflict mode is not ``exit`` or ``opposite`` (``exit_wins``)."""
+    return exit_ and (exit_wins or not entry)
+
+
+@njit(cache=True)
+def resolve_signals(position, allow_long, allow_short, conflict, long_entry, long_exit,
+                    short_entry, short_exit):
     """What the close of a bar does: ``(exit the position?, side to enter or 0)``.
 
-    An entry and an exit of the same side on one bar cancel; a position is closed
-    only by its own exit; an entry opens only from flat (after this bar's exit,
-    which makes a reversal); long and short entries together cancel.
+    An entry and an exit of the same side on one bar are resolved by ``conflict``
+    (:func:`resolve_conflict`); a position is closed only by its own exit; an entry
+    opens only from flat (after this bar's exit, which makes a reversal); long and
+    short entries together cancel.
     """
-    if long_entry and long_exit:
-        long_entry = False
-        long_exit = False
-    if short_entry and short_exit:
-        short_entry = False
-        short_exit = False
+    long_entry, long_exit = resolve_conflict(position, long_entry, long_exit, conflict)
+    short_entry, short_exit = resolve_conflict(position, short_entry, short_exit, conflict)
     exit_now = (position > 0.0 and long_exit) or (position < 0.0 and short_exit)
     flat_after = position == 0.0 or exit_now
     go_long = flat_after and long_entry and allow_long

@@ -16,11 +16,11 @@ The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar 
    level (the open on a gap) and its symbol is flat for the close's rule;
 3. each symbol's rule is evaluated at the close with its own position state
    (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
-   single-symbol run resolves it (``fills.resolve_signals``): exit, enter from flat,
-   or nothing; the orders fill at ``close[t]`` (``fill: close``, again through
-   :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the last bar); on a
-   rebalance bar with a position open, through :func:`rebalance_fill`, which also
-   re-targets the held positions;
+   single-symbol run resolves it (``fills.resolve_signals``, ``execution.conflict``):
+   exit, enter from flat, or nothing; the orders fill at ``close[t]`` (``fill: close``,
+   again through :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the
+   last bar); on a rebalance bar with a position open, through :func:`rebalance_fill`,
+   which also re-targets the held positions;
 4. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
    metric accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
    benchmark's return ``bench[t]`` (the equal-weight buy-and-hold of the symbols).
@@ -32,6 +32,7 @@ from numba import njit
 
 from .block import Bars
 from .fills import (
+    CONFLICT_ENTRY,
     EXIT_END,
     EXIT_RUIN,
     EXIT_SIGNAL,
@@ -143,9 +144,10 @@ def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value,
 
 
 @njit(inline="always", cache=True)
-def close_orders(step, sbars, px, ind, rows, fparams, t, state):
+def close_orders(step, sbars, px, ind, rows, fparams, t, state, conflict):
     """Each symbol's order at the close of bar ``t`` into ``state[:, S_ORDER]`` (-1 exit,
-    1 enter from flat, 0 none), each rule evaluated with its symbol's position state.
+    1 enter from flat, 0 none), each rule evaluated with its symbol's position state and
+    resolved with the conflict mode ``conflict`` (``fills.CONFLICT_MODES``).
 
     Returns ``(how many symbols have an order, the positions' value at the close before
     any order)``.
@@ -161,8 +163,8 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state):
         long_entry, long_exit, short_entry, short_exit = step(
             ind[i], rows, fparams, sbars[i], t, position, state[i, S_FILL],
             int(state[i, S_BAR]))
-        exit_now, side = resolve_signals(position, True, False, long_entry, long_exit,
-                                         short_entry, short_exit)
+        exit_now, side = resolve_signals(position, True, False, conflict, long_entry,
+                                         long_exit, short_entry, short_exit)
         order = -1.0 if exit_now else (1.0 if side > 0 else 0.0)
         state[i, S_ORDER] = order
         if order != 0.0:
@@ -291,7 +293,9 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     seg_r, seg_r2 = 0.0, 0.0  # the return sums when the current segment began
     t = t0
     while t < n:
-        if n_open == 0 and n_pending == 0:  # all flat: equity constant to the next entry
+        # all flat: equity constant to the next entry (``scan``'s; under the conflict mode
+        # ``entry`` an entry and an exit together enter too: every bar is stepped)
+        if n_open == 0 and n_pending == 0 and run.conflict != CONFLICT_ENTRY:
             start = t
             t = next_entry(scan, sbars, ind, rows, fparams, t, n, state)
             if t > start:
@@ -316,7 +320,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
             cash, n_open, trade_acc = stop_positions(px, t, state, stops, cash, n_open, run,
                                                      trade_acc, sym, rec)
         # 3. each symbol's rule at the close
-        n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state)
+        n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state,
+                                      run.conflict)
         rebal = r >= 0 and n_open > 0 and book.rebalance_bars[r, t]
         if n_orders > 0 or rebal:
             if not run.next_open:

@@ -17,9 +17,10 @@ functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"
 3. funding: ``position * close[t] * funding_rate[t]`` is paid by the position
    held through the bar (longs pay a positive rate, shorts receive it); funding that
    leaves the equity <= 0 liquidates the position at ``close[t]``;
-4. the strategy's signal at the close (``fills.resolve_signals``) exits and/or
-   enters: at ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal
-   on the last bar is never filled). It sees the position state as steps 1-3 left it
+4. the strategy's signal at the close (``fills.resolve_signals``, an entry and an exit
+   of one side together resolved by ``execution.conflict``) exits and/or enters: at
+   ``close[t]`` (``fill: close``) or queued for ``open[t+1]`` (a signal on the last bar
+   is never filled). It sees the position state as steps 1-3 left it
    (position, entry fill, entry bar): a position stopped out in this bar is flat;
 5. equity is marked at ``close[t]`` and the metric accumulators advance.
 
@@ -45,12 +46,16 @@ import numpy as np
 from numba import njit
 
 from .fills import (
+    CONFLICT_ENTRY,
+    CONFLICT_EXIT,
+    CONFLICT_OPPOSITE,
     EXIT_END,
     EXIT_RUIN,
     EXIT_SIGNAL,
     EXIT_STOP,
     EXIT_TARGET,
     EXIT_TRAIL,
+    exits_held,
     open_position,
     resolve_signals,
     ruin_fill,
@@ -205,6 +210,11 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     allow_long = run.allow_long
     allow_short = run.allow_short
     use_funding = run.funding
+    conflict = run.conflict
+    # ``entry``: an entry and an exit together open from flat, which ``scan`` (the flat
+    # test of every other mode) does not see, so flat bars take the general step
+    entry_wins = conflict == CONFLICT_ENTRY
+    exit_wins = conflict == CONFLICT_EXIT or conflict == CONFLICT_OPPOSITE  # when held
     stop_loss = combos.stop_loss[c]
     take_profit = combos.take_profit[c]
     trailing_stop = combos.trailing_stop[c]
@@ -249,7 +259,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         # bar whose signal acts, which the general step below then handles. In lockstep
         # an iteration covers one bar of a stretch (a flat stretch is booked at its end,
         # as a whole: the same sums).
-        if not pending_exit and pending_side == 0 and position == 0.0:
+        if not pending_exit and pending_side == 0 and position == 0.0 and not entry_wins:
             if lockstep:  # ``scan_flat``'s test, on this bar only
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, 0.0, 0.0, t)
@@ -280,9 +290,9 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
                 price = close[t]  # loaded before the signal's branch
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
-                # a long acts only on its own exit, unless an entry cancels it
-                # (``resolve_signals``: nothing enters while a position is held)
-                if long_exit and not long_entry:
+                # a long acts only on its own exit, as the conflict mode resolves it
+                # with its entry (``resolve_signals``: nothing enters while held)
+                if exits_held(long_entry, long_exit, exit_wins):
                     break
                 equity = position * price
                 ret_acc = acc_returns_held(ret_acc, bench[t])
@@ -359,8 +369,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         # 4. the close's signal: filled at this close, or queued for the next open
         long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t,
                                                                 position, entry_fill, entry_bar)
-        exit_now, enter_side = resolve_signals(position, allow_long, allow_short, long_entry,
-                                               long_exit, short_entry, short_exit)
+        exit_now, enter_side = resolve_signals(position, allow_long, allow_short, conflict,
+                                               long_entry, long_exit, short_entry, short_exit)
         if next_open:
             if t + 1 < n:
                 pending_exit = exit_now

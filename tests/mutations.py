@@ -102,6 +102,12 @@ MUTATIONS = (
         ("tests/pipeline/test_walkforward.py::"
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
     Mutation(
+        "an exit that its entry holds with is dropped while a position is open",
+        "engine/fills.py",
+        "            return False, held\n",
+        "            return False, False\n",
+        ("tests/engine/test_conflict.py::test_an_exit_fires_while_the_entry_still_holds",)),
+    Mutation(
         "a cross above counts a tie on the previous bar",
         "engine/simulate.py",
         "    return (a_prev < b_prev) & (a > b)\n",

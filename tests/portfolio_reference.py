@@ -17,7 +17,7 @@ import math
 import statistics
 
 import numpy as np
-from reference import ref_metrics
+from reference import ref_conflict, ref_metrics
 
 
 def ref_rebalance_bars(time_ns, period):
@@ -100,7 +100,7 @@ def stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop):
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   slippage=0.0, fill="close", max_positions=None, ppy=252.0,
                   rebalance=None, weight="equal", lookback=20, priority=None,
-                  stop_loss=None, take_profit=None, trailing_stop=None):
+                  stop_loss=None, take_profit=None, trailing_stop=None, conflict="opposite"):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
     ``trades`` (list of dicts with the exit ``reason``: signal, stop, target, trail,
     end, ruin), ``held`` (list: each bar's ``{symbol: shares}`` at the close),
@@ -228,8 +228,8 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             p = held.get(s)
             long_entry, long_exit, _, _ = signals[s](
                 t, p["size"] if p else 0.0, p["fill"] if p else math.nan, p["bar"] if p else 0)
-            if long_entry and long_exit:
-                continue
+            long_entry, long_exit = ref_conflict(conflict, p["size"] if p else 0.0,
+                                                 long_entry, long_exit)
             if p and long_exit:
                 orders[s] = "exit"
             elif not p and long_entry:

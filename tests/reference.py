@@ -54,7 +54,7 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                  short_exits=None, *, high=None, low=None, funding_rate=None, fill="next_open",
                  fees=0.0, fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
                  direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
-                 funding=False, signal=None):
+                 funding=False, conflict="opposite", signal=None):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
     Written from DESIGN.md's execution semantics: queued orders fill at the open,
@@ -65,6 +65,11 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     the position as this simulation holds it then (after the bar's fills, stops and
     funding): its signed size (0.0 when flat), its entry fill price and entry bar (None
     when flat).
+
+    ``conflict``: what an entry and an exit of one side true on one bar do, as vectorbt's
+    ``ConflictMode`` (``ignore``: neither; ``entry``/``exit``: that one; ``adjacent``/
+    ``opposite``: the entry/the exit while a position of either side is open, neither
+    while flat).
 
     Ruin (docs/EXECUTION.md): equity never goes below zero. The price at which the
     position's equity ``cash + pos * price`` is zero is checked inside each bar like a
@@ -219,11 +224,9 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         else:
             le, lx = long_entries[t], long_exits[t]
             se, sx = short_entries[t], short_exits[t]
-        if le and lx:
-            le = lx = False
-        if se and sx:
-            se = sx = False
         pos = state["pos"]
+        le, lx = ref_conflict(conflict, pos, le, lx)
+        se, sx = ref_conflict(conflict, pos, se, sx)
         do_exit = (pos > 0 and lx) or (pos < 0 and sx)
         side = 0
         if pos == 0 or do_exit:
@@ -251,6 +254,15 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                            entry_price=e["price"], exit_price=close[-1]))
     metrics = ref_metrics(equity, close, trades, exposed, init_cash, ppy, state["ruined"])
     return metrics, equity, trades
+
+
+def ref_conflict(mode, pos, entry, exit_):
+    """One side's ``(entry, exit)`` after the conflict mode ``mode`` resolved them."""
+    if not (entry and exit_):
+        return entry, exit_
+    keep = {"ignore": (False, False), "entry": (True, False), "exit": (False, True),
+            "adjacent": (pos != 0, False), "opposite": (False, pos != 0)}
+    return keep[mode]
 
 
 def ref_metrics(equity, close, trades, exposed, init_cash, ppy, ruined=False):

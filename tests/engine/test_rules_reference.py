@@ -129,7 +129,8 @@ vbt = pytest.importorskip("vectorbt")
                                   "macd_cross"])
 def test_stateless_rules_equal_vectorbt_fed_the_same_signals(bars, name):
     """The reference's signals (TA-Lib, bar by bar) fed to vectorbt ``from_signals``,
-    long only, fill at the close: the same metrics as the compiled rule's sweep."""
+    long only, fill at the close, an entry and an exit on one bar resolved as barsweep's
+    default (``opposite``): the same metrics as the compiled rule's sweep."""
     rule, grid = CASES[name]
     kinds = _kinds(grid)
     combos = first_values(grid)
@@ -147,7 +148,8 @@ def test_stateless_rules_equal_vectorbt_fed_the_same_signals(bars, name):
     pf = vbt.Portfolio.from_signals(pd.Series(bars["close"], index=index),
                                     pd.DataFrame(np.array(entries).T, index=index),
                                     pd.DataFrame(np.array(exits).T, index=index),
-                                    fees=0.001, init_cash=10_000.0, freq="1h")
+                                    fees=0.001, init_cash=10_000.0, freq="1h",
+                                    upon_long_conflict="opposite")  # barsweep's default
     col = {m: i for i, m in enumerate(METRICS)}
     np.testing.assert_allclose(ours[:, col["total_return"]], pf.total_return().to_numpy(),
                                rtol=1e-9)
