@@ -210,10 +210,11 @@ def _sharpe_per_bar(slab: Slab, ppy: float) -> np.ndarray:
 
 def trials_sr0(ds: xr.Dataset, dims: tuple[str, ...], done, chunks) -> np.ndarray:
     """SR*, the deflated Sharpe's benchmark, of each group (symbol, window, sample) and
-    rung: N is the count of the group's combos with a finite per-bar Sharpe ratio
-    (every rung's: each combo evaluated is a trial), V the variance (ddof 1) of the
-    Sharpe ratios of those measured on the same bars, the rung's (a grid store has one
-    rung); gathered slab by slab with running moments (Chan et al.'s pairwise update).
+    rung: N is the count of the group's combos with a finite per-bar Sharpe ratio (in
+    a search store, of every combo it evaluated, any rung, its Sharpe ratio defined or
+    not: none is excluded there), V the variance (ddof 1) of the finite Sharpe ratios
+    of those measured on the same bars, the rung's (a grid store has one rung);
+    gathered slab by slab with running moments (Chan et al.'s pairwise update).
 
     Returns
     -------
@@ -227,7 +228,9 @@ def trials_sr0(ds: xr.Dataset, dims: tuple[str, ...], done, chunks) -> np.ndarra
     n = np.zeros((*group_shape, rungs))
     mean = np.zeros((*group_shape, rungs))
     m2 = np.zeros((*group_shape, rungs))
-    read = ["sharpe", *(["rung"] if rungs > 1 else [])]
+    search = "rung" in ds.data_vars
+    evaluated = np.zeros((*group_shape, 1))
+    read = ["sharpe", *(["rung", "n_trades"] if search else [])]
     _, regions = _regions(ds, dims, chunks, done)
     for region in regions:
         slab = Slab(ds, region, dims, read, done, chunks)
@@ -237,9 +240,12 @@ def trials_sr0(ds: xr.Dataset, dims: tuple[str, ...], done, chunks) -> np.ndarra
         for r in range(rungs):
             _add_moments(np.where(rung == r, sr, np.nan), params, n[at + (r,)],
                          mean[at + (r,)], m2[at + (r,)])
+        if search:
+            evaluated[at + (0,)] += np.sum(~np.isnan(slab.values("n_trades")), axis=params,
+                                           keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         var = np.where(n > 1, m2 / (n - 1), np.nan)
-    return expected_max_sharpe(n.sum(axis=-1, keepdims=True), var)
+    return expected_max_sharpe(evaluated if search else n.sum(axis=-1, keepdims=True), var)
 
 
 def _add_moments(sr: np.ndarray, params: tuple[int, ...], n: np.ndarray, mean: np.ndarray,

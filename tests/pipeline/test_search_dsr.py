@@ -54,20 +54,21 @@ def dsr_by_hand(sr, n_obs, skew, kurt, n_trials, var):
 
 
 def trials(path):
-    """The halving store's per-bar Sharpe ratios, rungs, bars run, skew and kurtosis."""
+    """A search store's per-bar Sharpe ratios, rungs, bars run, skew, kurtosis and the
+    count of the combos it evaluated (``n_trades`` defined)."""
     ds = xr.open_zarr(path, consolidated=False).sel(symbol="AAA")
     sr = ds["sharpe"].values / math.sqrt(float(ds.attrs["periods_per_year"]))
     return (sr, ds["rung"].values, ds["bars_run"].values, ds["skew"].values,
-            ds["kurtosis"].values)
+            ds["kurtosis"].values, int(np.isfinite(ds["n_trades"].values).sum()))
 
 
 @pytest.mark.parametrize("rung", [2, 0], ids=["last-rung", "rung-0"])
 def test_a_halving_combos_dsr_takes_v_from_its_rung_and_n_from_every_trial(stores, rung,
                                                                             capsys):
-    sr, rungs, bars_run, skew, kurt = trials(stores["halving"])
+    sr, rungs, bars_run, skew, kurt, n_trials = trials(stores["halving"])
     finite = np.isfinite(sr)
-    n_trials = int(finite.sum())  # every combo evaluated: 1,200, pruned ones included
-    assert n_trials > 1100 and np.count_nonzero(rungs == 2) == 134
+    assert n_trials == 1200  # every combo evaluated, pruned ones included
+    assert np.count_nonzero(rungs == 2) == 134
     same = finite & (rungs == rung)
     var = np.var(sr[same], ddof=1)
     mixed = np.var(sr[finite], ddof=1)
@@ -97,12 +98,14 @@ def test_a_halving_combos_dsr_is_close_to_a_random_search_of_the_same_combos(sto
     random = rank(stores["random"], by="dsr", top=2000).set_index("combo")
     h, r = (xr.open_zarr(stores[n], consolidated=False) for n in ("halving", "random"))
     assert np.array_equal(h["box_position"].values, r["box_position"].values)
-    sr, rungs, bars_run, skew, kurt = trials(stores["halving"])
+    sr, rungs, bars_run, skew, kurt, n_trials = trials(stores["halving"])
+    assert trials(stores["random"])[-1] == n_trials == 1200  # the same N
     finite = np.isfinite(sr)
     for _, row in halving.iterrows():
         c = int(row["combo"])
         assert row["sharpe"] == random.loc[c, "sharpe"]  # the same bars, bit for bit
         assert row["dsr"] == pytest.approx(random.loc[c, "dsr"], abs=0.15)
-        mixed = dsr_by_hand(sr[c], bars_run[c], skew[c], kurt[c], int(finite.sum()),
+        mixed = dsr_by_hand(sr[c], bars_run[c], skew[c], kurt[c], n_trials,
                             np.var(sr[finite], ddof=1))
         assert abs(mixed - random.loc[c, "dsr"]) > 0.3
+

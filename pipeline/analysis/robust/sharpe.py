@@ -182,9 +182,10 @@ def dsr_columns(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
         combos with a finite Sharpe ratio of its symbol (and window and sample, where
         the Dataset has those dims): N is their count and V the variance (ddof 1) of
         their per-bar Sharpe ratios, sharpe / sqrt(periods_per_year). In a search store
-        (a ``rung`` variable) N counts every rung's combos, V those of the combo's own
-        rung only (measured on the same bars), and the returns behind each Sharpe ratio
-        are ``bars_run``.
+        (a ``rung`` variable) N counts every combo evaluated (``n_trades`` defined: any
+        rung, its Sharpe ratio defined or not), V the finite Sharpe ratios of the
+        combo's own rung only (measured on the same bars), and the returns behind each
+        Sharpe ratio are ``bars_run``.
     """
     missing = [name for name in ("sharpe", "skew", "kurtosis") if name not in ds.data_vars]
     if "n_bars" not in ds.coords and "n_bars" not in ds.data_vars:
@@ -201,6 +202,7 @@ def dsr_columns(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     params = [d for d in sr.dims if d not in NON_PARAM_DIMS]
     n_trials = sr.notnull().sum(params)
     if "rung" in ds.data_vars:  # a search: the variance over the combos of each rung
+        n_trials = ds["n_trades"].notnull().sum(params)
         rung = ds["rung"].compute()
         sharpe_var = xr.full_like(sr, np.nan)
         for r in np.unique(rung.values[np.isfinite(rung.values)]):
