@@ -141,9 +141,17 @@ def acc_drawdown_flat(acc, equity, k):
 
 
 @njit(cache=True)
-def flush_drawdown(acc):
-    """``(min drawdown, sum of drawdown²)`` once the last equity has been added."""
+def flush_drawdown(acc, n_bars):
+    """``(min drawdown, sum of drawdown²)`` once the last of ``n_bars`` equities has
+    been added.
+
+    A peak of 0 means every equity was 0: the run was ruined on its first bar (a
+    walk-forward window's, say), and its drawdown is -100% on each bar, as any ruined
+    run's is from its ruin bar on (against the initial cash, the only value it held).
+    """
     peak, trough, s_u2, min_dd, s_dd2 = acc
+    if peak == 0.0:
+        return -1.0, float(n_bars)
     s_dd2, min_dd = _close_stretch(peak, trough, s_u2, min_dd, s_dd2)
     return min_dd, s_dd2
 
@@ -180,11 +188,13 @@ def finalize(out, n_bars, ppy, init_cash, final_equity, ret_acc, dd_acc, trade_a
 
     A ruined combo needs no case of its own: its equity is 0 from the ruin bar on, so
     its returns are -1 on that bar and 0 after (``acc_returns`` sees no more), and the
-    formulas give total_return = cagr = max_drawdown = calmar = -1 and finite ratios.
+    formulas give total_return = cagr = max_drawdown = calmar = -1 and finite ratios
+    (a run ruined on its first bar has no positive peak: :func:`flush_drawdown` gives
+    its drawdown as -100% on every bar).
     """
     nan = math.nan
     s_r, s_r2, s_neg2, s_rb, s_r3, s_r4 = ret_acc
-    min_dd, s_dd2 = flush_drawdown(dd_acc)
+    min_dd, s_dd2 = flush_drawdown(dd_acc, n_bars)
     n_tr, n_win, gross_win, gross_loss, s_tret = trade_acc
     s_b, s_b2 = bench
     n = float(n_bars)

@@ -236,6 +236,18 @@ MUTATIONS = (
         "    allowed.clear()\n",
         "    allowed.add('*')\n",
         ("tests/pipeline/test_local_tls.py::test_dashboard_websockets_take_their_own_origin_only",)),
+    Mutation(
+        "a search store's DSR takes V over every rung's Sharpe ratios (mixed bar counts)",
+        "pipeline/analysis/stream.py",
+        "            _add_moments(np.where(rung == r, sr, np.nan), params, n[at + (r,)],",
+        "            _add_moments(sr, params, n[at + (r,)],",
+        ("tests/pipeline/test_search_dsr.py",)),
+    Mutation(
+        "a run ruined on its first bar divides its drawdown by a peak of 0",
+        "engine/metrics.py",
+        "    if peak == 0.0:\n        return -1.0, float(n_bars)\n",
+        "",
+        ("tests/engine/test_ruin.py::test_a_window_ruined_on_its_first_bar",)),
 )
 
 

@@ -285,7 +285,8 @@ def ref_metrics(equity, close, trades, exposed, init_cash, ppy, ruined=False):
     peak, dds = -math.inf, []
     for e in equity:
         peak = max(peak, e)
-        dds.append(e / peak - 1)
+        # ruined on the first bar: no positive peak, -100% against the initial cash
+        dds.append(e / peak - 1 if peak > 0 else -1.0)
     m["max_drawdown"] = min(dds)
     m["calmar"] = m["cagr"] / abs(m["max_drawdown"]) if m["max_drawdown"] < 0 else nan
     m["ulcer_index"] = math.sqrt(sum((100 * d) ** 2 for d in dds) / n)

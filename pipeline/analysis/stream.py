@@ -4,7 +4,8 @@ blocks each, never the whole grid.
 :func:`stream_top` keeps a running top ``k`` (by :func:`~.rank.rank_order`'s keys,
 the flat position breaking ties), evaluating ``where`` and hiding pending blocks per
 slab; the deflated Sharpe's trials (their count and the variance of their Sharpe
-ratios, per symbol, window and sample) are gathered in a first pass of running sums.
+ratios, per symbol, window and sample; in a search store the variance per rung too) are
+gathered in a first pass of running sums.
 Memory is bounded by the slab size (:data:`SLAB_CELLS`, or one block when larger),
 whatever the grid's size.
 """
@@ -175,6 +176,31 @@ def any_computed(ds: xr.Dataset, region: tuple[slice, ...], dims: Sequence[str],
     return bool(np.any(done[np.ix_(*at)] == COMPUTED))
 
 
+#: A search store's variables behind its combos' ``psr`` and ``dsr``: the rung whose bars
+#: each combo's metrics were measured on, and how many bars that was.
+SEARCH_INPUTS = ("rung", "bars_run")
+
+
+def dsr_reads(ds: xr.Dataset) -> set[str]:
+    """The stored variables ``psr`` and ``dsr`` are computed from (``n_bars`` is a
+    coordinate and rides along)."""
+    return {"sharpe", "skew", "kurtosis", *(n for n in SEARCH_INPUTS if n in ds.data_vars)}
+
+
+def n_rungs(ds: xr.Dataset) -> int:
+    """The rungs whose combos are separate trial sets for the variance of the deflated
+    Sharpe: a search store's (``search_rungs``), one otherwise."""
+    return int(ds.attrs.get("search_rungs", 1)) if "rung" in ds.data_vars else 1
+
+
+def _rung_of(slab: Slab) -> np.ndarray:
+    """Each cell's rung as an index (0 where pending, or in a store without rungs)."""
+    if "rung" not in slab.ds:
+        return np.zeros(slab.shape, dtype=np.int64)
+    rung = slab.values("rung")
+    return np.where(np.isfinite(rung), rung, 0.0).astype(np.int64)
+
+
 def _sharpe_per_bar(slab: Slab, ppy: float) -> np.ndarray:
     """The per-bar Sharpe ratio of a slab's cells, NaN where not finite (as
     :func:`~.robust.dsr_columns` computes it)."""
@@ -183,52 +209,89 @@ def _sharpe_per_bar(slab: Slab, ppy: float) -> np.ndarray:
 
 
 def trials_sr0(ds: xr.Dataset, dims: tuple[str, ...], done, chunks) -> np.ndarray:
-    """SR*, the deflated Sharpe's benchmark, of each group (symbol, window, sample):
-    from the count N and the variance V (ddof 1) of its combos' finite per-bar Sharpe
-    ratios, gathered slab by slab with running moments (Chan et al.'s pairwise update).
+    """SR*, the deflated Sharpe's benchmark, of each group (symbol, window, sample) and
+    rung: N is the count of the group's combos with a finite per-bar Sharpe ratio (in
+    a search store, of every combo it evaluated, any rung, its Sharpe ratio defined or
+    not: none is excluded there), V the variance (ddof 1) of the finite Sharpe ratios
+    of those measured on the same bars, the rung's (a grid store has one rung);
+    gathered slab by slab with running moments (Chan et al.'s pairwise update).
 
     Returns
     -------
-    ndarray, float64, shape of ``ds``'s non-parameter dims (the parameters as 1)
+    ndarray, float64, shape of ``ds``'s non-parameter dims (the parameters as 1), then
+    the rungs (:func:`n_rungs`)
     """
     ppy = float(ds.attrs["periods_per_year"])
+    rungs = n_rungs(ds)
     params = tuple(i for i, d in enumerate(dims) if d not in NON_PARAM_DIMS)
     group_shape = tuple(1 if i in params else ds.sizes[d] for i, d in enumerate(dims))
-    n = np.zeros(group_shape)
-    mean = np.zeros(group_shape)
-    m2 = np.zeros(group_shape)
+    n = np.zeros((*group_shape, rungs))
+    mean = np.zeros((*group_shape, rungs))
+    m2 = np.zeros((*group_shape, rungs))
+    search = "rung" in ds.data_vars
+    evaluated = np.zeros((*group_shape, 1))
+    read = ["sharpe", *(["rung", "n_trades"] if search else [])]
     _, regions = _regions(ds, dims, chunks, done)
     for region in regions:
-        slab = Slab(ds, region, dims, ["sharpe"], done, chunks)
+        slab = Slab(ds, region, dims, read, done, chunks)
         sr = _sharpe_per_bar(slab, ppy)
+        rung = _rung_of(slab)
         at = tuple(slice(0, 1) if i in params else s for i, s in enumerate(region))
-        n_b = np.sum(~np.isnan(sr), axis=params, keepdims=True).astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_b = np.where(n_b > 0, np.nansum(sr, axis=params, keepdims=True) / n_b, 0.0)
-            m2_b = np.nansum((sr - mean_b) ** 2, axis=params, keepdims=True)
-            n_a, mean_a, m2_a = n[at], mean[at], m2[at]
-            total = n_a + n_b
-            delta = mean_b - mean_a
-            share = np.where(total > 0, n_b / total, 0.0)
-            mean[at] = mean_a + delta * share
-            m2[at] = m2_a + m2_b + delta * delta * n_a * share
-            n[at] = total
+        for r in range(rungs):
+            _add_moments(np.where(rung == r, sr, np.nan), params, n[at + (r,)],
+                         mean[at + (r,)], m2[at + (r,)])
+        if search:
+            evaluated[at + (0,)] += np.sum(~np.isnan(slab.values("n_trades")), axis=params,
+                                           keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         var = np.where(n > 1, m2 / (n - 1), np.nan)
-    return expected_max_sharpe(n, var)
+    return expected_max_sharpe(evaluated if search else n.sum(axis=-1, keepdims=True), var)
 
 
-def _with_sharpe_columns(slab: Slab, ppy: float, sr0: np.ndarray) -> None:
-    """Add ``psr`` and ``dsr`` to the slab (as :func:`~.robust.dsr_columns`)."""
+def _add_moments(sr: np.ndarray, params: tuple[int, ...], n: np.ndarray, mean: np.ndarray,
+                 m2: np.ndarray) -> None:
+    """Merge the count, mean and sum of squared deviations of the finite values of
+    ``sr`` over the axes ``params`` into ``n``, ``mean``, ``m2`` (written, shaped as
+    ``sr`` with those axes 1)."""
+    n_b = np.sum(~np.isnan(sr), axis=params, keepdims=True).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_b = np.where(n_b > 0, np.nansum(sr, axis=params, keepdims=True) / n_b, 0.0)
+        m2_b = np.nansum((sr - mean_b) ** 2, axis=params, keepdims=True)
+        total = n + n_b
+        delta = mean_b - mean
+        share = np.where(total > 0, n_b / total, 0.0)
+        m2 += m2_b + delta * delta * n * share
+        mean += delta * share
+        n[...] = total
+
+
+def cell_sr0(sr0: np.ndarray, at: tuple, rung: np.ndarray) -> np.ndarray:
+    """The benchmark of each cell: ``sr0`` (:func:`trials_sr0`) at the group positions
+    ``at`` (slices or index arrays over the dims) and the cell's ``rung`` (an index
+    array broadcastable with them)."""
+    picked = sr0[at]
+    shape = np.broadcast_shapes(picked.shape[:-1], np.shape(rung))
+    full = np.broadcast_to(picked, (*shape, picked.shape[-1]))
+    index = np.broadcast_to(np.asarray(rung, dtype=np.int64), shape)[..., None]
+    return np.take_along_axis(full, index, axis=-1)[..., 0]
+
+
+def _with_sharpe_columns(slab: Slab, ppy: float, sr0: np.ndarray | None) -> None:
+    """Add ``psr`` and ``dsr`` to the slab (as :func:`~.robust.dsr_columns`); ``dsr``
+    NaN without the benchmarks ``sr0``."""
     sr = _sharpe_per_bar(slab, ppy)
-    n_obs = np.asarray(slab.ds["n_bars"].broadcast_like(slab.ds["sharpe"])
-                       .transpose(*slab.dims).values, dtype=np.float64)
+    if "bars_run" in slab.ds:  # a search: the bars of the rung each combo last ran
+        n_obs = slab.values("bars_run")
+    else:
+        n_obs = np.asarray(slab.ds["n_bars"].broadcast_like(slab.ds["sharpe"])
+                           .transpose(*slab.dims).values, dtype=np.float64)
     skew, kurt = (np.asarray(slab.ds[n].values, dtype=np.float64)
                   for n in ("skew", "kurtosis"))
     at = tuple(slice(0, 1) if d not in NON_PARAM_DIMS else s
                for d, s in zip(slab.dims, slab.region))
+    bench = np.nan if sr0 is None else cell_sr0(sr0, at, _rung_of(slab))
     psr = probabilistic_sharpe(sr, n_obs, skew, kurt)
-    dsr = probabilistic_sharpe(sr, n_obs, skew, kurt, sr0[at])
+    dsr = probabilistic_sharpe(sr, n_obs, skew, kurt, bench)
     slab.ds = slab.ds.assign(psr=(slab.dims, psr), dsr=(slab.dims, dsr))
 
 
@@ -292,7 +355,7 @@ def stream_top(ds: xr.Dataset, by: str, top: int, where: str | None, ascending: 
     used.add(by)
     read = {n for n in used if n in ds.data_vars}
     if used & {"psr", "dsr"}:
-        read |= {"sharpe", "skew", "kurtosis"}
+        read |= dsr_reads(ds)
     flags = [n for n in ("ruined", "n_trades") if n in ds.data_vars]
     read = [*read, *(f for f in flags if f not in read)]
     best = TopK(top, ascending, idle_wins)
@@ -300,7 +363,7 @@ def stream_top(ds: xr.Dataset, by: str, top: int, where: str | None, ascending: 
     for region in regions:
         slab = Slab(ds, region, dims, read, done, chunks)
         if used & {"psr", "dsr"}:
-            _with_sharpe_columns(slab, ppy, sr0 if computed else np.full(1, np.nan))
+            _with_sharpe_columns(slab, ppy, sr0)
         score = (slab.values(by) if by in ds.data_vars
                  else np.asarray(slab.ds[by].values, dtype=np.float64)).ravel()
         keep = ~np.isnan(score)
@@ -330,19 +393,23 @@ def frame_columns(ds: xr.Dataset, chosen: np.ndarray, dims: tuple[str, ...],
     index = np.unravel_index(chosen, shape)
     points = {d: xr.DataArray(ix, dims="rank") for d, ix in zip(dims, index)}
     stored = [n for n in names if n in ds.data_vars]
-    picked = ds[stored].isel(points).compute()
+    inputs = sorted(dsr_reads(ds) - set(stored)) if sr0 is not None else []
+    picked = ds[stored + inputs].isel(points).compute()
     out = {n: np.asarray(picked[n].values) for n in stored}
     if sr0 is not None:
         ppy = float(ds.attrs["periods_per_year"])
         sr = np.asarray(picked["sharpe"].values, dtype=np.float64) / math.sqrt(ppy)
         sr = np.where(np.isfinite(sr), sr, np.nan)
-        n_obs = np.asarray(picked["n_bars"].values, dtype=np.float64)
+        n_obs = np.asarray(picked["bars_run" if "bars_run" in picked else "n_bars"].values,
+                           dtype=np.float64)
         skew, kurt = (np.asarray(picked[n].values, dtype=np.float64)
                       for n in ("skew", "kurtosis"))
         group = tuple(np.zeros_like(ix) if d not in NON_PARAM_DIMS else ix
                       for d, ix in zip(dims, index))
+        rung = (np.nan_to_num(np.asarray(picked["rung"].values, dtype=np.float64))
+                .astype(np.int64) if "rung" in picked else np.zeros(len(chosen), np.int64))
         out["psr"] = probabilistic_sharpe(sr, n_obs, skew, kurt)
-        out["dsr"] = probabilistic_sharpe(sr, n_obs, skew, kurt, sr0[group])
+        out["dsr"] = probabilistic_sharpe(sr, n_obs, skew, kurt, cell_sr0(sr0, group, rung))
     return out
 
 

@@ -71,7 +71,7 @@ def reads(ds: xr.Dataset, names: Sequence[str], where: str | None) -> list[str]:
     used = set(names) | (set(parse_expr(where, strings=True).names) if where else set())
     read = {n for n in used if n in ds.data_vars}
     if used & {"psr", "dsr"}:
-        read |= {"sharpe", "skew", "kurtosis", "n_bars"}
+        read |= stream.dsr_reads(ds) | {"n_bars"}
     flags = [n for n in ("ruined", "n_trades") if n in ds.data_vars]
     return [*sorted(read - set(flags)), *flags]
 
@@ -81,7 +81,7 @@ def add_computed(slab: Slab, used: set, sr0: np.ndarray | None) -> None:
     Sharpe's benchmarks ``sr0``)."""
     if used & {"psr", "dsr"} and "psr" not in slab.ds:
         ppy = float(slab.ds.attrs.get("periods_per_year", 0.0) or 0.0)
-        stream._with_sharpe_columns(slab, ppy, np.full(1, np.nan) if sr0 is None else sr0)
+        stream._with_sharpe_columns(slab, ppy, sr0)
 
 
 def kept_values(slab: Slab, by: str, where: str | None, names: Sequence[str],

@@ -148,6 +148,42 @@ def test_short_entered_under_water_is_liquidated_at_its_close():
     assert res.trades[["entry_bar", "exit_bar"]].values.tolist() == [[4, 4]]
 
 
+@pytest.mark.parametrize("end", [5, 12], ids=["one-bar-left", "eight-bars"])
+def test_a_window_ruined_on_its_first_bar(end):
+    """A walk-forward window (span) whose first bar enters the short slipped by 60%:
+    ruined there, equity 0 on every bar of the window, drawdown -100% on each; the CPU
+    kernel, the lockstep (GPU) kernel, backtest() and the reference agree, no exception."""
+    from barsweep.engine.strategies import kernels
+    from barsweep.engine.sweep import sweep_cpu
+
+    bars = squeeze_bars(100.0)
+    execution = dict(fill="close", direction="short", slippage=0.6)
+    strat = get_strategy("ema_cross")
+    params = dict(fast=np.array([2, 2]), slow=np.array([3, 4]))
+    span = (4, end)
+    swept = sweep_block(strat, bars, params, Execution(**execution), PPY, spans=[span])
+    lockstep = sweep_cpu(strat, bars, params, Execution(**execution), PPY, spans=[span],
+                         kernel=kernels.compiled(strat.signal).lockstep_kernel)
+    assert swept.tobytes() == lockstep.tobytes()
+    window = slice(*span)
+    le, lx, se, sx = (s[window] for s in ema_signals(bars, 2, 3))
+    ref, ref_equity, ref_trades = ref_simulate(
+        list(bars["open"][window]), list(bars["close"][window]), le, lx, se, sx,
+        high=list(bars["high"][window]), low=list(bars["low"][window]),
+        funding_rate=list(bars["funding_rate"][window]), ppy=PPY, **execution)
+    ours = dict(zip(METRICS, swept[0, 0]))
+    assert_metrics_match(ours, ref)
+    assert ref_equity == [0.0] * (end - 4) and ref_trades[0]["reason"] == "ruin"
+    assert ours["ruined"] == 1.0 and ours["total_return"] == -1.0
+    assert ours["max_drawdown"] == -1.0 and ours["calmar"] == -1.0
+    assert ours["ulcer_index"] == 100.0 and ours["n_trades"] == 1.0
+    assert not np.isinf(swept).any()
+    one = backtest(bars, "ema_cross", dict(fast=2, slow=3), ppy=PPY, span=span, **execution)
+    assert one.metrics == pytest.approx(ours, rel=0, abs=0, nan_ok=True)
+    assert (one.equity.to_numpy() == 0.0).all()
+    assert list(one.trades["exit_reason"]) == ["ruin"]
+
+
 def flat_bars(n, rate):
     close = np.full(n, 100.0)
     return dict(open=close.copy(), high=close + 1.0, low=close - 1.0, close=close,

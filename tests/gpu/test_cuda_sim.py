@@ -107,6 +107,39 @@ def test_cuda_kernel_equals_cpu_kernel_where_combos_are_ruined(simulated, case_i
     assert ruined.sum() > 0 and not np.isinf(results[case_id]).any()
 
 
+#: Run in the simulator: the slipped donchian shorts over the walk-forward spans, saved.
+RUIN_SPANS_SCRIPT = """
+import sys
+sys.path[:0] = [sys.argv[2]]
+import numpy as np
+from gpu_cases import RUIN_BARS, SPANS, ruin_bars, ruin_cases
+from barsweep.engine import Execution, get_strategy, gpu
+_, name, _, params, kwargs = next(c for c in ruin_cases() if c[0] == sys.argv[3])
+spans = [(a, min(z, RUIN_BARS["n_bars"])) for a, z in SPANS]
+np.save(sys.argv[1], gpu.sweep_cuda(get_strategy(name), ruin_bars(**RUIN_BARS), params,
+                                    Execution(**kwargs), 8760.0, spans=spans))
+"""
+
+
+def test_cuda_windows_ruined_on_their_first_bar_equal_the_cpu(tmp_path):
+    """A walk-forward span whose first bar ruins combos (a short slipped by 60% entered at
+    the window's first close): the GPU's metrics equal the CPU's, drawdown -100% on every
+    bar, nothing raised (each bar's drawdown under a peak of 0 is no division)."""
+    case_id = "ruin-donchian-close_short_slipped"
+    out = tmp_path / "spans.npy"
+    run_simulated("-c", RUIN_SPANS_SCRIPT, str(out), str(HERE), case_id, timeout=300)
+    _, name, _, params, kwargs = next(c for c in RUIN_CASES if c[0] == case_id)
+    spans = [(a, min(z, RUIN_BARS["n_bars"])) for a, z in SPANS]
+    cpu = sweep_block(get_strategy(name), ruin_bars(**RUIN_BARS), params, Execution(**kwargs),
+                      8760.0, spans=spans)
+    gpu = np.load(out)
+    for k, span in enumerate(spans):
+        assert_same_metrics(gpu[k], cpu[k], RTOL, f"span {span}")
+    window = cpu[spans.index((200, 260))]
+    first = window[:, METRICS.index("ulcer_index")] == 100.0  # -100% from its first bar
+    assert first.any() and (window[first, METRICS.index("max_drawdown")] == -1.0).all()
+
+
 def test_cases_cover_every_strategy_and_trade(simulated):
     results, *_ = simulated
     trades = METRICS.index("n_trades")

@@ -513,3 +513,42 @@ def test_a_run_with_walk_forward_equals_the_literal_loop(tmp_path):
                          (w, sample))
     assert_close(wf.stitched, ref_stitched, "stitched")
     np.testing.assert_allclose(wf.equity.to_numpy(), ref_curve, rtol=1e-12)
+
+
+def test_a_walk_forward_window_ruined_on_its_first_bar_runs_and_ranks(tmp_path):
+    """A test window whose first close enters shorts slipped by 60% (worth < 0 at once):
+    the run completes, those combos' test metrics are a ruin's (ruined 1, total_return
+    and max_drawdown -1, ulcer_index 100: -100% on every bar), nothing raised, and
+    walkforward never chooses a combo ruined on its train bars."""
+    import sys
+    from pathlib import Path
+
+    from barsweep.pipeline.cli import main
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+    from gpu_cases import RUIN_BARS, ruin_bars
+
+    wild = ruin_bars(**RUIN_BARS)  # 300 bars of 12% a bar
+    table = synth_bars(len(wild["close"]), 0, timeframe="1h")
+    for name in ("open", "high", "low", "close"):
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pa.array(wild[name], pa.float64()))
+    write_bars(tmp_path / "bars", "WILD", "1h", table)
+    spec = {"data": {"store": str(tmp_path / "bars"), "symbols": ["WILD"], "timeframe": "1h"},
+            "strategy": "donchian", "grid": {"period": {"start": 3, "stop": 66, "step": 1}},
+            "execution": {"fill": "close", "direction": "short", "slippage": 0.6},
+            "walk_forward": {"train": 200, "test": 60},  # one window: test bars 200-260
+            "run": {"out": str(tmp_path / "wf.zarr")}}
+    (tmp_path / "wf.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "wf.yaml"), "--no-progress", "--cluster",
+                 "threads"]) == 0
+    ds = xr.open_zarr(tmp_path / "wf.zarr", consolidated=False)
+    test = ds.sel(symbol="WILD", window=0, sample="test")
+    first = test["ulcer_index"].values == 100.0  # ruined on the window's first bar
+    assert first.sum() > 0
+    for name, value in (("ruined", 1.0), ("total_return", -1.0), ("max_drawdown", -1.0),
+                        ("calmar", -1.0)):
+        assert (test[name].values[first] == value).all(), name
+    assert not np.isinf(np.stack([test[m].values for m in METRICS])).any()
+    wf = walkforward(tmp_path / "wf.zarr", by="sharpe")
+    assert len(wf.windows) == 1

@@ -181,7 +181,11 @@ def dsr_columns(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
         Shaped as ``ds.sharpe``; NaN where its Sharpe is. The trials of a combo are the
         combos with a finite Sharpe ratio of its symbol (and window and sample, where
         the Dataset has those dims): N is their count and V the variance (ddof 1) of
-        their per-bar Sharpe ratios, sharpe / sqrt(periods_per_year).
+        their per-bar Sharpe ratios, sharpe / sqrt(periods_per_year). In a search store
+        (a ``rung`` variable) N counts every combo evaluated (``n_trades`` defined: any
+        rung, its Sharpe ratio defined or not), V the finite Sharpe ratios of the
+        combo's own rung only (measured on the same bars), and the returns behind each
+        Sharpe ratio are ``bars_run``.
     """
     missing = [name for name in ("sharpe", "skew", "kurtosis") if name not in ds.data_vars]
     if "n_bars" not in ds.coords and "n_bars" not in ds.data_vars:
@@ -197,8 +201,17 @@ def dsr_columns(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     sr = sr.where(np.isfinite(sr))
     params = [d for d in sr.dims if d not in NON_PARAM_DIMS]
     n_trials = sr.notnull().sum(params)
-    sharpe_var = sr.var(params, ddof=1)
-    n_obs = ds["n_bars"].compute()
+    if "rung" in ds.data_vars:  # a search: the variance over the combos of each rung
+        n_trials = ds["n_trades"].notnull().sum(params)
+        rung = ds["rung"].compute()
+        sharpe_var = xr.full_like(sr, np.nan)
+        for r in np.unique(rung.values[np.isfinite(rung.values)]):
+            same = rung == r
+            sharpe_var = sharpe_var.where(~same, sr.where(same).var(params, ddof=1))
+        n_obs = ds["bars_run"].compute()
+    else:
+        sharpe_var = sr.var(params, ddof=1)
+        n_obs = ds["n_bars"].compute()
     sr0 = xr.apply_ufunc(expected_max_sharpe, n_trials, sharpe_var)
     psr = xr.apply_ufunc(probabilistic_sharpe, sr, n_obs, skew, kurtosis)
     dsr = xr.apply_ufunc(probabilistic_sharpe, sr, n_obs, skew, kurtosis, sr0)
