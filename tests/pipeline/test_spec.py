@@ -472,9 +472,10 @@ def test_spec_reference_cluster_examples_validate(tmp_path):
             + entry + "\n")
         cluster = load_spec(tmp_path / "spec.yaml").cluster
         kinds.append(cluster.kind)
-        if cluster.security is not None:
+        if cluster.security is not None and not isinstance(cluster.security, str):
             assert cluster.security.ca == str(tmp_path / "ca.pem")
-    assert kinds == ["auto", "threads", "local", "scheduler", "scheduler", "slurm", "local"]
+    assert kinds == ["auto", "threads", "local", "local", "scheduler", "scheduler", "slurm",
+                     "local"]
 
 
 def test_execution_is_validated_once_when_the_spec_is_loaded(tmp_path):
