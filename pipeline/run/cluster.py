@@ -180,6 +180,7 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
         return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
                             processes=False,
                             dashboard_address=THREADS_DASHBOARD if dashboard else None)
+    quiet_cut_handshakes()  # its scheduler listens here: a stop cuts handshakes short
     return LocalCluster(
         n_workers=n_workers or default_workers(),
         threads_per_worker=1,
@@ -299,6 +300,7 @@ class LeaveCtrlCToTheDriver(WorkerPlugin):
         logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
         logging.getLogger("distributed.worker").addFilter(_not_for_people)
         quiet_memory_logs()
+        quiet_cut_handshakes()
 
 
 #: What a worker of a cluster barsweep starts logs that the driver says better: a failed
@@ -306,6 +308,20 @@ class LeaveCtrlCToTheDriver(WorkerPlugin):
 #: driver closes the cluster (the worker's connections close under the heartbeat in
 #: flight; distributed logs that as an error, with tracebacks).
 _WORKER_NOISE = ("Compute Failed", "Failed to communicate with scheduler during heartbeat")
+
+
+def quiet_cut_handshakes() -> None:
+    """A TLS handshake cut off (a process of the run stopped while it connected, as at
+    Ctrl-C) is logged by distributed as a warning of its listener: dropped in this
+    process (the run says why it stopped, in one line)."""
+    tcp = logging.getLogger("distributed.comm.tcp")
+    if _handshake_cut not in tcp.filters:
+        tcp.addFilter(_handshake_cut)
+
+
+def _handshake_cut(record) -> bool:
+    """A logging filter: False for "TLS handshake failed" records."""
+    return "TLS handshake failed" not in str(record.msg)
 
 
 def quiet_memory_logs() -> None:

@@ -15,6 +15,7 @@ from reference import ref_ema_cross_signals, ref_simulate
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, backtest
 from barsweep.pipeline.cli import main
+from barsweep.pipeline.config.cluster import ClusterSpec
 from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.cluster import connect
 from barsweep.pipeline.run.orchestrate import run_spec
@@ -49,7 +50,10 @@ def synth_store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster_client():
-    with connect("local", n_workers=2) as client:
+    """A plain-TCP local cluster: the tests hand its address to `--scheduler`, as a user
+    hands the address of a scheduler they started (TLS-less) to a run."""
+    plain = ClusterSpec.model_validate({"kind": "local", "security": "plain"})
+    with connect(plain, n_workers=2) as client:
         yield client
 
 

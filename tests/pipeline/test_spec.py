@@ -462,7 +462,7 @@ def test_spec_reference_cluster_examples_validate(tmp_path):
     page = (Path(__file__).resolve().parents[2] / "docs" / "SPEC.md").read_text(encoding="utf-8")
     section = page.split("## Clusters", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     entries = ["cluster:" + e for e in ("\n" + section.strip()).split("\ncluster:")[1:]]
-    assert len(entries) == 7
+    assert len(entries) == 8
     for name in ("ca.pem", "me.pem", "me.key"):
         (tmp_path / name).write_text("PEM")
     kinds = []
@@ -472,9 +472,10 @@ def test_spec_reference_cluster_examples_validate(tmp_path):
             + entry + "\n")
         cluster = load_spec(tmp_path / "spec.yaml").cluster
         kinds.append(cluster.kind)
-        if cluster.security is not None:
+        if cluster.security is not None and not isinstance(cluster.security, str):
             assert cluster.security.ca == str(tmp_path / "ca.pem")
-    assert kinds == ["auto", "threads", "local", "scheduler", "scheduler", "slurm", "local"]
+    assert kinds == ["auto", "threads", "local", "local", "scheduler", "scheduler", "slurm",
+                     "local"]
 
 
 def test_execution_is_validated_once_when_the_spec_is_loaded(tmp_path):
