@@ -186,8 +186,9 @@ def cmd_check(args) -> int:
     print(f"  {describe(spec.strategy_def)}: compiles ({compiled})")
     print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}")
     per = ("of the portfolio (one account)" if spec.portfolio is not None else "per symbol")
+    drawn = ": the space the search draws from" if spec.search.method != "grid" else ""
     print(f"  grid: {prepared.grid.size:,} combos {per}, {'' if exact else 'at most '}"
-          f"{valid:,} valid")
+          f"{valid:,} valid{drawn}")
     if spec.search.method != "grid":
         from ..config.search import rung_sizes
 

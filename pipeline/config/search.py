@@ -17,6 +17,7 @@ eta**(rungs-1) / rungs`` combos.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -26,8 +27,8 @@ from ...errors import SpecError
 from .grid import Grid
 from .sections import SECTION_CONFIG
 
-__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span", "too_big_search",
-           "short_rung_problem", "unused_key_problem"]
+__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span", "rung_spans",
+           "search_work", "too_big_search", "short_rung_problem", "unused_key_problem"]
 
 #: Search methods beyond ``grid`` (every combo).
 METHODS = ("random", "sobol", "halving")
@@ -186,6 +187,34 @@ def rung_span(n_bars: int, rung: int, eta: int, rungs: int) -> tuple[int, int] |
         return None
     share = max(1, -(-n_bars // eta ** (rungs - 1 - rung)))
     return (n_bars - share, n_bars)
+
+
+def rung_spans(search: SearchSpec, n_bars: int) -> tuple[tuple[int, int] | None, ...]:
+    """The bars each rung of ``search`` runs on ``n_bars`` bars (:func:`rung_span`).
+
+    >>> rung_spans(SearchSpec(method="halving", budget=10, eta=3, rungs=3), 900)
+    ((800, 900), (600, 900), None)
+    """
+    return tuple(rung_span(n_bars, r, search.eta, search.n_rungs)
+                 for r in range(search.n_rungs))
+
+
+def search_work(search: SearchSpec, symbol_bars: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    """What ``search`` evaluates on symbols of ``symbol_bars`` bars: the combos each rung
+    runs per symbol (the draw's :meth:`~SearchSpec.first_rung`, then
+    :func:`rung_sizes`), and the combo-bars of every rung on every symbol. It depends
+    on the spec alone: the draw's count, not which combos it draws.
+
+    >>> search_work(SearchSpec(method="halving", budget=100, eta=3, rungs=3), (900,))
+    ((300, 100, 34), 90600)
+    >>> search_work(SearchSpec(method="random", budget=100), (900, 500))
+    ((100,), 140000)
+    """
+    sizes = rung_sizes(search.first_rung(), search.eta, search.n_rungs)
+    combo_bars = sum(n * ((span[1] - span[0]) if span else bars)
+                     for bars in symbol_bars
+                     for n, span in zip(sizes, rung_spans(search, bars), strict=True))
+    return sizes, int(combo_bars)
 
 
 def draw(grid: Grid, n: int, seed: int, method: str = "random") -> np.ndarray:

@@ -49,6 +49,7 @@ from .results import (
     store_attrs,
     wait_removals,
 )
+from .search import search_size_line
 from .search_run import execute_search
 from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
 
@@ -284,7 +285,10 @@ def plan_size_line(prepared: Prepared, the_plan: Plan, client: Client) -> str:
 def prepared_size_line(prepared: Prepared, segments: int, n_threads: int) -> str:
     """The prepared run's combos, its store's size on disk (with ``segments`` PBO
     segments) and its time on ``n_threads`` worker threads
-    (:func:`~barsweep.pipeline.run.estimate.size_line`)."""
+    (:func:`~barsweep.pipeline.run.estimate.size_line`); a search's, the combos it
+    draws and evaluates, as it says when it starts (:func:`~.search.search_size_line`)."""
+    if prepared.spec.search.method != "grid":
+        return search_size_line(prepared.spec, prepared.symbol_bars, n_threads)
     n_symbols = 1 if prepared.spec.portfolio else len(prepared.spec.data.symbols)
     runs = 1 if prepared.windows is None else 2 * len(prepared.windows)
     n_combos = prepared.valid_combos * n_symbols  # excluded cells compress to nothing

@@ -26,8 +26,9 @@ import zarr
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER
 from ..config.model import Spec
-from ..config.search import combo_values, draw, rung_sizes, rung_span
+from ..config.search import combo_values, draw, rung_sizes, rung_spans, search_work
 from .blocks import BlockTask
+from .estimate import size_line
 from .memory import block_bytes, fit_chunks, table_rows
 from .order import rank_order
 from .plan import auto_block_size, bars_refs
@@ -70,11 +71,6 @@ class SearchPlan:
         """Combos evaluated per symbol, every rung's counted."""
         return sum(self.sizes)
 
-    def combo_bars(self, symbol_bars: tuple[int, ...]) -> int:
-        """The combo-bars the whole search runs."""
-        return sum(n * ((b - a) if span else bars) for bars, spans in
-                   zip(symbol_bars, self.spans) for n, span in zip(self.sizes, spans)
-                   for a, b in [span or (0, 0)])
 
 
 def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
@@ -87,8 +83,7 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
     positions = draw(grid, search.first_rung(), search.seed,
                      "sobol" if search.method == "sobol" else "random")
     rungs = search.n_rungs
-    spans = tuple(tuple(rung_span(n, r, search.eta, rungs) for r in range(rungs))
-                  for n in symbol_bars)
+    spans = tuple(rung_spans(search, n) for n in symbol_bars)
     n_bars = max(symbol_bars)
     if chunk is None:
         first = spans[0][0]
@@ -108,6 +103,18 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
                       rung_sizes(len(positions), search.eta, rungs), spans,
                       len(symbol_bars), spec.analysis.pbo_segments if rungs == 1 else 0,
                       ppy, store_id)
+
+
+def search_size_line(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int) -> str:
+    """What a search evaluates, its store's size and its time on ``n_threads`` worker
+    threads (:func:`~.estimate.size_line`), from the spec alone: the combos it draws per
+    symbol, every rung's cells and combo-bars (:func:`~..config.search.search_work`),
+    never the box it draws from."""
+    sizes, combo_bars = search_work(spec.search, symbol_bars)
+    n_symbols = len(symbol_bars)
+    segments = spec.analysis.pbo_segments if spec.search.n_rungs == 1 else 0
+    return size_line(sizes[0] * n_symbols, sum(sizes) * n_symbols, segments,
+                     float(combo_bars), n_threads)
 
 
 def store_layout(plan: SearchPlan) -> dict:

@@ -10,13 +10,12 @@ import uuid
 import psutil
 from distributed import Client
 
-from .estimate import size_line
 from .execute import resolve_backend, wait_for_workers
 from .memory import worker_budget
 from .plan import store_coords
 from .prepare import Prepared
 from .results import ResultsError, create_store, finish_store, store_attrs
-from .search import plan_search, run_rungs, rung_tasks, search_attrs, store_layout
+from .search import plan_search, run_rungs, rung_tasks, search_attrs, search_size_line, store_layout
 from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
 
 
@@ -44,13 +43,10 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     plan = plan_search(spec, prepared.symbol_bars, n_threads, budget, ppy,
                        earlier.get("store_id") or uuid.uuid4().hex,
                        prepared.resume_chunks[0] if resumed else None)
-    combo_bars = plan.combo_bars(prepared.symbol_bars)
     if voice.say is not None:
-        n = plan.n_evaluated * plan.n_symbols
         voice.say(f"{spec.search.method} search: {len(plan.positions):,} of the grid's "
                   f"{prepared.grid.size:,} combos drawn (seed {spec.search.seed}); "
-                  + size_line(len(plan.positions) * plan.n_symbols, n, plan.segments,
-                              float(combo_bars), n_threads))
+                  + search_size_line(spec, prepared.symbol_bars, n_threads))
     if not resumed:
         layout = store_layout(plan)
         attrs = {**run_attrs(prepared, backend, where, plan.store_id, ppy,

@@ -26,11 +26,11 @@ def bars(tmp_path_factory):
     return store
 
 
-def write_spec(tmp_path, bars, search, name="s"):
+def write_spec(tmp_path, bars, search, name="s", grid=GRID):
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(yaml.safe_dump({
         "data": {"store": str(bars), "symbols": ["AAA"], "timeframe": "1h"},
-        "strategy": "ema_cross", "grid": GRID, "constraints": ["fast < slow"],
+        "strategy": "ema_cross", "grid": grid, "constraints": ["fast < slow"],
         "search": search, "run": {"out": str(tmp_path / f"{name}.zarr")}}))
     return spec
 
@@ -63,6 +63,34 @@ def test_the_rungs_it_suggests_pass_the_check(bars, tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr
     assert "in 6 rungs" in done.stdout
+
+
+@pytest.mark.parametrize(("search", "drawn"), [
+    ({"method": "random", "budget": 300, "seed": 2}, "300 combos drawn per symbol"),
+    ({"method": "halving", "budget": 300, "rungs": 3, "eta": 3},
+     "900 combos drawn per symbol in 3 rungs of 900, 300, 100"),
+])
+def test_check_sizes_what_a_search_evaluates_as_its_run_says(bars, tmp_path, capsys, search,
+                                                             drawn):
+    box = {**GRID, "stop_loss": {"start": 0.001, "stop": 0.5, "step": 0.00001}}
+    spec = write_spec(tmp_path, bars, search, grid=box)
+    assert main(["check", str(spec)]) == 0
+    checked = capsys.readouterr().out
+    assert main(["run", str(spec), "--cluster", "threads", "--no-progress"]) == 0
+    said = capsys.readouterr()
+    started = next(line for line in (said.out + said.err).splitlines()
+                   if " search: " in line and " combos drawn (seed " in line)
+    combos = drawn.split()[0]
+    assert f"{combos} of the grid's 9,431,289 combos drawn" in started, started
+    run_line = next(line for line in checked.splitlines() if line.startswith("  run: "))
+    # the check says the run's own words: its combos, store and time (on this machine's
+    # cores; a threads cluster has as many threads)
+    assert run_line.removeprefix("  run: ") == started.split("; ", 1)[1], (checked, started)
+    assert run_line.startswith(f"  run: {combos} combos: ~"), run_line
+    assert ("  grid: 9,431,289 combos per symbol, 9,431,289 valid: the space the "
+            "search draws from") in checked, checked
+    assert f"  search: {search['method']}, seed {search.get('seed', 0)}: {drawn}\n" in checked
+    assert "9,431,289 combos:" not in checked, checked
 
 
 @pytest.mark.parametrize(("search", "key"), [
