@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import keyword
 import sys
 import warnings
 from collections.abc import Mapping
@@ -26,8 +27,9 @@ from ...errors import SpecError
 from ..cache import BASE
 from ..strategies import kernels
 from ..strategies.base import Indicator, Param, Strategy
+from .functions import FUNCTIONS, HELPERS, SERIES, STATE
 from .lower import RUNTIME, columns_of, params_of, row, signal_source, slots, text, walk
-from .parse import Node, parse_rule
+from .parse import Node, parse_rule, usage
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 
@@ -111,10 +113,12 @@ def _text(value) -> str:
     return value
 
 
-def parse_all(rule: Rule, kinds: Mapping[str, str], where: str = "rule") -> dict[str, Node]:
-    """The four rules' trees, keyed ``long_entry, long_exit, short_entry, short_exit``."""
+def parse_all(rule: Rule, kinds: Mapping[str, str], where: str = "rule",
+              elsewhere: tuple[str, ...] = ()) -> dict[str, Node]:
+    """The four rules' trees, keyed ``long_entry, long_exit, short_entry, short_exit``
+    (``elsewhere``: as :func:`~.parse.parse_rule`'s)."""
     texts = rule.texts
-    trees = {k: parse_rule(texts[k], kinds, f"{where}.{k}") for k in RULE_KEYS
+    trees = {k: parse_rule(texts[k], kinds, f"{where}.{k}", elsewhere) for k in RULE_KEYS
              if k in ("entry", "exit") or getattr(rule, k)}
     trees.setdefault("short_entry", trees["exit"])
     trees.setdefault("short_exit", trees["entry"])
@@ -135,24 +139,55 @@ def compile_rule(rule: Rule | Mapping, kinds: Mapping[str, str], where: str = "r
     where : str
         What the rule is, for messages (``strategy.rule``).
     extra : tuple of str
-        Parameters of ``kinds`` used elsewhere (the stops): not refused as unused.
+        Parameters of ``kinds`` the run applies itself (the stops, a portfolio's
+        settings): not refused as unused, and named as such to a rule that reads one.
 
     Raises
     ------
     SpecError
         A :class:`~.parse.RuleError` with a caret for a rule outside the language; a
-        parameter no rule uses.
+        parameter no rule uses; a parameter named as the language's own names
+        (``grid.close: ... reserved for the series``, :func:`reserved_name`).
     """
     rule = Rule.of(rule)
     kinds = {k: ("int" if v == "int" else "float") for k, v in dict(kinds).items()
              if k not in extra}
-    return _compiled(rule, tuple(kinds.items()), where)
+    for name in kinds:
+        reason = reserved_name(name)
+        if reason:
+            raise SpecError(f"grid.{name}: {reason}")
+    return _compiled(rule, tuple(kinds.items()), where, tuple(extra))
+
+
+def reserved_name(name: str) -> str | None:
+    """Why a rule's parameter (a grid axis) cannot be called ``name``: the rule
+    language's own name for a series, the position state, a function or a word; or None.
+
+    >>> print(reserved_name("close"))
+    the name 'close' is reserved for the series (open, high, low, close, volume): in a rule,
+    close is the bars' close; give the grid axis another name, e.g. 'close_level'
+    >>> reserved_name("fast") is None
+    True
+    """
+    if name in SERIES:
+        what, means = f"the series ({', '.join(SERIES)})", f"is the bars' {name}"
+    elif name in STATE:
+        what, means = f"the position state ({', '.join(STATE)})", "is read from the open position"
+    elif name in FUNCTIONS or name in HELPERS:
+        what, means = "the rule language's functions", f"calls {usage(name)}"
+    elif keyword.iskeyword(name):
+        what, means = "the rule language's words", "is a word of the language"
+    else:
+        return None
+    return (f"the name {name!r} is reserved for {what}: in a rule, {name} {means}; give "
+            f"the grid axis another name, e.g. '{name}_level'")
 
 
 @functools.cache
-def _compiled(rule: Rule, kinds: tuple[tuple[str, str], ...], where: str) -> Strategy:
+def _compiled(rule: Rule, kinds: tuple[tuple[str, str], ...], where: str,
+              extra: tuple[str, ...] = ()) -> Strategy:
     params = dict(kinds)
-    trees = parse_all(rule, params, where)
+    trees = parse_all(rule, params, where, extra)
     used = {n.value for tree in trees.values() for n in walk(tree) if n.kind == "param"}
     unused = [p for p in params if p not in used]
     if unused:
@@ -201,8 +236,6 @@ def _lag_params(trees: Mapping[str, Node]) -> set[str]:
 
 def _period_params(found: list[Node]) -> set[str]:
     """Parameters passed as an indicator's int argument (a period, >= 1)."""
-    from .functions import FUNCTIONS
-
     periods = set()
     for slot in found:
         for node in walk(slot):
@@ -226,7 +259,7 @@ def canonical(trees: Mapping[str, Node]) -> str:
     built from the parsed trees, so it holds only the language's names, numbers and
     operators, never a character of the user's text (a comment, a quote, a backslash).
 
-    >>> rule = Rule("close > sma(close, n)  # above", "close<sma(close,n)")
+    >>> rule = Rule("close >  sma( close,n )", "close<sma(close,n)")
     >>> print(canonical(parse_all(rule, {"n": "int"})))
     long_entry: (close > sma(close, n))
     long_exit: (close < sma(close, n))

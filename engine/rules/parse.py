@@ -13,13 +13,19 @@ import ast
 import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ...errors import SpecError
+from ..execution import STOP_PARAMS
 from .functions import FUNCTIONS, HELPERS, SERIES, STATE, known_names
 
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+#: Python's bitwise operators, which other languages' rules write for and/or.
+_BITWISE = {ast.BitAnd: "&", ast.BitOr: "|"}
+#: Python's other binary operators, named in a refusal.
+_OTHER_BINARY = {ast.Pow: "**", ast.Mod: "%", ast.FloorDiv: "//", ast.BitXor: "^",
+                 ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@"}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
             ast.NotEq: "!="}
 
@@ -74,7 +80,8 @@ class Node:
     span: tuple[int, int] = field(default=(0, 0), compare=False)
 
 
-def parse_rule(text: str, params: Mapping[str, str], where: str = "rule") -> Node:
+def parse_rule(text: str, params: Mapping[str, str], where: str = "rule",
+               elsewhere: Collection[str] = ()) -> Node:
     """The typed tree of a rule's boolean expression.
 
     Parameters
@@ -85,6 +92,9 @@ def parse_rule(text: str, params: Mapping[str, str], where: str = "rule") -> Nod
         The parameters (grid axes) a bare name may refer to, with their kinds.
     where : str
         What the rule is, for messages (``strategy.rule.entry``).
+    elsewhere : collection of str
+        Grid axes the run applies itself, not the rule (a portfolio's settings; the
+        stops always are): a rule that reads one is told so.
 
     Raises
     ------
@@ -97,11 +107,12 @@ def parse_rule(text: str, params: Mapping[str, str], where: str = "rule") -> Nod
     >>> tree.kind, tree.type, tree.args[1].value
     ('cmp', 'bool', ('sma', ''))
     """
-    reader = _Reader(text, params, where)
+    reader = _Reader(text, params, where, elsewhere)
     _check_text(reader)
     try:  # in parentheses: a rule may span lines (a YAML block)
         tree = ast.parse(f"({text}\n)" if text.strip() else text, mode="eval")
     except SyntaxError as err:
+        _check_foreign_logic(reader)
         offset = min(reader.offset(err.lineno or 1, (err.offset or 1) - 1),
                      max(len(text) - 1, 0))
         reader.fail(f"not a valid expression ({err.msg})", (offset, offset + 1))
@@ -134,6 +145,30 @@ def _check_text(reader: _Reader) -> None:
     reader.fail(why, found.span())
 
 
+#: How other languages write the rule language's logic (``AND``, ``&&``, ``!``): the
+#: word or symbol, and what to write instead.
+_FOREIGN_LOGIC = re.compile(r"\b(?:and|or|not)\b|&&|\|\||!(?!=)", re.IGNORECASE)
+_LOGIC_WORDS = {"&&": "and", "||": "or", "!": "not", "&": "and", "|": "or", "~": "not"}
+
+
+def _check_foreign_logic(reader: _Reader) -> None:
+    """Refuse a text Python could not parse that writes and/or/not as another language
+    does (``AND``, ``Or``, ``&&``, ``||``, ``!``), with a caret under the first one; return
+    when it has none (then the parser's own message says what is wrong)."""
+    for found in _FOREIGN_LOGIC.finditer(reader.text):
+        written = found.group()
+        if written in ("and", "or", "not"):
+            continue
+        reader.fail(_instead(written), found.span())
+
+
+def _instead(written: str) -> str:
+    """What to write for a foreign ``written`` and/or/not."""
+    word = _LOGIC_WORDS.get(written, written.lower())
+    return (f"write `{word}` instead of `{written}`: the rule language's logic is `and`, "
+            "`or`, `not`, in lowercase as in Python")
+
+
 def _check_size(reader: _Reader, tree: ast.AST) -> None:
     """Refuse a parsed rule with more than :data:`MAX_NODES` nodes or nested deeper than
     :data:`MAX_DEPTH` (walked without recursion, before the reader recurses)."""
@@ -157,8 +192,10 @@ def _check_size(reader: _Reader, tree: ast.AST) -> None:
 class _Reader:
     """The walk of one rule's ast: each visitor returns a Node or refuses."""
 
-    def __init__(self, text: str, params: Mapping[str, str], where: str) -> None:
+    def __init__(self, text: str, params: Mapping[str, str], where: str,
+                 elsewhere: Collection[str] = ()) -> None:
         self.text, self.params, self.where = text, dict(params), where
+        self.elsewhere = frozenset(elsewhere)
         self.starts = [0]
         for line in text.splitlines(keepends=True):
             self.starts.append(self.starts[-1] + len(line))
@@ -225,15 +262,29 @@ class _Reader:
             return Node("param", name, span=span)
         if name in FUNCTIONS or name in HELPERS:
             self.fail(f"{name} is a function: call it, e.g. {usage(name)}", span)
+        if name in STOP_PARAMS or name in self.elsewhere:
+            what = (f"a stop (execution.{name}, or a grid axis of that name), applied by "
+                    "the simulation inside each bar" if name in STOP_PARAMS
+                    else "a grid axis the run applies itself, not a parameter of the rule")
+            self.fail(f"{name!r} is {what}: a rule cannot read it (to read a level in a "
+                      f"rule, give its grid axis another name, "
+                      f"e.g. '{name}_level'); a rule reads the series ({', '.join(SERIES)}),"
+                      f" the position state ({', '.join(STATE)}) and the grid's other axes "
+                      f"({_listed(self.params)})", span)
+        if name.lower() in ("and", "or", "not"):
+            self.fail(_instead(name), span)
         self.fail(f"unknown name {name!r}{suggest(name, (*known_names(), *self.params))}; "
                   f"names are the series ({', '.join(SERIES)}), the position state "
                   f"({', '.join(STATE)}) and the grid's axes ({_listed(self.params)})", span)
 
     def _BinOp(self, node: ast.BinOp) -> Node:
         op = _BINARY.get(type(node.op))
+        logic = _BITWISE.get(type(node.op))
+        if logic is not None:
+            self.fail(_instead(logic), self._operator_span(node, logic))
         if op is None:
-            self.fail(f"the operator of {_describe(node)} is not part of the rule language "
-                      "(+ - * / only)", self.span(node))
+            self.fail(f"the operator {_OTHER_BINARY.get(type(node.op), '?')} is not part of "
+                      "the rule language (+ - * / only)", self.span(node))
         left = self.num(node.left, f"the left side of {op}")
         right = self.num(node.right, f"the right side of {op}")
         return _combine("op", op, (left, right), "num", self.span(node))
@@ -249,7 +300,14 @@ class _Reader:
             if arg.kind == "num":
                 return Node("num", -arg.value, span=self.span(node))
             return _combine("neg", "-", (arg,), "num", self.span(node))
-        self.fail("~ is not part of the rule language (use `not`)", self.span(node))
+        self.fail(_instead("~"), (self.span(node)[0], self.span(node)[0] + 1))
+
+    def _operator_span(self, node: ast.BinOp, symbol: str) -> tuple[int, int]:
+        """Where ``symbol``, the operator of ``node``, is in the text: the first one
+        between its two sides."""
+        start, end = self.span(node.left)[1], self.span(node.right)[0]
+        at = self.text.find(symbol, start, end)
+        return (at, at + len(symbol)) if at >= 0 else self.span(node)
 
     def _BoolOp(self, node: ast.BoolOp) -> Node:
         kind = "and" if isinstance(node.op, ast.And) else "or"
@@ -406,8 +464,17 @@ def caret(message: str, text: str, span: tuple[int, int]) -> str:
 
 
 def suggest(name: str, known) -> str:
-    """`` (did you mean 'x'?)`` for the closest known name, or ``""``."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    """`` (did you mean 'x'?)`` for the known name spelled as ``name`` but for its case,
+    else the closest one (:func:`difflib.get_close_matches`, case aside), or ``""``.
+
+    >>> suggest("RSI", ("rsi", "roc")), suggest("smaa", ("sma", "ema")), suggest("q", ("sma",))
+    (" (did you mean 'rsi'?)", " (did you mean 'sma'?)", '')
+    """
+    known = list(known)
+    same = [k for k in known if k.lower() == name.lower()]
+    lowered = {k.lower(): k for k in reversed(known)}
+    close = same or [lowered[k] for k in difflib.get_close_matches(
+        name.lower(), list(lowered), n=1, cutoff=0.6)]
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -192,7 +192,7 @@ class Spec(BaseModel):
         own = {k: v for k, v in expanded.items() if k not in PORTFOLIO_AXES}
         strategy = _strategy_or_none(info)
         if isinstance(info.data.get("strategy"), RuleSpec) and not problems:
-            strategy, problems = _rule_strategy(info.data["strategy"], own)
+            strategy, problems = _rule_strategy(info.data["strategy"], expanded)
             if isinstance(info.context, dict):
                 info.context["strategy"] = strategy
         if strategy is not None:
@@ -455,16 +455,17 @@ def _strategy_or_none(info: ValidationInfo) -> Strategy | None:
 
 def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
                    ) -> tuple[Strategy | None, list[tuple[str, str]]]:
-    """The strategy compiled from the spec's rules, the grid's axes (stops aside) its
-    parameters: int where every value is a whole number. Or None and the problems."""
-    kinds = {k: "int" if _whole(v) else "float" for k, v in expanded.items()
-             if k not in STOP_PARAMS}
+    """The strategy compiled from the spec's rules, the grid's axes (the stops and a
+    portfolio's settings aside) its parameters: int where every value is a whole number.
+    Or None and the problems."""
+    kinds = {k: "int" if _whole(v) else "float" for k, v in expanded.items()}
+    applied = tuple(k for k in expanded if k in STOP_PARAMS or k in PORTFOLIO_AXES)
     rule = Rule(**spec.rule.model_dump(), name=spec.name)
     try:
-        return compile_rule(rule, kinds, where="strategy.rule"), []
+        return compile_rule(rule, kinds, where="strategy.rule", extra=applied), []
     except SpecError as err:
         key, _, message = str(err).partition(": ")
-        if not key.startswith("strategy.rule"):
+        if not key.startswith(("strategy.rule", "grid.")):
             key, message = "strategy.rule", str(err)
         return None, [(key, message)]
 

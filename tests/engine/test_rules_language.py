@@ -57,7 +57,24 @@ def caret_under(message: str) -> str:
     ("bars_held[1] > 2", "the position state has no past values", "bars_held"),
     ("sma(close - entry_price, n) > 0", "cannot read the position state", "close - entry_price"),
     ("sma(close, timeperiod=n) > 0", "arguments are positional", "sma(close, timeperiod=n)"),
-    ("close ** 2 > 1", "+ - * / only", "close ** 2"),
+    ("close ** 2 > 1", "the operator ** is not part of the rule language (+ - * / only)",
+     "close ** 2"),
+    ("close > open AND close > sma(close, n)", "write `and` instead of `AND`", "AND"),
+    ("close > open Or close > 1", "write `or` instead of `Or`", "Or"),
+    ("NOT close > open", "write `not` instead of `NOT`", "NOT"),
+    ("close > open && close > 1", "write `and` instead of `&&`", "&&"),
+    ("close > open || close > 1", "write `or` instead of `||`", "||"),
+    ("!(close > open)", "write `not` instead of `!`", "!"),
+    ("close > open & close > sma(close, n)", "write `and` instead of `&`", "&"),
+    ("(close > open) | (close > 1)", "write `or` instead of `|`", "|"),
+    ("~(close > open)", "write `not` instead of `~`", "~"),
+    ("AND", "write `and` instead of `AND`", "AND"),
+    ("RSI(close, n) < 30", "unknown function 'RSI' (did you mean 'rsi'?)", "RSI"),
+    ("close > Sma(close, n)", "unknown function 'Sma' (did you mean 'sma'?)", "Sma"),
+    ("Close > open", "unknown name 'Close' (did you mean 'close'?)", "Close"),
+    ("close > entry_price * (1 + take_profit)", "'take_profit' is a stop (execution."
+     "take_profit, or a grid axis of that name), applied by the simulation inside each bar: "
+     "a rule cannot read it", "take_profit"),
     ("'a' > 'b'", "str constants are not part of the rule language", "'a'"),
     ("close > sma(3, n)", "sma's x must be a series", "3"),
     ("close > sma(close, n + 1)", "a number or a parameter (no arithmetic)", "n + 1"),
@@ -83,6 +100,36 @@ def test_caret_points_into_the_line_of_a_multiline_rule():
 
 def test_a_syntax_error_is_refused_as_such():
     assert "not a valid expression" in refusal("close > > 1")
+    assert "not a valid expression" in refusal("close > > 1 and open != 1 or not open")
+
+
+def test_a_grid_axis_the_run_applies_is_named_so_in_a_rule():
+    message = refusal("close > open * (1 + max_positions)", {"n": "int"})
+    with pytest.raises(RuleError) as err:
+        parse_rule("close > open * max_positions", {"n": "int"}, "strategy.rule.entry",
+                   elsewhere=("max_positions",))
+    first = str(err.value).split("\n")[0]
+    assert "'max_positions' is a grid axis the run applies itself, not a parameter of the " \
+           "rule: a rule cannot read it" in first, first
+    assert first.endswith("the grid's other axes (n)"), first
+    assert "unknown name 'max_positions'" in message  # not one the caller named
+
+
+@pytest.mark.parametrize(("axis", "reserved"), [
+    ("close", "reserved for the series (open, high, low, close, volume): in a rule, close "
+              "is the bars' close"),
+    ("volume", "reserved for the series"),
+    ("bars_held", "reserved for the position state"),
+    ("sma", "reserved for the rule language's functions: in a rule, sma calls "
+            "sma(x, timeperiod)"),
+    ("not", "reserved for the rule language's words"),
+])
+def test_a_grid_axis_named_as_the_language_is_refused(axis, reserved):
+    with pytest.raises(SpecError) as err:
+        compile_rule(Rule("close > sma(close, n)", "False"), {"n": "int", axis: "int"})
+    message = str(err.value)
+    assert message.startswith(f"grid.{axis}: the name '{axis}' is {reserved}"), message
+    assert message.endswith(f"give the grid axis another name, e.g. '{axis}_level'"), message
 
 
 def test_canonical_text_is_one_spelling_per_meaning():

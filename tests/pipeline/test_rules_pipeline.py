@@ -170,6 +170,62 @@ def test_a_bad_rule_is_refused_before_any_store_or_cluster(tmp_path):
     assert not (tmp_path / "never.zarr").exists()
 
 
+@pytest.mark.parametrize(("entry", "grid", "said", "marked"), [
+    ("close > open * (1 + stop_loss) and close > sma(close, n)", {"stop_loss": [0.02, 0.05]},
+     "strategy.rule.entry: 'stop_loss' is a stop (execution.stop_loss, or a grid axis of "
+     "that name), applied by the simulation inside each bar: a rule cannot read it (to read "
+     "a level in a rule, give its grid axis another name, e.g. 'stop_loss_level'); a rule "
+     "reads the series (open, high, low, close, volume), the position state (position, "
+     "entry_price, bars_held) and the grid's other axes (n)", "stop_loss"),
+    ("close > open AND close > sma(close, n)", {},
+     "strategy.rule.entry: write `and` instead of `AND`: the rule language's logic is `and`, "
+     "`or`, `not`, in lowercase as in Python", "AND"),
+    ("close > open & close > sma(close, n)", {},
+     "strategy.rule.entry: write `and` instead of `&`", "&"),
+    ("RSI(close, n) < 30", {},
+     "strategy.rule.entry: unknown function 'RSI' (did you mean 'rsi'?)", "RSI"),
+])
+def test_what_a_rule_cannot_say_is_refused_with_what_to_write(tmp_path, entry, grid, said,
+                                                              marked):
+    """``check`` and ``run`` of a spec whose rule reads a stop axis, writes ``AND`` or
+    ``&`` for ``and``, or ``RSI`` for ``rsi``: one line naming the rule's key and what
+    to write, the rule and a caret under the text at fault; no store."""
+    synth(tmp_path / "bars", 300, seed=1)
+    spec = {**spec_of(tmp_path, "never.zarr"),
+            "strategy": {"name": "r", "rule": {"entry": entry, "exit": "close < open"}},
+            "grid": {"n": [5, 10], **grid}}
+    path = tmp_path / "rule.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    for command in ("check", "run"):
+        done = barsweep(command, path, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        first, rule, carets = done.stderr.strip().splitlines()
+        assert first.startswith(f"barsweep: error: invalid sweep spec {path}: "), first
+        assert said in first, first
+        assert rule.strip() == entry
+        assert rule[carets.index("^"):].startswith(marked) and carets.count("^") == len(marked)
+    assert not (tmp_path / "never.zarr").exists()
+
+
+def test_a_grid_axis_named_as_a_series_is_refused_as_reserved(tmp_path):
+    """A grid axis ``close`` beside a rule (whose ``close`` is the bars'): refused by
+    ``check`` as reserved for the series, naming the grid's key, in one line."""
+    synth(tmp_path / "bars", 300, seed=1)
+    spec = {**spec_of(tmp_path, "never.zarr"),
+            "strategy": {"name": "r", "rule": {"entry": "close > sma(close, n)",
+                                               "exit": "close < open"}},
+            "grid": {"n": [5, 10], "close": [1, 2]}}
+    path = tmp_path / "close.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = barsweep("check", path, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"barsweep: error: invalid sweep spec {path}: grid.close: the name 'close' is "
+        "reserved for the series (open, high, low, close, volume): in a rule, close is the "
+        "bars' close; give the grid axis another name, e.g. 'close_level'"), done.stderr
+
+
 def test_check_compiles_a_rule_without_running(plain, tmp_path):
     base, _ = plain
     done = barsweep("check", base / "plain.yaml", cwd=tmp_path)
