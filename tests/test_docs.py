@@ -366,3 +366,21 @@ def test_cli_page_names_every_command_and_option():
                 if not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", section):
                     missing.append(f"barsweep {' '.join(words)} {option}".replace("  ", " "))
     assert not missing, f"docs/CLI.md lacks {missing}"
+
+
+def test_the_rules_page_writes_each_builtin_as_its_rule():
+    """docs/RULES.md's table of the builtins as rules: a row per builtin, its entry and
+    exit those the compiler is held to (``cross_below(...)``: the entry's cross mirrored)."""
+    from barsweep.engine.rules.builtins import BUILTIN_RULES
+
+    table = text_of(ROOT / "docs" / "RULES.md").split("| builtin | entry | exit |\n", 1)[1]
+    rows = {}
+    for line in table.split("\n\n", 1)[0].splitlines()[1:]:
+        name, entry, exit_ = (cell.strip().strip("`") for cell in line.strip("|").split("|"))
+        rows[name] = entry, exit_
+    assert sorted(rows) == sorted(BUILTIN_RULES)
+    for name, (entry, exit_) in rows.items():
+        rule = BUILTIN_RULES[name]
+        mirrored = rule.entry.replace("cross_above(", "cross_below(", 1)
+        assert entry == rule.entry, name
+        assert exit_ == rule.exit or (exit_ == "cross_below(...)" and rule.exit == mirrored), name
