@@ -115,8 +115,8 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
         shipped = shipper.ensure() if todo else None
         if shipped and say is not None:
             say(shipped)
-        portfolio = bool(tasks[0].members)
-        compiling = bool(todo) and tasks[0].backend == "cpu" and not kernel_cached(
+        portfolio = bool(todo) and bool(todo[0].members)
+        compiling = bool(todo) and todo[0].backend == "cpu" and not kernel_cached(
             spec.strategy_ref, portfolio)
         if compiling and say is not None:
             say(compiling_line(spec.strategy_name, portfolio))
