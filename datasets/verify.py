@@ -27,7 +27,6 @@ from .index import (
     write_index,
 )
 from .rules import first_broken_price_rule
-from .writer import PRICE_COLUMN_KEY
 from .store import (
     check_store_dir,
     check_time_increasing,
@@ -36,6 +35,7 @@ from .store import (
     os_reason,
     scan_store,
 )
+from .writer import PRICE_COLUMN_KEY
 
 __all__ = ["FileReport", "verify_store"]
 

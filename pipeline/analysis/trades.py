@@ -250,14 +250,15 @@ def stats_table(combo: pd.Series, held: pd.Series) -> pd.DataFrame:
 def format_stat(name: str, value) -> str:
     """One entry of ``stats()`` for people, by its units: fractions in percent, cash
     with thousands separators, times to the minute (a midnight as its date),
-    durations to the second."""
+    durations to the second (whole days as days)."""
     units = stat_units(name)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, pd.Timestamp):
         return times_text([value.value], to_minute=True)[0]
-    if isinstance(value, pd.Timedelta):
-        return str(value.round("s"))
+    if isinstance(value, pd.Timedelta):  # whole days (daily bars) without 00:00:00
+        whole = value.round("s")
+        return f"{whole.days:,} days" if whole == pd.Timedelta(days=whole.days) else str(whole)
     if units == "duration":  # bars without times
         return f"{value:,.1f} bars" if value != int(value) else f"{int(value):,} bars"
     if units in ("fraction", "fraction per year"):
