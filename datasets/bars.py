@@ -15,7 +15,7 @@ from xarray.indexes import PandasIndex
 
 from ..errors import DataError
 from .store import FUNDING_RATE_FIELD, column_array, read_table
-from .timeframes import timeframe_seconds
+from .timeframes import timeframe_seconds, times_text
 
 __all__ = ["PRICE_VARS", "bars_arrays", "open_bars", "to_ns"]
 
@@ -184,11 +184,7 @@ def _sliced_columns(
     lo = 0 if start_ns is None else int(np.searchsorted(ts_ns, start_ns, side="left"))
     hi = ts_ns.size if end_ns is None else int(np.searchsorted(ts_ns, end_ns, side="left"))
     if hi <= lo:
-        stored = (
-            f"{pd.Timestamp(int(ts_ns[0]), tz='UTC')} to {pd.Timestamp(int(ts_ns[-1]), tz='UTC')}"
-            if ts_ns.size
-            else "no bars"
-        )
+        stored = " to ".join(times_text(ts_ns[[0, -1]])) if ts_ns.size else "no bars"
         raise DataError(
             f"no {timeframe} bars for {symbol} in [start={start!r}, end={end!r}); "
             f"the store holds {stored}"
@@ -202,11 +198,8 @@ def _inner_join(
     """Keep the times every symbol has; stack each variable to shape (n_time, n_symbol)."""
     ts_ns = reduce(np.intersect1d, [c["time"] for c in columns])
     if ts_ns.size == 0:
-        ranges = ", ".join(
-            f"{name}: {pd.Timestamp(int(c['time'][0]), tz='UTC')} to "
-            f"{pd.Timestamp(int(c['time'][-1]), tz='UTC')}"
-            for name, c in zip(names, columns, strict=True)
-        )
+        ranges = ", ".join(f"{name}: {' to '.join(times_text(c['time'][[0, -1]]))}"
+                           for name, c in zip(names, columns, strict=True))
         raise DataError(f"symbols {names} share no bar time (inner join is empty); {ranges}")
     rows = [np.searchsorted(c["time"], ts_ns) for c in columns]
     data = {

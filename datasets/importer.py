@@ -185,7 +185,7 @@ def import_file(path: str | os.PathLike, store: str | os.PathLike, symbol: str,
                           price_column=checked.price_from, adjusted=checked.adjusted)
     warned = [*checked.warnings, *([moved] if moved else [])]
     table = _table(checked.values)
-    written = write_bars(store, symbol, timeframe, table)
+    written = write_bars(store, symbol, timeframe, table, price_column=checked.price_from)
     shown = {*checked.notes, *warned}  # the caller's to show, once
     for message in (m for m in checked.messages if m not in shown):
         logger.info("%s: %s", src, message)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import DataError
 from .store import column_array, read_table
+from .timeframes import time_text
 
 COLUMNS = ("open", "high", "low", "close", "volume", "funding_rate")
 
@@ -46,8 +47,10 @@ def mapped_arrays(store: str | os.PathLike, symbol: str, timeframe: str,
     lo = 0 if start_ns is None else int(np.searchsorted(time, start_ns, side="left"))
     hi = len(time) if end_ns is None else int(np.searchsorted(time, end_ns, side="left"))
     if hi <= lo:
-        raise DataError(f"{symbol} {timeframe} in {store}: no bars between the start and end "
-                        f"asked for ({start_ns} <= time ns < {end_ns})")
+        asked = " and ".join(f"{word} {time_text(ns)}" for word, ns in
+                             (("from", start_ns), ("before", end_ns)) if ns is not None)
+        held = f"{time_text(time[0])} to {time_text(time[-1])}" if len(time) else "none"
+        raise DataError(f"{symbol} {timeframe} in {store}: no bars {asked} (it holds {held})")
     out = {"time": time[lo:hi]}
     for name in COLUMNS:
         if name in table.column_names:

@@ -157,7 +157,9 @@ def check_time_increasing(time: pa.Array, where: str) -> None:
 
 
 def _iso(ts: int) -> str:
-    return str(np.datetime64(int(ts), "ns")) + "Z"
+    from .timeframes import time_text
+
+    return time_text(int(ts))
 
 
 def time_ns(time: pa.Array) -> np.ndarray:

@@ -6,9 +6,12 @@ import math
 import numbers
 import re
 
+import numpy as np
+
 from ..errors import DataError
 
-__all__ = ["TIMEFRAME_PATTERN", "periods_per_year", "timeframe_seconds"]
+__all__ = ["TIMEFRAME_PATTERN", "periods_per_year", "time_text", "times_text",
+           "timeframe_seconds"]
 
 TIMEFRAME_PATTERN = re.compile(r"^(\d+)(s|m|h|d|w)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
@@ -84,3 +87,33 @@ def periods_per_year(tf: str, year_days: float = 365.0) -> float:
     if not valid or not math.isfinite(year_days) or year_days <= 0:
         raise DataError(f"year_days must be a positive number of days, got {year_days!r}")
     return float(year_days) * 86_400.0 / seconds
+
+
+_NS_PER_DAY = 86_400 * 10**9
+
+
+def times_text(ts_ns, to_minute: bool = False) -> list[str]:
+    """Times (int64 ns since the epoch, UTC, or datetime64) for people, as one column
+    shows them: dates when every one is at midnight (daily bars), else to the minute,
+    to the second where one is not on a whole minute (unless ``to_minute``).
+
+    >>> times_text([1577923200 * 10**9, 1578009600 * 10**9])
+    ['2020-01-02', '2020-01-03']
+    >>> times_text([1577923200 * 10**9, 1577925000 * 10**9])
+    ['2020-01-02 00:00', '2020-01-02 00:30']
+    """
+    ns = np.asarray(ts_ns).astype("datetime64[ns]").astype(np.int64)
+    unit = ("D" if not (ns % _NS_PER_DAY).any() else
+            "m" if to_minute or not (ns % (60 * 10**9)).any() else "s")
+    return [t.replace("T", " ") for t in
+            np.datetime_as_string(ns.astype("datetime64[ns]"), unit=unit).tolist()]
+
+
+def time_text(ts_ns) -> str:
+    """One time for a message, as :func:`times_text` shows it: ``2020-01-02`` at
+    midnight, else ``2020-01-02 09:30`` (or to the second).
+
+    >>> time_text(1577923200 * 10**9), time_text(np.datetime64("2020-01-02T09:30:15"))
+    ('2020-01-02', '2020-01-02 09:30:15')
+    """
+    return times_text([ts_ns])[0]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import DataError
 from .import_hints import split_warning
@@ -34,6 +35,7 @@ from .store import (
     os_reason,
     scan_store,
 )
+from .writer import PRICE_COLUMN_KEY
 
 __all__ = ["FileReport", "verify_store"]
 
@@ -170,8 +172,18 @@ def _bar_problem(store: str | os.PathLike, path: Path) -> tuple[str, int | None,
     problem, n_bars, values = _broken_rule(store, path)
     if problem:
         return problem, n_bars, ""
-    moved = split_warning(values["time"], values["close"])
+    moved = split_warning(values["time"], values["close"], price_column=_price_column(path))
     return "", n_bars, moved or ""
+
+
+def _price_column(path: Path) -> str | None:
+    """The source column the file's close was taken from, as its import recorded it
+    (`~barsweep.datasets.writer.PRICE_COLUMN_KEY`): adjusted prices; None when the
+    file's own close was stored, or no record was kept."""
+    with pa.memory_map(str(path)) as source:  # its bars were read already: it opens
+        metadata = pa.ipc.open_file(source).schema.metadata or {}
+    column = metadata.get(PRICE_COLUMN_KEY)
+    return None if column is None else column.decode("utf-8", "replace")
 
 
 def _broken_rule(store: str | os.PathLike, path: Path) -> tuple[

@@ -28,12 +28,19 @@ from .store import (
     os_reason,
 )
 
-__all__ = ["check_store_writable", "conform_table", "write_bars"]
+__all__ = ["PRICE_COLUMN_KEY", "check_store_writable", "conform_table", "write_bars"]
 
 PSEUDO_FILESYSTEMS = ("/proc", "/sys")  # kernel views; /dev/shm is a fine store
 
 
-def write_bars(store: str | os.PathLike, symbol: str, timeframe: str, table: pa.Table) -> Path:
+#: The key of a bar file's schema metadata naming the source column its close was taken
+#: from (``--price-column``: adjusted prices), absent when the file's own close was
+#: stored. ``data verify`` reads it to word its warnings.
+PRICE_COLUMN_KEY = b"barsweep.price_column"
+
+
+def write_bars(store: str | os.PathLike, symbol: str, timeframe: str, table: pa.Table,
+               price_column: str | None = None) -> Path:
     """Write `table` as `symbol`'s bars of `timeframe`, replacing any previous file atomically.
 
     Parameters
@@ -46,6 +53,9 @@ def write_bars(store: str | os.PathLike, symbol: str, timeframe: str, table: pa.
         n_bars >= 1 rows with the columns of `BAR_SCHEMA` and optionally ``funding_rate``.
         Numeric columns are cast to float64 and a timestamp ``time`` to ns UTC (a naive one
         is taken as UTC). No nulls; time strictly increasing.
+    price_column : str, optional
+        The source column the close was taken from (adjusted prices), recorded in the
+        file's schema metadata under `PRICE_COLUMN_KEY`.
 
     Returns
     -------
@@ -69,6 +79,8 @@ def write_bars(store: str | os.PathLike, symbol: str, timeframe: str, table: pa.
     path = bar_path(store, symbol, timeframe)
     where = f"bars for {symbol} {timeframe}"
     table = conform_table(table, where)
+    if price_column is not None:
+        table = table.replace_schema_metadata({PRICE_COLUMN_KEY: price_column.encode("utf-8")})
     check_store_writable(store)
     created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     try:

@@ -281,15 +281,16 @@ CACHE_DIR = configure()
 BASE = CACHE_DIR.parent
 
 
-def mark_compiled(function) -> bool:
+def mark_compiled(function, variant: str = "") -> bool:
     """Write the mark saying that the jitted ``function`` is in numba's cache for this
     engine (call it after the function has run); False when nothing was written: it is
     not cached on disk (no source file, or numba keeps it in memory only), or the folder
-    is not writable."""
+    is not writable. ``variant`` names one of its specialisations marked on its own
+    (``"record"``: a portfolio kernel compiled for a recording run)."""
     stamp = _stamp(function)
     if stamp is None:
         return False
-    mark = _mark_path(function)
+    mark = _mark_path(function, variant)
     partial = mark.with_name(f".{mark.name}.{os.getpid()}.tmp")
     try:
         mark.parent.mkdir(parents=True, exist_ok=True)
@@ -300,14 +301,14 @@ def mark_compiled(function) -> bool:
     return True
 
 
-def is_marked(function) -> bool:
-    """Whether :func:`mark_compiled` marked ``function`` with its present stamp (its file
-    unchanged since, the same numba and Python)."""
+def is_marked(function, variant: str = "") -> bool:
+    """Whether :func:`mark_compiled` marked ``function`` (its specialisation ``variant``)
+    with its present stamp (its file unchanged since, the same numba and Python)."""
     stamp = _stamp(function)
     if stamp is None:
         return False
     try:
-        return json.loads(_mark_path(function).read_text(encoding="utf-8")) == stamp
+        return json.loads(_mark_path(function, variant).read_text(encoding="utf-8")) == stamp
     except (OSError, ValueError):
         return False
 
@@ -331,8 +332,9 @@ def _stamp(function) -> dict | None:
             "numba": getattr(numba, "__version__", "?"), "python": sys.version.split()[0]}
 
 
-def _mark_path(function) -> Path:
+def _mark_path(function, variant: str = "") -> Path:
     py_func = function.py_func
     path = os.path.abspath(py_func.__code__.co_filename)
     where = hashlib.sha256(f"{path}\0{py_func.__qualname__}".encode()).hexdigest()[:12]
-    return CACHE_DIR / "barsweep-compiled" / f"{Path(path).stem}.{py_func.__qualname__}-{where}"
+    name = f"{Path(path).stem}.{py_func.__qualname__}-{where}"
+    return CACHE_DIR / "barsweep-compiled" / (f"{name}.{variant}" if variant else name)

@@ -114,11 +114,30 @@ def _equity_panel(ax, x: np.ndarray, equity: np.ndarray, close: np.ndarray,
     """The equity, and buy-and-hold of the close from the same initial cash."""
     ax.plot(x, equity, color="tab:purple", linewidth=0.9, label="strategy")
     start = equity[-1] / (1.0 + total_return)  # the initial cash
+    drawn = [equity]
     if np.isfinite(start) and close[0] > 0:
-        ax.plot(x, start * close / close[0], color="0.55", linewidth=0.8,
-                label="buy and hold")
+        held = start * close / close[0]
+        ax.plot(x, held, color="0.55", linewidth=0.8, label="buy and hold")
         ax.legend(loc="best", fontsize="small", framealpha=0.8)
-    ax.set_ylabel("equity")
+        drawn.append(held)
+    equity_axis(ax, np.concatenate(drawn))
+
+
+def equity_axis(ax, values: np.ndarray) -> None:
+    """The equity axis of every picture of a backtest (one symbol's or a portfolio's):
+    logarithmic, ticks in whole cash, when the positive ``values`` drawn on it span
+    more than 10x (growth reads as growth there), linear otherwise."""
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) and values.max() > 10 * values.min():
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.set_yscale("log")  # growth spanning more than 10x reads on a log axis
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("equity (log)")
+    else:
+        ax.set_ylabel("equity")
 
 
 def _drawdown_panel(ax, x: np.ndarray, equity: np.ndarray) -> None:

@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 
-from .plot import TITLE_CHARS, _x_values
+from .plot import TITLE_CHARS, _x_values, equity_axis
 
 #: The most members drawn in a panel each; more share one stacked panel.
 MAX_PANELS = 8
@@ -93,18 +93,8 @@ def _equity_panel(ax, x: np.ndarray, result, hold) -> None:
     if hold is not None:
         ax.plot(x, hold.equity.to_numpy(), color="0.5", linewidth=0.9,
                 label="equal-weight buy and hold")
-    values = equity if hold is None else np.concatenate([equity, hold.equity.to_numpy()])
-    values = values[np.isfinite(values) & (values > 0)]
-    if len(values) and values.max() > 10 * values.min():
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-        ax.set_yscale("log")  # growth spanning more than 10x reads on a log axis
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel("equity (log)")
-    else:
-        ax.set_ylabel("equity")
+    equity_axis(ax, equity if hold is None else
+                np.concatenate([equity, hold.equity.to_numpy()]))
     ax.legend(loc="upper left", fontsize="small", framealpha=0.8)
 
 

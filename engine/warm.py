@@ -30,8 +30,8 @@ from .execution import Execution
 from .strategies import kernels
 from .strategies.base import Strategy
 
-__all__ = ["check", "check_portfolio", "describe", "is_compiled", "signal_problem", "warm",
-           "warm_params"]
+__all__ = ["check", "check_portfolio", "describe", "is_compiled", "portfolio_compiled",
+           "rebuild_kernels", "signal_problem", "warm", "warm_params"]
 
 #: What a signal returns at bar t.
 SIGNAL_RETURNS = ("(long_entry, long_exit, short_entry, short_exit), a tuple of 4 "
@@ -43,6 +43,54 @@ def is_compiled(strategy: Strategy) -> bool:
     cache for the engine's current source and the kernel's (False for a kernel that is
     not cached on disk, e.g. compiled in-process only, or for no kernel)."""
     return strategy.kernel is not None and is_marked(strategy.kernel)
+
+
+def portfolio_compiled(strategy: Strategy) -> bool:
+    """Whether :func:`check_portfolio` compiled ``strategy``'s portfolio kernel into
+    numba's cache (True for a strategy without a signal: it has no portfolio kernel)."""
+    from .portfolio import portfolio_kernel
+
+    return strategy.signal is None or is_marked(portfolio_kernel(strategy.signal))
+
+
+#: The mark of a portfolio kernel's specialisation for a recording run (one combo in
+#: full: :func:`~barsweep.engine.portfolio_backtest.backtest_portfolio`), a compile of
+#: its own: a sweep's kernel records nothing (its record is None).
+RECORDING = "record"
+
+
+def rebuild_kernels(strategy: Strategy, portfolio: bool) -> tuple[tuple[str, object, str], ...]:
+    """The kernels that rebuilding one combo of ``strategy`` in full runs, with buy and
+    hold beside it (``barsweep trades``, ``plot best``, ``report``): each as the name of
+    its strategy, the jitted function and the variant of its mark (:func:`~.cache.
+    is_marked`). A single-symbol rebuild runs the sweep kernel itself (recording into
+    arrays of the sweep's types); a portfolio's runs the portfolio kernels' recording
+    specialisation (:data:`RECORDING`).
+
+    >>> from barsweep.engine import get_strategy
+    >>> [(name, variant) for name, _, variant in rebuild_kernels(get_strategy("rsi"), True)]
+    [('rsi', 'record'), ('buy_and_hold', 'record')]
+    """
+    from .portfolio import portfolio_kernel
+    from .strategies import get_strategy
+
+    kernels = {}
+    for one in (strategy, get_strategy("buy_and_hold")):
+        if portfolio and one.signal is not None:
+            kernels[one.name] = (one.name, portfolio_kernel(one.signal), RECORDING)
+        elif not portfolio and one.kernel is not None:
+            kernels[one.name] = (one.name, one.kernel, "")
+    return tuple(kernels.values())
+
+
+def compiled_here(function, variant: str = "") -> bool:
+    """Whether the jitted ``function`` holds, in this process, the specialisation its
+    mark ``variant`` stands for (:func:`rebuild_kernels`): any, or for
+    :data:`RECORDING` one whose last argument (the record) is not None."""
+    signatures = getattr(function, "signatures", ())
+    if variant != RECORDING:
+        return bool(signatures)
+    return any(not isinstance(args[-1], nb_types.NoneType) for args in signatures if args)
 
 
 def warm_params(strategy: Strategy) -> dict[str, np.ndarray]:

@@ -47,8 +47,9 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
         ``<sample>_end_bar`` coordinates over ``window``).
     groups : iterable of mapping, optional
         The rows wanted: each maps ``symbol`` (and ``window``, ``sample`` in a
-        walk-forward store) to a label. Default: every symbol of ``ds`` (every window
-        and sample of it in a walk-forward store).
+        walk-forward store; ``bars_run`` in a search store, the bars of the rung its
+        combos ran: the last ones) to a label. Default: every symbol of ``ds`` (every
+        window and sample of it in a walk-forward store).
 
     Returns
     -------
@@ -83,6 +84,9 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
             continue
         if symbol not in bars:
             bars[symbol] = _run_bars(ds, spec, symbol)
+        if "bars_run" in group:  # a search rung: over the last bars_run bars, as it ran
+            n = bars[symbol].sizes["time"]
+            span = None if int(group["bars_run"]) >= n else (n - int(group["bars_run"]), n)
         result = _hold(bars[symbol], span, ppy, execution)
         rows.append({**group, **{m: result.metrics[m] for m in METRICS}})
     return pd.DataFrame(rows, columns=[*(groups[0] if groups else ["symbol"]), *METRICS])
@@ -154,9 +158,10 @@ def _at(ds, name: str, symbol: str, w: int):
 
 
 def groups_of(frame: pd.DataFrame) -> list[dict]:
-    """The distinct ``symbol`` (``window``, ``sample``) labels of a ranking's rows, in
-    the order they first appear: the buy-and-hold rows that go beside them."""
-    keys = [k for k in NON_PARAM_DIMS if k in frame.columns]
+    """The distinct ``symbol`` (``window``, ``sample``; a search store's ``bars_run``)
+    labels of a ranking's rows, in the order they first appear: the buy-and-hold rows
+    that go beside them, each over the bars its rows ran."""
+    keys = [k for k in (*NON_PARAM_DIMS, "bars_run") if k in frame.columns]
     seen = dict.fromkeys(tuple(row) for row in frame[keys].itertuples(index=False))
     return [dict(zip(keys, (v.item() if isinstance(v, np.generic) else v for v in labels)))
             for labels in seen]

@@ -197,7 +197,9 @@ def ranking_cells(frame, columns, reference=None, label: str = "buy&hold"):
     columns (symbol, window, sample, the parameters: every column that is not a metric
     or computed from one), then ``columns`` (metric columns, those present), each cell
     formatted by :func:`cells`; then the ``reference`` rows (buy and hold: labels and
-    metrics), unranked (index ``-``), ``label`` in the first parameter column.
+    metrics), unranked (index ``-``), ``label`` in the first parameter column; where
+    there is none (a store of a strategy without parameters), ``label`` is their index,
+    every column holding what its name says.
 
     Returns
     -------
@@ -221,7 +223,5 @@ def ranking_cells(frame, columns, reference=None, label: str = "buy&hold"):
         ref[c] = ""
     if params:
         ref[params[0]] = label
-    else:
-        ref["symbol"] = ref["symbol"] + f" {label}"
-    ref.index = pd.Index(["-"] * len(ref), name=table.index.name)
+    ref.index = pd.Index(["-" if params else label] * len(ref), name=table.index.name)
     return pd.concat([table, ref])

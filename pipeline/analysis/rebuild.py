@@ -4,12 +4,17 @@ the store's."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
+from collections.abc import Iterator
 
 from ...engine import METRICS, backtest
 from ...engine.execution import split_combo
-from ...errors import MismatchError, ResultsError, SpecError
+from ...errors import BarsweepError, MismatchError, ResultsError, SpecError
+
+logger = logging.getLogger(__name__)
 
 
 def stored_spec(ds, what: str = "the results store", *, strategy: bool = True):
@@ -59,6 +64,38 @@ def _modules_imported(data, what: str) -> None:
                         f"{f' in {root}' if root else ''}, Python code that reading a store "
                         "does not import unless asked: pass --import-modules (the files are "
                         "checked against the ones the run hashed)")
+
+
+@contextlib.contextmanager
+def compile_note(results, what: str) -> Iterator[None]:
+    """Around a command that rebuilds combos of ``results`` in full, with buy and hold
+    beside them (``barsweep trades``, ``plot best``, ``report``): before it, when numba's
+    cache lacks a kernel the rebuild runs (:func:`~barsweep.engine.warm.
+    rebuild_kernels`), one line naming them on this module's logger (stderr on the
+    command line); after it, those the command ran marked compiled, so the line is said
+    once.
+
+    A store whose spec cannot be read is left to the command, which says why."""
+    from ...engine.cache import is_marked, mark_compiled
+    from ...engine.warm import compiled_here, rebuild_kernels
+    from ..run.results import open_results
+
+    try:
+        ds = open_results(results) if isinstance(results, str | os.PathLike) else results
+        spec, _ = stored_spec(ds, what)
+        kernels = rebuild_kernels(spec.strategy_def, "portfolio" in ds.attrs)
+    except BarsweepError:
+        kernels = ()
+    cold = [k for k in kernels if not is_marked(k[1], k[2])]
+    if cold:
+        kind = "recording portfolio kernel" if cold[0][2] else "kernel"
+        logger.info("barsweep: compiling the %s%s of %s (first use on this machine, cached "
+                    "after) ...", kind, "s" * (len(cold) > 1),
+                    " and ".join(name for name, _, _ in cold))
+    yield
+    for _, function, variant in cold:
+        if compiled_here(function, variant):  # run by the command, not only named
+            mark_compiled(function, variant)
 
 
 def stored_bars(spec, symbol: str):

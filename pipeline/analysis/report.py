@@ -45,8 +45,11 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike, *, by: str 
     of every window; its walk-forward section chooses in each window's train sample and
     chains the tests.
     """
+    from .rebuild import compile_note
+
     check_output(out, REPORT, overwrite=overwrite)
-    page = report_page(results, by=by, top=top, symbol=symbol)
+    with compile_note(results, "report"):
+        page = report_page(results, by=by, top=top, symbol=symbol)
     return write_output(out, REPORT, lambda f: f.write(page.encode("utf-8")),
                         overwrite=overwrite)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...datasets.timeframes import times_text
 from ...engine.backtest import BacktestResult
 from ...engine.portfolio_backtest import PortfolioResult
 from ...engine.stats import stat_units
@@ -61,7 +62,9 @@ def combo_backtest(results, params: Mapping | None = None, *, rank: int | None =
         one value in the grid must be named.
     rank : int, optional
     symbol : str, optional
-        Needed when the store holds several symbols.
+        The symbol: with ``params``, needed when the store holds several; with ``rank``,
+        the ranking is of its combos only (of every symbol's when None, the combo's own
+        symbol then taken, as ``barsweep plot best`` does).
     by, where : str
         The ranking (with ``rank``), as ``barsweep rank``'s.
     window : int, optional
@@ -82,16 +85,19 @@ def combo_backtest(results, params: Mapping | None = None, *, rank: int | None =
     """
     ds = open_results(results) if isinstance(results, str | os.PathLike) else results
     view, window, sample = _window_view(ds, window, sample)
-    symbol = one_symbol(ds, symbol)
     if params is not None:
         if rank is not None:
             raise SpecError("--rank and --params each choose the combo: give one")
+        symbol = one_symbol(ds, symbol)
         chosen = grid_point(view, symbol, params)
         how = "chosen by --params"
     else:
         rank = 1 if rank is None else rank
-        chosen = ranked_point(view, symbol, rank, by, where)
-        how = f"rank {rank} by {by}" + (f" where {where}" if where else "")
+        across = symbol is None and ds.sizes["symbol"] > 1
+        symbol, chosen = ranked_point(view, None if symbol is None else one_symbol(ds, symbol),
+                                      rank, by, where)
+        how = (f"rank {rank} by {by}" + (f" where {where}" if where else "")
+               + (" among every symbol's combos" if across else ""))
     if window is not None:
         how = f"window {window} {sample}, {how}"
     spec, _ = stored_spec(ds, "trades")
@@ -137,17 +143,20 @@ def one_symbol(ds, symbol: str | None) -> str:
     return symbol
 
 
-def ranked_point(ds, symbol: str, rank_n: int, by: str, where: str | None) -> dict:
-    """The parameter values of combo ``rank_n`` of ``symbol``'s ranking."""
+def ranked_point(ds, symbol: str | None, rank_n: int, by: str,
+                 where: str | None) -> tuple[str, dict]:
+    """The symbol and parameter values of combo ``rank_n`` of the ranking: of
+    ``symbol``'s combos, or (None) of every symbol's, as ``barsweep rank`` ranks them."""
     if rank_n < 1:
         raise ResultsError(f"--rank: expected 1 or more, got {rank_n}")
-    top = ranked(ds.sel(symbol=[symbol]), by=by, top=rank_n, where=where)
+    top = ranked(ds, by=by, top=rank_n, where=where, symbol=symbol)
     if len(top) < rank_n:
         passing = f" pass --where {where!r} and" if where else ""
-        raise ResultsError(f"--rank {rank_n}: only {len(top)} combos of {symbol}{passing} "
+        of = f" of {symbol}" if symbol is not None else ""
+        raise ResultsError(f"--rank {rank_n}: only {len(top)} combos{of}{passing} "
                            f"have a defined {by}")
     row = top.iloc[rank_n - 1]
-    return {name: _plain(row[name]) for name in combo_params(ds)}
+    return str(row["symbol"]), {name: _plain(row[name]) for name in combo_params(ds)}
 
 
 def parse_params(text: str) -> dict[str, str]:
@@ -240,14 +249,16 @@ def stats_table(combo: pd.Series, held: pd.Series) -> pd.DataFrame:
 
 def format_stat(name: str, value) -> str:
     """One entry of ``stats()`` for people, by its units: fractions in percent, cash
-    with thousands separators, times to the minute, durations to the second."""
+    with thousands separators, times to the minute (a midnight as its date),
+    durations to the second (whole days as days)."""
     units = stat_units(name)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, pd.Timestamp):
-        return value.strftime("%Y-%m-%d %H:%M")
-    if isinstance(value, pd.Timedelta):
-        return str(value.round("s"))
+        return times_text([value.value], to_minute=True)[0]
+    if isinstance(value, pd.Timedelta):  # whole days (daily bars) without 00:00:00
+        whole = value.round("s")
+        return f"{whole.days:,} days" if whole == pd.Timedelta(days=whole.days) else str(whole)
     if units == "duration":  # bars without times
         return f"{value:,.1f} bars" if value != int(value) else f"{int(value):,} bars"
     if units in ("fraction", "fraction per year"):
@@ -260,13 +271,22 @@ def format_stat(name: str, value) -> str:
 
 
 def trades_text(trades: pd.DataFrame) -> str:
-    """The trades table for people: times (UTC) to the minute, side as long/short,
-    returns in percent; numbered from 1; a portfolio's with each trade's symbol first."""
+    """The trades table for people: times (UTC) to the minute, dates when every one is
+    at midnight (daily bars), side as long/short, returns in percent; numbered from 1;
+    a portfolio's with each trade's symbol first."""
     symbol = {"symbol": trades["symbol"]} if "symbol" in trades.columns else {}
+    times = {}
+    if isinstance(trades["entry_time"].dtype, pd.DatetimeTZDtype):
+        both = times_text(np.concatenate([trades[c].dt.tz_convert(None).to_numpy()
+                                          for c in ("entry_time", "exit_time")]),
+                          to_minute=True)
+        times = {"entry_time": both[:len(trades)], "exit_time": both[len(trades):]}
     table = pd.DataFrame({
         **symbol,
-        "entry_time": [format_stat("start", t) for t in trades["entry_time"]],
-        "exit_time": [format_stat("start", t) for t in trades["exit_time"]],
+        "entry_time": times.get("entry_time",
+                                [format_stat("start", t) for t in trades["entry_time"]]),
+        "exit_time": times.get("exit_time",
+                               [format_stat("start", t) for t in trades["exit_time"]]),
         "side": np.where(trades["side"] > 0, "long", "short"),
         "entry_price": trades["entry_price"].map("{:,.6g}".format),
         "exit_price": trades["exit_price"].map("{:,.6g}".format),

@@ -103,13 +103,24 @@ def cmd_info(args) -> int:
     good = [r for r in rows if not r.problem]
     if good:
         print(f"{'symbol':<12} {'tf':<4} {'bars':>10} {'start':<26} {'end':<26} {'MiB':>8}")
-    for r in good:
-        print(f"{r.symbol:<12} {r.timeframe:<4} {r.n_bars:>10,} {str(r.start):<26} "
-              f"{str(r.end):<26} {r.bytes / 2**20:>8.2f}", flush=True)
+    for r, start, end in zip(good, *_daily_or_str([r.start for r in good],
+                                                   [r.end for r in good]), strict=True):
+        print(f"{r.symbol:<12} {r.timeframe:<4} {r.n_bars:>10,} {start:<26} "
+              f"{end:<26} {r.bytes / 2**20:>8.2f}", flush=True)
     for r in rows:
         if r.problem:
             print(f"barsweep: error: {r.problem}", file=sys.stderr, flush=True)
     return 1 if len(good) < len(rows) else 0
+
+
+def _daily_or_str(*columns) -> list[list[str]]:
+    """Columns of times as ``data info`` shows them: dates when every time is at
+    midnight (daily bars), else as pandas writes them (with their UTC offset)."""
+    times = [t for column in columns for t in column if t is not None]
+    if times and all(t.value % (86_400 * 10**9) == 0 for t in times):
+        return [[str(t) if t is None else t.strftime("%Y-%m-%d") for t in column]
+                for column in columns]
+    return [[str(t) for t in column] for column in columns]
 
 
 def cmd_verify(args) -> int:

@@ -143,15 +143,16 @@ def cmd_plot_heatmap(args) -> int:
 def cmd_plot_best(args) -> int:
     from ..analysis.outputs import PICTURE, check_output, save_picture
     from ..analysis.plots import best_title
-    from ..analysis.rebuild import best_backtest
+    from ..analysis.rebuild import best_backtest, compile_note
     from ..run.results import open_results
 
     check_output(args.out, PICTURE, overwrite=args.overwrite)
     ds = open_results(args.results)
-    result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
-                           symbol=args.symbol)
-    fig = result.plot(title=best_title(ds, result, rank=args.rank, by=args.by,
-                                       where=args.where, symbol=args.symbol))
+    with compile_note(ds, "plot best"):
+        result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
+                               symbol=args.symbol)
+        fig = result.plot(title=best_title(ds, result, rank=args.rank, by=args.by,
+                                           where=args.where, symbol=args.symbol))
     save_picture(fig, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
@@ -161,13 +162,15 @@ def cmd_plot_walkforward(args) -> int:
     from ..analysis.buyhold import stitched_hold
     from ..analysis.outputs import PICTURE, check_output, save_picture
     from ..analysis.plots import plot_walkforward
+    from ..analysis.rebuild import compile_note
     from ..analysis.walkforward import walkforward
     from ..run.results import open_results
 
     check_output(args.out, PICTURE, overwrite=args.overwrite)
     ds = open_results(args.results)
-    wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
-    hold = stitched_hold(ds, wf)
+    with compile_note(ds, "plot walkforward"):
+        wf = walkforward(ds, by=args.by, where=args.where, symbol=args.symbol)
+        hold = stitched_hold(ds, wf)
     fig = plot_walkforward(wf, None, hold=None if hold is None else hold.equity)
     save_picture(fig, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
@@ -176,6 +179,7 @@ def cmd_plot_walkforward(args) -> int:
 
 def cmd_trades(args) -> int:
     from ..analysis.outputs import TRADES_CSV, check_output, write_output
+    from ..analysis.rebuild import compile_note
     from ..analysis.trades import combo_backtest, describe, parse_params, stats_table, trades_text
 
     if args.params is not None and (args.by or args.where):
@@ -185,12 +189,13 @@ def cmd_trades(args) -> int:
         raise BarsweepError("--overwrite goes with --csv FILE (trades print otherwise)")
     if args.csv:
         check_output(args.csv, TRADES_CSV, overwrite=args.overwrite)
-    combo = combo_backtest(args.results,
-                           None if args.params is None else parse_params(args.params),
-                           rank=args.rank, symbol=args.symbol, by=args.by or "sharpe",
-                           where=args.where, window=args.window, sample=args.sample)
-    result = combo.result
-    held = result.buy_and_hold()
+    with compile_note(args.results, "trades"):
+        combo = combo_backtest(args.results,
+                               None if args.params is None else parse_params(args.params),
+                               rank=args.rank, symbol=args.symbol, by=args.by or "sharpe",
+                               where=args.where, window=args.window, sample=args.sample)
+        result = combo.result
+        held = result.buy_and_hold()
     trades = result.trades
     if args.csv:
         text = trades.to_csv(index=False)

@@ -279,15 +279,16 @@ def strategy_label(strategy) -> str:
     return strategy if isinstance(strategy, str) else strategy.name
 
 
-def kernel_cached(strategy) -> bool:
+def kernel_cached(strategy, portfolio: bool = False) -> bool:
     """Whether this machine's numba cache holds the kernel of ``strategy`` (a registered
-    name or a Strategy) (True when it cannot tell: then nothing is said about
-    compiling)."""
+    name or a Strategy) that the blocks run: its sweep kernel, or with ``portfolio`` its
+    portfolio kernel (True when it cannot tell: then nothing is said about compiling)."""
     from ...engine.strategies import resolve
-    from ...engine.warm import is_compiled
+    from ...engine.warm import is_compiled, portfolio_compiled
 
     try:
-        return is_compiled(resolve(strategy))
+        resolved = resolve(strategy)
+        return portfolio_compiled(resolved) if portfolio else is_compiled(resolved)
     except Exception:  # a strategy this driver cannot build: its workers will say
         return True
 

@@ -22,10 +22,11 @@ import numpy as np
 import yaml
 
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
+from ...datasets.timeframes import time_text
 from ...engine import METRICS
 from ...engine.hoist import warm_up
 from ...engine.rules import columns_read
-from ...engine.warm import check, check_portfolio, is_compiled
+from ...engine.warm import check, check_portfolio, is_compiled, portfolio_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
 from ...version import __version__
@@ -187,34 +188,40 @@ def measured_year(spec: Spec, times: list[np.ndarray]) -> tuple[Spec, str]:
 
 def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> float | None:
     """Make sure the spec's strategy compiles, on the driver (:func:`barsweep.engine.warm.
-    check`): nothing when numba's cache holds its kernel, else its signal typed and, unless
-    the run goes to GPUs (``backend: cuda``, or ``auto`` on ``cluster: cuda``: their
-    workers build their own kernel), its CPU kernel compiled into the cache, where this
-    machine's workers load it; for a portfolio its portfolio kernel too
-    (:func:`~barsweep.engine.warm.check_portfolio`: one for any number of members).
+    check`): nothing when numba's cache holds the kernel the run's blocks run, else its
+    signal typed and, unless the run goes to GPUs (``backend: cuda``, or ``auto`` on
+    ``cluster: cuda``: their workers build their own kernel), that kernel compiled into
+    the cache, where this machine's workers load it: the sweep kernel, or for a portfolio
+    its portfolio kernel alone (:func:`~barsweep.engine.warm.check_portfolio`: one for any
+    number of members; a portfolio's blocks never run the single-symbol kernel).
     Returns the seconds spent compiling (None: cached); SpecError naming the module, the
-    function and what is wrong. ``say`` hears that it compiles, and how long it took."""
+    function and what is wrong. ``say`` hears which kernel compiles before it does, and
+    how long it took."""
     strategy = spec.strategy_def
     on_gpus = spec.run.backend == "cuda" or (
         spec.run.backend == "auto" and spec.cluster.kind == "cuda")
-    seconds = None
-    if not is_compiled(strategy):
-        if say is not None:
-            say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba "
-                f"caches it; `barsweep warm` does it ahead of time)")
-        with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
-            seconds = check(strategy, kernel=not on_gpus)
-        if say is not None and seconds is not None:
-            say(f"compiled in {seconds:.1f} s")
-    if spec.portfolio is not None and not on_gpus:
-        with stops_held():
-            more = check_portfolio(strategy)
-        if more is not None:
-            if say is not None:
-                say(f"compiled its portfolio kernel in {more:.1f} s: once on this machine, "
-                    f"for any number of members")
-            seconds = (seconds or 0.0) + more
+    portfolio = spec.portfolio is not None and not on_gpus
+    if portfolio_compiled(strategy) if portfolio else is_compiled(strategy):
+        return None
+    if say is not None:
+        say(compiling_line(spec.strategy_name, portfolio))
+    with stops_held():  # numba and LLVM interrupted mid-compile leave a mess
+        seconds = check(strategy, kernel=not (on_gpus or portfolio))
+        if portfolio:
+            seconds = (seconds or 0.0) + (check_portfolio(strategy) or 0.0)
+    if say is not None and seconds is not None:
+        say(f"compiled in {seconds:.1f} s")
     return seconds
+
+
+def compiling_line(name: str, portfolio: bool) -> str:
+    """What a run says before it compiles strategy ``name``'s sweep kernel, or with
+    ``portfolio`` its portfolio kernel (which ``barsweep warm`` does not compile)."""
+    if portfolio:
+        return (f"compiling the {name} portfolio kernel: once on this machine, for any "
+                f"number of members (numba caches it)")
+    return (f"compiling the {name} kernel: once on this machine (numba caches it; "
+            f"`barsweep warm` does it ahead of time)")
 
 
 def common_range(data: DataSpec) -> DataSpec:
@@ -230,8 +237,7 @@ def common_range(data: DataSpec) -> DataSpec:
     (start, late), (last, early) = max(firsts), min(lasts)
     if start > last:
         raise SpecError(f"data.align: inner: the symbols share no bars: {late}'s start "
-                        f"{np.datetime_as_string(start, unit='s')} is after {early}'s last bar "
-                        f"{np.datetime_as_string(last, unit='s')}")
+                        f"{time_text(start)} is after {early}'s last bar {time_text(last)}")
     end = last.astype("datetime64[s]") + np.timedelta64(1, "s")
     return data.model_copy(update={"start": np.datetime_as_string(start, unit="s"),
                                    "end": np.datetime_as_string(end, unit="s")})
@@ -247,8 +253,9 @@ def walk_forward_windows(spec: Spec, times: list[np.ndarray]) -> tuple[np.ndarra
         if len(other) != len(first) or (other[[0, -1]] != first[[0, -1]]).any():
             raise SpecError(
                 f"walk_forward needs every symbol over the same bars: {spec.data.symbols[0]} "
-                f"has {len(first):,} bars from {first[0]} to {first[-1]}, {symbol} "
-                f"{len(other):,} from {other[0]} to {other[-1]}; set data.align: inner "
+                f"has {len(first):,} bars from {time_text(first[0])} to "
+                f"{time_text(first[-1])}, {symbol} {len(other):,} from {time_text(other[0])} "
+                f"to {time_text(other[-1])}; set data.align: inner "
                 f"(or data.start/end), or sweep them in separate runs")
     windows = wf.bounds(len(first), spec.data.timeframe, spec.data.year_days)
     coords = {}

@@ -207,10 +207,40 @@ def run_rungs(plan: SearchPlan, spec: Spec, out: str, promoted: int,
             span = plan.spans[0][rung]
             bars = "every bar" if span is None else f"the last {span[1] - span[0]:,} bars"
             done = sum(flags[t.block_id] == COMPUTED for t in tasks)
-            say(f"rung {rung + 1} of {len(plan.sizes)}: {size:,} combos per symbol on "
-                f"{bars}" + (f" ({done} of {len(tasks)} blocks already done)" if done else ""))
+            say(f"rung {rung + 1} of {len(plan.sizes)}: "
+                f"{rung_combos(out, rung, size, spec.search.by, spec.data.symbols)} on {bars}"
+                + (f" ({done} of {len(tasks)} blocks already done)" if done else ""))
         reports += compute_rung(rung, todo)
     return reports
+
+
+def rung_combos(out: str, rung: int, size: int, by: str, symbols) -> str:
+    """The combos rung ``rung`` runs, counted in the store: ``size`` per symbol, or, where
+    fewer were promoted (a combo whose ``by`` is NaN in the rung before, most often one
+    that made no trade there, is never promoted), how many of ``size`` and why.
+
+    Read from ``reach`` and the metrics the unpromoted combos keep (those of their last
+    rung), so a resumed search says the same."""
+    group = zarr.open_group(out, mode="r")
+    reach = read_reach(out, len(symbols))
+    promoted = (reach >= rung).sum(axis=1)
+    if rung == 0 or (promoted == size).all():
+        return f"{size:,} combos per symbol"
+    left = reach == rung - 1  # ran the rung before, not promoted: its metrics kept
+    undefined = left & np.isnan(group[by][:])
+    no_trade = (undefined & (group["n_trades"][:] == 0)).sum(axis=1)
+    other = undefined.sum(axis=1) - no_trade
+    if (promoted == promoted[0]).all() and (no_trade == no_trade[0]).all() and (
+            other == other[0]).all():
+        n, idle, rest = f"{promoted[0]:,}", f"{no_trade[0]:,}", f"{other[0]:,}"
+    else:
+        def each(counts):
+            return ", ".join(f"{c:,} ({s})" for c, s in zip(counts, symbols, strict=True))
+        n, idle, rest = each(promoted), each(no_trade), each(other)
+    why = [f"{idle} made no trade in rung {rung}, so had no {by} to rank by"
+           if no_trade.any() else "", f"{rest} had no {by} in rung {rung}" if other.any() else ""]
+    why_text = "; ".join(w for w in why if w)
+    return f"{n} of {size:,} combos per symbol promoted" + (f" ({why_text})" if why_text else "")
 
 
 def search_attrs(spec: Spec, plan: SearchPlan) -> dict:

@@ -16,7 +16,7 @@ from ...engine import METRICS
 from ...version import __version__
 from .blocks import BlockReport, BlockTask
 from .execute import execute, kernel_cached, warm_up
-from .prepare import Prepared
+from .prepare import Prepared, compiling_line
 from .progress import ProgressBar
 from .shipping import BarsShipper
 from .store_modules import MODULES_ATTR, modules_record
@@ -115,11 +115,11 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
         shipped = shipper.ensure() if todo else None
         if shipped and say is not None:
             say(shipped)
-        compiling = bool(todo) and tasks[0].backend == "cpu" and not kernel_cached(
-            spec.strategy_ref)
+        portfolio = bool(todo) and bool(todo[0].members)
+        compiling = bool(todo) and todo[0].backend == "cpu" and not kernel_cached(
+            spec.strategy_ref, portfolio)
         if compiling and say is not None:
-            say(f"compiling the {spec.strategy_name} kernel: once on this machine (numba "
-                f"caches it; `barsweep warm` does it ahead of time)")
+            say(compiling_line(spec.strategy_name, portfolio))
         t_warm = time.perf_counter()
         warm_up(client, todo)
         t_plan = time.perf_counter()

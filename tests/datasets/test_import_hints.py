@@ -148,6 +148,29 @@ def test_data_verify_warns_of_the_splits_and_still_passes(tmp_path):
     assert lines[3] == "2 files, all ok (1 with a warning)"
 
 
+def test_data_verify_does_not_tell_an_adjusted_store_to_adjust(tmp_path):
+    """Bars imported with --price-column record the column their close came from, and
+    `data verify` words their one real move as the import did: no advice to pass the
+    option they were imported with."""
+    aapl().to_csv(tmp_path / "aapl.csv", index=False)
+    done = data_import(tmp_path / "aapl.csv", tmp_path / "store", "--price-column", "adj_close")
+    assert done.returncode == 0, done.stderr
+    done = barsweep("data", "verify", "--store", tmp_path / "store")
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.strip().splitlines()
+    assert lines[1] == (
+        "warn   1d/AAPL.arrow: 1 one-bar close move beyond ±45 %: 2000-09-29 -51.9 % in the "
+        "stored close (column 'Adj Close'): a real move, or a split that column is not "
+        "adjusted for")
+    assert "--price-column" not in done.stdout and "unadjusted" not in done.stdout
+    # the record rides in the file's own bytes: a copy of the store says the same
+    import shutil
+
+    shutil.copytree(tmp_path / "store", tmp_path / "copy")
+    again = barsweep("data", "verify", "--store", tmp_path / "copy", "--update-index")
+    assert again.returncode == 0 and lines[1] in again.stdout, again.stdout
+
+
 def test_moves_at_the_limit_are_not_reported():
     close = np.array([100.0, 55.0, 55.0 * 1.45, 200.0, 100.0])  # -45, +45, +151, -50 %
     assert large_moves(close).tolist() == [3, 4]

@@ -30,3 +30,24 @@ def test_plot_without_times_uses_bar_numbers():
     assert len(fig.axes) == 3
     assert fig.axes[2].get_xlabel() == "bar"
 
+
+
+@pytest.mark.parametrize(("growth", "scale"), [(30.0, "log"), (3.0, "linear")])
+def test_equity_reads_on_one_axis_rule_for_a_symbol_and_a_portfolio(tmp_path, growth, scale):
+    """One symbol's equity and a portfolio's are drawn by the same rule: a log axis when
+    what the panel draws spans more than 10x, linear otherwise (plot best, report)."""
+    import numpy as np
+
+    from barsweep.engine.portfolio_backtest import backtest_portfolio
+
+    close = 100.0 * np.exp(np.linspace(0.0, np.log(growth), 600)
+                           + 0.01 * np.sin(np.arange(600)))
+    bars = {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close}
+    one = backtest(bars, "ema_cross", dict(fast=5, slow=20), ppy=252, fill="close")
+    both = backtest_portfolio({"A": bars, "B": {k: v[::-1].copy() for k, v in bars.items()}},
+                              "ema_cross", dict(fast=5, slow=20), ppy=252, fill="close")
+    # a symbol's equity panel is its second; a portfolio's its first
+    for ax in (one.plot(tmp_path / "one.png").axes[1],
+               both.plot(tmp_path / "both.png").axes[0]):
+        assert ax.get_yscale() == scale
+        assert ax.get_ylabel() == ("equity (log)" if scale == "log" else "equity")

@@ -68,6 +68,11 @@ def test_a_reference_row_is_unranked_and_labelled():
     assert table.index.tolist() == [1, 2, "-"]
     assert table.loc["-"].tolist() == ["A", "buy&hold", "", "0.500", "120%"]
     assert table.iloc[1].tolist() == ["B", "10", "40", "1.25", "25.0%"]
+    # a strategy without parameters: the label is the row's index, the symbol its own
+    table = ranking_cells(frame[["symbol", "sharpe", "total_return"]],
+                          ["sharpe", "total_return"], ref)
+    assert table.index.tolist() == [1, 2, "buy&hold"]
+    assert table.loc["buy&hold"].tolist() == ["A", "0.500", "120%"]
 
 
 def test_heatmap_ticks_are_the_grids_values(tmp_path):

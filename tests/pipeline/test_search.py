@@ -279,3 +279,61 @@ def test_sweep_searches_from_python_and_pbo_counts_the_random_draw(bars, tmp_pat
     (labels, result), = pbo_table(ds)
     assert labels == {"symbol": "AAA"} and result.n_combos == int(
         np.isfinite(ds["sharpe"].values).sum())
+
+
+def test_a_rung_header_says_how_many_combos_were_promoted_and_why_not_all(
+        bars, tmp_path, capsys):
+    """A combo with no Sharpe ratio in a rung (no trade on its few bars) is never
+    promoted: the next rung's header says how many of its size were, and why, counted
+    in the store."""
+    rsi = {"period": {"start": 10, "stop": 60, "step": 1},
+           "lower": {"start": 2, "stop": 40, "step": 1}, "upper": [70, 80]}
+    spec = {**spec_dict(bars, tmp_path / "rsi.zarr"), "strategy": "rsi", "grid": rsi,
+            "constraints": [], "data": {"store": str(bars), "symbols": ["AAA"],
+                                        "timeframe": "1h"},
+            "search": {"method": "halving", "budget": 450, "seed": 3, "eta": 3, "rungs": 3}}
+    path = tmp_path / "rsi.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["run", str(path), "--no-progress", "--cluster", "threads"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("rung ")]
+    ds = xr.open_zarr(tmp_path / "rsi.zarr", consolidated=False)
+    sizes = store_attrs(tmp_path / "rsi.zarr")["rung_sizes"]
+    reach = np.nan_to_num(ds["reach"].values[0])
+    left = reach == 0  # ran rung 0 only: its metrics are rung 0's
+    idle = int((left & (ds["n_trades"].values[0] == 0)).sum())
+    promoted = int((reach >= 1).sum())
+    assert promoted == sizes[0] - idle < sizes[1]  # the case the header must say
+    assert int((left & np.isnan(ds["sharpe"].values[0])).sum()) == idle  # all untraded
+    first, second = (b - a for a, b in (rung_span(N_BARS, r, 3, 3) for r in (0, 1)))
+    assert lines[0] == f"rung 1 of 3: {sizes[0]:,} combos per symbol on the last {first} bars"
+    assert lines[1] == (f"rung 2 of 3: {promoted:,} of {sizes[1]:,} combos per symbol "
+                        f"promoted ({idle:,} made no trade in rung 1, so had no sharpe to "
+                        f"rank by) on the last {second:,} bars")
+
+
+def test_rank_rung_sets_buy_and_hold_over_the_rungs_bars(halving_store, bars, capsys):
+    """`rank --rung 0` shows each symbol's buy and hold over the bars rung 0 ran (its
+    last bars_run), beside combos measured on those bars, not over every bar."""
+    from barsweep.datasets import open_bars
+    from barsweep.engine import backtest
+    from barsweep.pipeline.analysis.buyhold import buy_and_hold, groups_of
+
+    ds = xr.open_zarr(halving_store, consolidated=False)
+    # BBB: on AAA's last bars no combo trades in rung 0, so none ranks there
+    frame = rank(halving_store, top=3, rung=0, symbol="BBB")
+    ran = int(frame["bars_run"].iloc[0])
+    assert ran < N_BARS
+    held = buy_and_hold(ds, groups_of(frame))
+    assert held["bars_run"].tolist() == [ran]
+    close = open_bars(bars, "BBB", "1h").isel(symbol=0)["close"].values
+    alone = backtest({k: open_bars(bars, "BBB", "1h").isel(symbol=0)[k].values[-ran:]
+                      for k in ("open", "high", "low", "close")}, "buy_and_hold",
+                     ppy=ds.attrs["periods_per_year"], fees=0.001)
+    assert held["total_return"].iloc[0] == alone.metrics["total_return"]
+    assert held["total_return"].iloc[0] != pytest.approx(close[-1] / close[0] - 1, rel=0.01)
+    assert main(["rank", str(halving_store), "--rung", "0", "--symbol", "BBB",
+                 "--top", "3"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    hold = [line for line in table if line.startswith("-")]
+    assert len(hold) == 1 and "buy&hold" in hold[0] and f"{ran:,}" in hold[0].split()
