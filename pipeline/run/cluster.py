@@ -39,6 +39,11 @@ CONNECT_TIMEOUT_S = 10
 #: Where a ``threads`` run asked for a dashboard (``--dashboard``) serves it: this
 #: machine only (a busy port: distributed takes another, and the link says which).
 THREADS_DASHBOARD = "127.0.0.1:8787"
+#: Where a ``threads`` cluster without a dashboard binds its scheduler's HTTP server,
+#: which distributed starts whatever the dashboard (its /health and /metrics routes)
+#: and, given no address, binds to port 8787 on every interface: a port the system
+#: picks, on this machine only.
+THREADS_NO_DASHBOARD = "127.0.0.1:0"
 #: ``auto`` runs a sweep of at most this many combo-bars (combos x bars each runs, all
 #: symbols and walk-forward runs counted) on threads of this process: about 15-30 s of
 #: kernel on two cores, where starting worker processes (2-4 s, each loading the
@@ -179,7 +184,9 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
     if cluster.kind == "threads":
         return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
                             processes=False,
-                            dashboard_address=THREADS_DASHBOARD if dashboard else None)
+                            dashboard_address=THREADS_DASHBOARD if dashboard else None,
+                            scheduler_kwargs=None if dashboard else {
+                                "dashboard_address": THREADS_NO_DASHBOARD})
     quiet_cut_handshakes()  # its scheduler listens here: a stop cuts handshakes short
     return LocalCluster(
         n_workers=n_workers or default_workers(),
