@@ -109,3 +109,28 @@ def test_workers_slow_to_exit_are_not_killed_at_the_end(bars, tmp_path, capfd):
     assert summary.n_blocks > 1 and heard[0].startswith("dask dashboard")
     said = "\n".join(heard) + capfd.readouterr().err
     assert "still alive" not in said and "killing" not in said, said
+
+
+def test_a_search_sends_no_large_graph(bars, tmp_path):
+    """A search's first rung carries each drawn combo's parameter values (here ~1.4 MB,
+    over a threshold lowered to 1 MB as a budget of ~400,000 combos passes the default
+    10 MB): they go to the scheduler in graphs below distributed's threshold, and it
+    says nothing."""
+    import dask
+
+    from barsweep.pipeline.run.orchestrate import run_spec
+    from barsweep.pipeline.run.results import open_results
+
+    data = spec(bars, tmp_path / "s.zarr", cluster="local",
+                search={"method": "random", "budget": 60_000, "seed": 1})
+    data["grid"] = {"fast": {"start": 2, "stop": 400, "step": 1},
+                    "slow": {"start": 10, "stop": 1500, "step": 1}}
+    data["run"].pop("block_size")
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = run_spec(parse_spec(data), n_workers=2)
+    assert summary.n_combos == 60_000
+    large = [str(w.message) for w in caught if "large graph" in str(w.message)]
+    assert large == []
+    assert int(np.isfinite(open_results(summary.out)["n_trades"].values).sum()) == 60_000
