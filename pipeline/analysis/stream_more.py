@@ -107,7 +107,9 @@ def slab_flags(slab: Slab, name: str, centre, across: bool) -> np.ndarray:
     out = np.asarray(slab.ds[name].values, dtype=np.float64)[centre]
     if not across:
         return out
-    return np.nanmax(out, axis=0) if name == "ruined" else np.nansum(out, axis=0)
+    # NaN on every symbol (a combo the constraints or --where leave out) stays NaN:
+    # fmax skips NaN as nanmax does, without its "All-NaN slice" warning
+    return np.fmax.reduce(out, axis=0) if name == "ruined" else np.nansum(out, axis=0)
 
 
 def stream_smooth_top(ds, by, top, where, ascending, idle_wins, dims, names, done,

@@ -17,6 +17,7 @@ docs/deploy.md has the recipes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from multiprocessing import resource_tracker
 
-from distributed import Client, LocalCluster, WorkerPlugin
+from distributed import Client, LocalCluster, Nanny, WorkerPlugin
 from distributed.gc import disable_gc_diagnosis
 from distributed.security import Security
 
@@ -39,6 +40,11 @@ CONNECT_TIMEOUT_S = 10
 #: Where a ``threads`` run asked for a dashboard (``--dashboard``) serves it: this
 #: machine only (a busy port: distributed takes another, and the link says which).
 THREADS_DASHBOARD = "127.0.0.1:8787"
+#: Where a ``threads`` cluster without a dashboard binds its scheduler's HTTP server,
+#: which distributed starts whatever the dashboard (its /health and /metrics routes)
+#: and, given no address, binds to port 8787 on every interface: a port the system
+#: picks, on this machine only.
+THREADS_NO_DASHBOARD = "127.0.0.1:0"
 #: ``auto`` runs a sweep of at most this many combo-bars (combos x bars each runs, all
 #: symbols and walk-forward runs counted) on threads of this process: about 15-30 s of
 #: kernel on two cores, where starting worker processes (2-4 s, each loading the
@@ -135,6 +141,7 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
             with stop_signals_kept_from_workers(processes=cluster.kind != "threads"):
                 with origins_kept_to_localhost():
                     started = stack.enter_context(start_cluster(cluster, n_workers, dashboard))
+                stack.push(workers_closed_in_time(started))  # after the client, before it
                 client = stack.enter_context(Client(started, security=started.security))
                 install_on(client, own_origins_only=True)
                 if cluster.kind in ("auto", "threads", "local", "cuda"):
@@ -179,7 +186,9 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
     if cluster.kind == "threads":
         return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
                             processes=False,
-                            dashboard_address=THREADS_DASHBOARD if dashboard else None)
+                            dashboard_address=THREADS_DASHBOARD if dashboard else None,
+                            scheduler_kwargs=None if dashboard else {
+                                "dashboard_address": THREADS_NO_DASHBOARD})
     quiet_cut_handshakes()  # its scheduler listens here: a stop cuts handshakes short
     return LocalCluster(
         n_workers=n_workers or default_workers(),
@@ -188,6 +197,34 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
         dashboard_address=cluster.dashboard,
         security=security_of(cluster),
     )
+
+
+#: Seconds a worker process of a cluster started here has to exit once its run is done
+#: before its nanny kills it. distributed's own close gives it 4 s, which a worker that
+#: ran numba kernels can pass while it tears down on a busy machine: the nanny then
+#: logs "Worker process still alive after 4.0 seconds, killing" under a finished run.
+WORKER_EXIT_S = 30.0
+
+
+def workers_closed_in_time(cluster, timeout: float = WORKER_EXIT_S):
+    """An exit callback (for ``ExitStack.push``) that, when the run ended normally,
+    closes ``cluster``'s worker processes through their nannies with ``timeout`` seconds
+    to exit before the cluster itself closes (a worker that exits sooner is not waited
+    for); after an exception (a failed run, Ctrl-C) the cluster closes as distributed
+    does, killing what has not exited after 4 s."""
+
+    def close(exc_type, exc, tb) -> bool:
+        nannies = [w for w in getattr(cluster, "workers", {}).values() if isinstance(w, Nanny)]
+        if exc_type is None and nannies:
+            cluster.sync(_close_nannies, nannies, timeout)
+        return False
+
+    return close
+
+
+async def _close_nannies(nannies: list, timeout: float) -> None:
+    await asyncio.gather(*(nanny.close(timeout=timeout, reason="barsweep-run-done")
+                           for nanny in nannies))
 
 
 #: The signals a terminal (Ctrl-C) or a supervisor (``timeout``, systemd, SLURM,

@@ -69,6 +69,7 @@ class RunState:
         self.combo_bars = 0
         self.seen: set[tuple[int, int]] = set()
         self.rung = -1
+        self.end_said = False  # the latest stage's end came (its blocks may come later)
 
     def stage(self, msg: dict) -> None:
         """A stage starts: its blocks and combos join the totals."""
@@ -77,16 +78,19 @@ class RunState:
                                               "combos_done": 0})
         stage["blocks"] += int(msg.get("blocks", 0))
         stage["combos"] += int(msg.get("combos", 0))
-        self.rung, self.ended = rung, False
+        self.rung, self.ended, self.end_said = rung, False, False
 
     def block(self, msg: dict) -> None:
-        """A block ends: its counts, rows and cells folded in (once per block)."""
-        key = (self.rung, int(msg.get("block", -1)))
+        """A block ends: its counts, rows and cells folded in (once per block), into the
+        rung it names (its event may come after the next rung's start, or after the
+        end: a stage's end waits for its events a while, not for ever)."""
+        rung = int(msg.get("rung", self.rung))
+        key = (rung, int(msg.get("block", -1)))
         if key in self.seen:
             return
         self.seen.add(key)
-        stage = self.stages.setdefault(self.rung, {"blocks": 0, "done": 0, "combos": 0,
-                                                   "combos_done": 0})
+        stage = self.stages.setdefault(rung, {"blocks": 0, "done": 0, "combos": 0,
+                                              "combos_done": 0})
         stage["done"] += 1
         stage["combos_done"] += int(msg.get("combos", 0))
         self.combo_bars += int(msg.get("combos", 0)) * int(msg.get("bars", 0))
@@ -94,12 +98,24 @@ class RunState:
         self.workers[worker] = self.workers.get(worker, 0) + 1
         self.t_last = max(self.t_last, float(msg.get("t", self.t_last)))
         if msg.get("rows"):
-            self.rows[self.rung] = merge_rows(self.rows.get(self.rung, []), msg["rows"],
-                                              self.meta)
-        cells = self.cells.setdefault(self.rung, {})
+            self.rows[rung] = merge_rows(self.rows.get(rung, []), msg["rows"], self.meta)
+        cells = self.cells.setdefault(rung, {})
         better = min if self.meta.get("ascending") else max
         for a, b, value in msg.get("cells", ()):
             cells[(a, b)] = better(cells.get((a, b), value), value)
+        if self.end_said:  # a block that came after its stage's end
+            self.ended = self.complete()
+
+    def end(self, msg: dict) -> None:
+        """The latest stage ends: the run is done once every block of every stage is."""
+        self.end_said = True
+        self.ended = self.complete()
+        self.t_last = max(self.t_last, float(msg.get("t", self.t_last)))
+
+    def complete(self) -> bool:
+        """Whether every block of every stage so far is done."""
+        done, blocks, _, _ = self.totals()
+        return done >= blocks
 
     def totals(self) -> tuple[int, int, int, int]:
         """Blocks done and planned, combos done and planned, over every stage so far."""
@@ -145,8 +161,7 @@ class SweepWatch(SchedulerPlugin):
         elif kind == "block":
             state.block(msg)
         elif kind == "end":
-            state.ended = state.totals()[0] >= state.totals()[1]
-            state.t_last = max(state.t_last, float(msg.get("t", state.t_last)))
+            state.end(msg)
         self.version += 1
 
 

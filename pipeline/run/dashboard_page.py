@@ -22,6 +22,7 @@ from bokeh.models import (
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+from ...engine.metrics import METRIC_INFO
 from .progress import eta_text
 from .watch import PLUGIN
 
@@ -153,8 +154,15 @@ CELL_STYLE = ("<style>table.barsweep td, table.barsweep th {padding: 2px 10px; "
               "border-bottom: 1px solid #ddd}</style>")
 
 
+#: Metrics that are fractions (of equity, of trades, of bars, a year): shown in percent,
+#: as rank's tables and the report show them (their unit in ``METRIC_INFO``).
+PERCENT = frozenset(name for name, (_, unit) in METRIC_INFO.items()
+                    if (unit or "").startswith("fraction"))
+
+
 def cell_text(value, name: str, meta: dict) -> str:
-    """A table cell: parameters as given, counts as integers, metrics to 4 decimals."""
+    """A table cell: parameters as given, counts as integers, fractions in percent to 2
+    decimals (``30.60%``), other metrics to 4 decimals."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -163,6 +171,8 @@ def cell_text(value, name: str, meta: dict) -> str:
         return label(value)
     if name == "n_trades":
         return f"{value:.0f}"
+    if name in PERCENT:
+        return f"{value * 100:.2f}%"
     return f"{value:.4f}"
 
 

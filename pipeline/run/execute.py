@@ -19,6 +19,7 @@ from concurrent.futures import CancelledError
 
 import dask
 from distributed import Client, as_completed
+from distributed.protocol.pickle import dumps
 
 from ...datasets import mapped_arrays
 from ...engine.backend import process_gpu
@@ -95,11 +96,13 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
     """
     run_id = uuid.uuid4().hex[:12]
     futures = []
+    limit = graph_bytes()
     for where, group in itertools.groupby(tasks, key=block_annotations):
-        group = list(group)
-        with dask.annotate(**where):  # the dashboard's task info: symbol (and window)
-            futures += client.map(run_block, group, key=[block_key(t, run_id) for t in group],
-                                  pure=False, retries=RETRIES)
+        for batch in batches(group, limit):
+            with dask.annotate(**where):  # the dashboard's task info: symbol (and window)
+                futures += client.map(run_block, batch,
+                                      key=[block_key(t, run_id) for t in batch],
+                                      pure=False, retries=RETRIES)
     task_of = {future.key: task for future, task in zip(futures, tasks)}
     again = {}  # block id -> times run again for want of bars
     # results are fetched as each task ends and its future released at once: a worker
@@ -142,6 +145,33 @@ def execute(client: Client, tasks: tuple[BlockTask, ...],
         client.cancel(list(running.values()))
         raise
     return reports
+
+
+def graph_bytes() -> int:
+    """The most bytes of tasks :func:`execute` sends the scheduler in one graph: a
+    quarter of distributed's ``admin.large-graph-warning-threshold`` (10 MB by
+    default), below which it does not warn "Sending large graph"; the rest is headroom
+    for the keys and annotations."""
+    from dask.utils import parse_bytes
+
+    return parse_bytes(dask.config.get("distributed.admin.large-graph-warning-threshold")) // 4
+
+
+def batches(tasks, limit: int):
+    """``tasks`` in consecutive lists of at most ``limit`` pickled bytes each (a task
+    larger than ``limit`` alone): a search's first rung carries each drawn combo's
+    parameter values, megabytes in all, which one graph would send the scheduler at
+    once."""
+    batch, size = [], 0
+    for task in tasks:
+        n = len(dumps(task))  # as distributed pickles it
+        if batch and size + n > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(task)
+        size += n
+    if batch:
+        yield batch
 
 
 def block_key(task: BlockTask, run_id: str) -> str:

@@ -47,6 +47,7 @@ from .results import (
     finish_store,
     resume_hint,
     store_attrs,
+    unconsolidate,
     wait_removals,
 )
 from .search import search_size_line
@@ -232,6 +233,7 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
     earlier one it resumes), compute every pending block and mark the store complete,
     with its timings. The caller holds the store's lock."""
     if prepared.resume_chunks is not None:
+        unconsolidate(prepared.out)  # consolidated again as the run finishes
         broken = reopen_broken(prepared.out)
         if broken and voice.say is not None:
             voice.say(f"{len(broken)} block(s) of {prepared.out} have missing or damaged "

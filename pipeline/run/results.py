@@ -331,6 +331,39 @@ def finish_store(path: str, attrs: Mapping[str, object]) -> None:
             f"{pending[:5].tolist()}); the run did not complete"
         )
     update_attrs(path, {**attrs, "complete": True})
+    consolidate(path)
+
+
+#: What zarr says of every store it consolidates (its format 3 leaves consolidated
+#: metadata out); barsweep's own readers do not use it (``consolidated=False``).
+_NOT_IN_THE_SPEC = "Consolidated metadata is currently not part"
+
+
+def consolidate(path: str) -> None:
+    """Gather the finished store's metadata into its root ``zarr.json`` (zarr's
+    consolidated metadata), so that ``xr.open_zarr(path)`` opens it in one read and
+    without warning; zarr's note that format 3 leaves consolidated metadata out is not
+    repeated. A run that writes the store again drops it first (:func:`unconsolidate`)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_NOT_IN_THE_SPEC)
+        zarr.consolidate_metadata(path, zarr_format=3)
+
+
+def unconsolidate(path: str) -> None:
+    """Drop the consolidated metadata a finished run left in the store at ``path``
+    (nothing when it has none): a run that writes it again (``--resume``) must not read
+    a copy of the arrays' metadata taken before, and consolidates anew when it finishes
+    (:func:`finish_store`). The root ``zarr.json`` is replaced whole (a temporary file
+    renamed over it)."""
+    meta = Path(path) / "zarr.json"
+    doc = json.loads(meta.read_text(encoding="utf-8"))
+    if doc.pop("consolidated_metadata", None) is None:
+        return
+    tmp = meta.with_name(f".zarr.json.{uuid.uuid4().hex}")
+    tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    os.replace(tmp, meta)
 
 
 def update_attrs(path: str, attrs: Mapping[str, object]) -> None:

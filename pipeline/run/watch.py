@@ -249,6 +249,7 @@ class Feed:
 
     def __init__(self, client, run: str, stage: dict) -> None:
         self.client, self.run, self.off = client, run, False
+        self.rung = int(stage.get("rung", -1))  # each block's event names it
         self.lock = asyncio.Lock()  # taken in the order the sends were asked
         self.send({"kind": "stage", "t": time.time(), **stage})
 
@@ -277,6 +278,7 @@ class Feed:
         """A block's ``on_done``: its event sent, then ``then`` called."""
         def on_done(report) -> None:
             self.send({"kind": "block", "t": time.time(), "block": report.block_id,
+                       "rung": self.rung,
                        "combos": report.n_combos, "bars": report.n_bars,
                        "seconds": report.seconds, "worker": report.worker,
                        **(report.summary or {})})

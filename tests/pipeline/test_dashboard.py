@@ -216,7 +216,50 @@ def test_a_search_shows_its_rungs_and_ends_on_ranks_top_rows(tmp_path, bars):
         for row, (_, want) in zip(rows, top.iterrows()):
             assert (int(row["fast"]), int(row["slow"])) == (want["fast"], want["slow"])
             assert row["sharpe"] == f"{want['sharpe']:.4f}"
+            # in percent, as rank's tables show it
+            assert row["total_return"] == f"{want['total_return'] * 100:.2f}%"
+            assert row["max_drawdown"] == f"{want['max_drawdown'] * 100:.2f}%"
         assert browser.errors == []
+
+
+def test_a_blocks_late_event_counts_in_its_own_rung_and_ends_the_run():
+    """A stage's end waits for its events a while, not for ever: a block's event that
+    comes after the next rung's start, or after the run's end, still counts in its own
+    rung, and the run reads as done once it has come."""
+    watch = SweepWatch()
+    meta = {"by": "sharpe", "ascending": False, "idle_wins": False, "pair": ["fast"],
+            "axes": [[1, 2]], "params": ["fast"]}
+
+    def block(rung: int, block_id: int) -> dict:
+        return {"run": "r", "kind": "block", "t": 1.0, "block": block_id, "rung": rung,
+                "combos": 5, "bars": 10, "worker": "w", "rows": [row(block_id, 1.0, 1)]}
+
+    for rung, blocks in ((0, (0, 1)), (1, (2, 3))):
+        watch.log_event(TOPIC, {"run": "r", "kind": "stage", "t": 0.0, "blocks": 2,
+                                "combos": 10, "rung": rung, **meta})
+        if rung == 1:
+            watch.log_event(TOPIC, block(0, 1))  # rung 0's last, late
+        watch.log_event(TOPIC, block(rung, blocks[0]))
+    watch.log_event(TOPIC, {"run": "r", "kind": "end", "t": 2.0})
+    state = watch.state
+    assert [(r, s["done"], s["blocks"]) for r, s in sorted(state.stages.items())] == [
+        (0, 2, 2), (1, 1, 2)]
+    assert not state.ended
+    watch.log_event(TOPIC, block(1, 3))  # rung 1's last, after the end
+    assert state.stages[1]["done"] == 2 and state.ended
+    assert [r["position"] for r in state.rows[1]] == [2, 3]
+
+
+def test_the_page_shows_fractions_in_percent_as_rank_does():
+    from barsweep.pipeline.analysis.formatting import PERCENT as RANKS_PERCENT
+    from barsweep.pipeline.run.dashboard_page import PERCENT, cell_text
+
+    assert PERCENT == RANKS_PERCENT
+    meta = {"params": ["fast"]}
+    assert cell_text(0.30603, "total_return", meta) == "30.60%"
+    assert cell_text(-0.0675, "max_drawdown", meta) == "-6.75%"
+    assert cell_text(1.23456, "sharpe", meta) == "1.2346"
+    assert cell_text(25.0, "n_trades", meta) == "25"
 
 
 @pytest.mark.slow

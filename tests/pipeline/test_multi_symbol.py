@@ -306,3 +306,16 @@ def test_a_multi_symbol_report_has_each_symbols_best(stores, tmp_path):
         assert f"Best combo of {symbol}" in dom
     assert dom.count('<tr class="reference">') >= 1
     assert "bars a year" in dom and "252" in dom
+
+
+def test_rank_across_symbols_with_where_warns_nothing(stores):
+    """Combos that --where or the constraints leave out on every symbol are NaN on every
+    symbol: aggregated, they stay NaN, without numpy's "All-NaN slice" warning (every
+    warning an error here)."""
+    argv = [sys.executable, "-W", "error", "-m", "barsweep.pipeline.cli", "rank",
+            stores / "plain.zarr", "--by", "sharpe", "--across", "symbol", "--where",
+            "fast >= 10", "--json"]
+    done = subprocess.run(list(map(str, argv)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    rows = rows_of(done.stdout)
+    assert rows and all(r["fast"] >= 10 and r["fast"] < r["slow"] for r in rows)

@@ -97,3 +97,33 @@ def test_resume_refuses_a_store_cut_into_other_blocks(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"has {n_planned * 5} blocks, this run plans {n_planned}" in err
     assert "use --overwrite to start again" in err
+
+
+def test_a_threads_run_without_a_dashboard_binds_nothing_but_loopback(tmp_path):
+    """distributed's scheduler serves HTTP (/health, /metrics) whatever the dashboard:
+    a threads run without ``--dashboard`` binds it to a port the system picks on
+    127.0.0.1, not to 8787 on every interface."""
+    import os
+
+    import psutil
+    from distributed import default_client
+
+    from barsweep.pipeline.run.orchestrate import run_spec
+    from barsweep.pipeline.run.stages import Voice
+
+    bars = synth(tmp_path / "bars", 1_000, seed=5)
+    seen = {}
+
+    def say(line: str) -> None:  # heard while the run's cluster is up
+        if "no dashboard" in line:
+            seen["port"] = default_client().scheduler_info(n_workers=0)["services"]["dashboard"]
+            seen["bound"] = {(c.laddr.ip, c.laddr.port) for c in
+                             psutil.Process(os.getpid()).net_connections(kind="inet")
+                             if c.status == psutil.CONN_LISTEN}
+            seen["line"] = line
+
+    run_spec(parse_spec(spec(bars, tmp_path / "t.zarr", cluster="threads")), voice=Voice(say=say))
+    assert "no dashboard (--dashboard serves one)" in seen["line"]
+    assert seen["port"] != 8787
+    assert {ip for ip, port in seen["bound"] if port == seen["port"]} == {"127.0.0.1"}
+    assert not [ip for ip, port in seen["bound"] if port == 8787]
