@@ -143,7 +143,7 @@ def stop_exit(side, open_, high, low, entry_fill, extreme, stop_loss, take_profi
     return -1, 0.0
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def resolve_conflict(position, entry, exit_, conflict):
     """An entry and an exit of one side that hold together on a bar, resolved by the
     conflict mode (vectorbt's ``resolve_signal_conflict_nb`` for one side): ``(entry,
@@ -182,7 +182,7 @@ def exits_held(entry, exit_, exit_wins):
     return exit_ and (exit_wins or not entry)
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def resolve_signals(position, allow_long, allow_short, conflict, long_entry, long_exit,
                     short_entry, short_exit):
     """What the close of a bar does: ``(exit the position?, side to enter or 0)``.
