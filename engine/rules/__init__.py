@@ -8,9 +8,9 @@ generated signal by :mod:`.lower`, and compiled into a
 The language is documented in docs/RULES.md.
 """
 
-from .build import RULE_KEYS, Rule, columns_read, compile_rule
+from .build import RULE_KEYS, Rule, columns_read, compile_rule, lookback
 from .functions import FUNCTIONS, SERIES, STATE
 from .parse import RuleError, parse_rule
 
 __all__ = ["FUNCTIONS", "RULE_KEYS", "SERIES", "STATE", "Rule", "RuleError", "columns_read",
-           "compile_rule", "parse_rule"]
+           "compile_rule", "lookback", "parse_rule"]

@@ -29,7 +29,7 @@ from ..strategies import kernels
 from ..strategies.base import Indicator, Param, Strategy
 from .functions import FUNCTIONS, HELPERS, SERIES, STATE
 from .lower import RUNTIME, columns_of, params_of, row, signal_source, slots, text, walk
-from .parse import Node, parse_rule, usage
+from .parse import MAX_BARS, Node, parse_rule, usage
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 
@@ -203,7 +203,8 @@ def _compiled(rule: Rule, kinds: tuple[tuple[str, str], ...], where: str,
     periods = _period_params(found)
     return Strategy(
         name=rule.name,
-        params=tuple(Param(p, params[p], low=1 if p in periods else 0 if p in lags else None)
+        params=tuple(Param(p, params[p], low=1 if p in periods else 0 if p in lags else None,
+                           high=MAX_BARS if p in periods | lags else None)
                      for p in order),
         indicators=tuple(Indicator(text(slot), params_of(slot),
                                    program=functools.partial(_slot_row, slot))
@@ -227,6 +228,35 @@ def columns_read(strategy: Strategy) -> frozenset[str]:
         return frozenset()
     rule, kinds = strategy.rule
     return columns_of(parse_all(rule, dict(kinds)))
+
+
+def lookback(strategy: Strategy, params: Mapping[str, float]) -> int:
+    """The most bars a rule of ``strategy`` reads back past its indicators' rows at
+    ``params`` (one value per parameter): the lags (``x[k]``) and crosses (one bar)
+    nested on a path from a rule's root to a series or an indicator; 0 for a strategy
+    written in Python. A rule's first defined signal comes that many bars after its
+    indicators' warm-up.
+
+    >>> strategy = compile_rule(Rule("close[k] > sma(close, n)[2]", "cross_below(close, "
+    ...                              "sma(close, n))"), {"n": "int", "k": "int"})
+    >>> lookback(strategy, {"n": 20, "k": 30})
+    30
+    """
+    if strategy.rule is None:
+        return 0
+    rule, kinds = strategy.rule
+
+    def back(node: Node) -> int:
+        if node.kind == "call":  # an indicator: its row's own warm-up counts it
+            return 0
+        own = 1 if node.kind == "cross" else 0
+        if node.kind == "lag":
+            k = node.args[1]
+            own = int(params[k.value] if k.kind == "param" else k.value)
+            return own + back(node.args[0])
+        return own + max(map(back, node.args), default=0)
+
+    return max(map(back, parse_all(rule, dict(kinds)).values()), default=0)
 
 
 def _lag_params(trees: Mapping[str, Node]) -> set[str]:

@@ -47,10 +47,15 @@ class Param:
         if self.kind == "int" and float(value) != int(value):
             return f"{self.name} must be an integer, got {value!r}"
         if self.low is not None and value < self.low:
-            return f"{self.name} must be >= {self.low:g}, got {value!r}"
+            return f"{self.name} must be >= {_number(self.low)}, got {value!r}"
         if self.high is not None and value > self.high:
-            return f"{self.name} must be <= {self.high:g}, got {value!r}"
+            return f"{self.name} must be <= {_number(self.high)}, got {value!r}"
         return None
+
+
+def _number(x: float) -> str:
+    """``x`` for people: a whole number with thousands separators, else ``:g``."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from ...errors import SpecError
 from .grid import Grid
 from .sections import SECTION_CONFIG
 
-__all__ = ["METHODS", "SearchSpec", "draw", "rung_sizes", "rung_span", "rung_spans",
-           "search_work", "too_big_search", "short_rung_problem", "unused_key_problem"]
+__all__ = ["METHODS", "SearchSpec", "check_drawable", "draw", "rung_sizes", "rung_span",
+           "rung_spans", "search_work", "too_big_search", "short_rung_problem",
+           "unused_key_problem"]
 
 #: Search methods beyond ``grid`` (every combo).
 METHODS = ("random", "sobol", "halving")
@@ -217,6 +218,19 @@ def search_work(search: SearchSpec, symbol_bars: Sequence[int]) -> tuple[tuple[i
     return sizes, int(combo_bars)
 
 
+def check_drawable(grid: Grid, n: int) -> None:
+    """Refuse (SpecError, one line) drawing ``n`` combos from ``grid``: its box is over
+    :data:`MAX_BOX`, or it holds fewer than ``n`` valid combos (counted exactly where
+    the box is small enough to count)."""
+    if grid.size > MAX_BOX:
+        raise SpecError(f"search: the grid's {grid.size:.3g} combos are over the {MAX_BOX:.3g} "
+                        f"a search draws from; use fewer values")
+    valid, exact = grid.estimate_valid() if grid.size <= MAX_DRAW_FACTOR * n else (0, False)
+    if exact and valid < n:
+        raise SpecError(f"search: the grid holds {valid:,} valid combos, fewer than the "
+                        f"{n:,} the search draws; run it as a grid (search.method: grid)")
+
+
 def draw(grid: Grid, n: int, seed: int, method: str = "random") -> np.ndarray:
     """``n`` distinct combos of ``grid`` that meet its constraints, as flat positions
     in its box (C order), ascending.
@@ -232,13 +246,7 @@ def draw(grid: Grid, n: int, seed: int, method: str = "random") -> np.ndarray:
         The box is over :data:`MAX_BOX`, or the grid holds fewer than ``n`` valid combos
         (or so few that drawing them fails): run it as a grid.
     """
-    if grid.size > MAX_BOX:
-        raise SpecError(f"search: the grid's {grid.size:.3g} combos are over the {MAX_BOX:.3g} "
-                        f"a search draws from; use fewer values")
-    valid, exact = grid.estimate_valid() if grid.size <= MAX_DRAW_FACTOR * n else (0, False)
-    if exact and valid < n:
-        raise SpecError(f"search: the grid holds {valid:,} valid combos, fewer than the "
-                        f"{n:,} the search draws; run it as a grid (search.method: grid)")
+    check_drawable(grid, n)
     source = _Sobol(grid, seed) if method == "sobol" else _Uniform(grid, seed)
     found = np.empty(0, dtype=np.int64)
     drawn = 0

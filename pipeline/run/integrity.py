@@ -166,6 +166,9 @@ def missing(path: str | os.PathLike, flags: np.ndarray, index: dict,
                 for name in index.get("arrays", []) if read_meta(path, name) is None]
     if problems:
         return problems
+    problems = [Problem(what) for what in odd_arrays(path, index)]
+    if problems:
+        return problems
     problems = [Problem(f"chunk {name}/{key} of the coordinate {name} is missing")
                 for name in index.get("coords", []) for key in absent_chunks(path, name)]
     metas = {name: read_meta(path, name) for name in index.get("block_vars", [])}
@@ -183,6 +186,42 @@ def missing(path: str | os.PathLike, flags: np.ndarray, index: dict,
             problems.append(Problem(f"block {block} is flagged done but its record says it "
                                     f"wrote {written[block]} of {len(metas)} chunks", block))
     return problems
+
+
+def odd_arrays(path: str | os.PathLike, index: dict) -> list[str]:
+    """What the metadata of the store's arrays says that a results store's does not,
+    though it parses: a record (``index``) without its lists, an array without its
+    checksum codec, a shape that disagrees with its dims' coordinates, or a variable
+    of the blocks with another data type or chunk grid than the first's."""
+    if not all(isinstance(index.get(key), list) for key in ("arrays", "block_vars", "coords")):
+        return [f"the record of its arrays (the attributes of {WRITTEN}/zarr.json) is "
+                f"missing or damaged"]
+    metas = {name: read_meta(path, name) for name in index["arrays"]}
+    found = [f"the array {name} has lost its checksum codec ({name}/zarr.json)"
+             for name, meta in metas.items()
+             if not any(isinstance(c, dict) and c.get("name") == "crc32c"
+                        for c in meta.get("codecs", []))]
+    lengths = {name: meta["shape"][0] for name, meta in metas.items()
+               if name in index["coords"] and meta.get("dimension_names") == [name]}
+    for name, meta in metas.items():
+        dims, shape = meta.get("dimension_names") or [], meta.get("shape") or []
+        if len(dims) != len(shape) or any(n != lengths.get(d, n) for d, n in zip(dims, shape)):
+            found.append(f"the shape {shape} of the array {name} does not match its dims "
+                         f"{dims} ({name}/zarr.json)")
+    block_vars = [metas[name] for name in index["block_vars"] if name in metas]
+    if block_vars:
+        first = block_vars[0]
+        chunks = dict(zip(first.get("dimension_names") or [],
+                          first["chunk_grid"]["configuration"]["chunk_shape"]))
+        for name in index["block_vars"]:
+            meta = metas[name]
+            own = zip(meta.get("dimension_names") or [],
+                      meta["chunk_grid"]["configuration"]["chunk_shape"], meta["shape"])
+            if meta.get("data_type") != "float64" or any(
+                    c != chunks.get(d, n) for d, c, n in own):
+                found.append(f"the array {name} has another data type or chunk grid than "
+                             f"a block writes ({name}/zarr.json)")
+    return found
 
 
 def absent_chunks(path: str | os.PathLike, name: str) -> list[str]:

@@ -25,7 +25,7 @@ from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seco
 from ...datasets.timeframes import time_text
 from ...engine import METRICS
 from ...engine.hoist import warm_up
-from ...engine.rules import columns_read
+from ...engine.rules import columns_read, lookback
 from ...engine.warm import check, check_portfolio, is_compiled, portfolio_compiled
 from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
@@ -34,7 +34,7 @@ from ..config.dims import NON_PARAM_DIMS
 from ..config.grid import Grid
 from ..config.model import DataSpec, Spec
 from ..config.portfolio import members
-from ..config.search import short_rung_problem
+from ..config.search import check_drawable, short_rung_problem
 from .results import check_out, store_attrs
 
 
@@ -110,6 +110,8 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         walk_forward_windows(spec, times))
     bars_fingerprint = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     grid = spec.param_grid
+    if spec.search.method != "grid":  # the draw's refusals, before anything compiles
+        check_drawable(grid, spec.search.first_rung())
     chunks = resumable_chunks(out, spec, bars_fingerprint) if resume else None
     seconds = check_strategy(spec, say)
     return Prepared(spec, out, grid, max(symbol_bars), bars_fingerprint, tuple(symbol_bars),
@@ -136,14 +138,16 @@ def check_volume(spec: Spec, symbol: str, ds) -> None:
 def check_rungs(spec: Spec, n_bars: int) -> None:
     """Refuse a halving search whose rung 0 runs fewer bars (of the shortest symbol's
     ``n_bars``) than the strategy's indicators take to warm up at the grid's largest
-    values (:func:`~barsweep.pipeline.config.search.short_rung_problem`): a SpecError
+    values, and its rules' lags past them (:func:`~barsweep.engine.rules.lookback`;
+    :func:`~barsweep.pipeline.config.search.short_rung_problem`): a SpecError
     naming ``search.rungs``."""
     if spec.search.n_rungs < 2:
         return
     strategy = spec.strategy_def
     largest = {name: values.max() for name, values in spec.param_grid.axes
                if name in strategy.param_names}
-    problem = short_rung_problem(spec.search, n_bars, warm_up(strategy, largest, n_bars))
+    warm = warm_up(strategy, largest, n_bars) + lookback(strategy, largest)
+    problem = short_rung_problem(spec.search, n_bars, warm)
     if problem:
         raise SpecError(f"search.rungs: {problem}")
 

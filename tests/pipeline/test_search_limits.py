@@ -56,9 +56,47 @@ def test_a_halving_search_whose_first_rung_is_shorter_than_the_warm_up_is_refuse
     assert not (tmp_path / "s.zarr").exists()
 
 
+def test_a_rules_lags_count_in_the_first_rungs_warm_up(bars, tmp_path):
+    """A lag reads back past the indicators: ``close[k]`` at k = 150 needs 150 bars
+    before rung 0's first signal, more than the 125 of rung 0 (2,000 bars, eta 2, 5
+    rungs), though its indicator warms up in 19."""
+    spec = tmp_path / "lag.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": str(bars), "symbols": ["AAA"], "timeframe": "1h"},
+        "strategy": {"name": "lagged", "rule": {"entry": "close > close[k]",
+                                                "exit": "close < sma(close, n)"}},
+        "grid": {"k": [10, 150], "n": [5, 20]},
+        "search": {"method": "halving", "budget": 2, "rungs": 5, "eta": 2},
+        "run": {"out": str(tmp_path / "lag.zarr")}}))
+    line = refused("check", str(spec))
+    assert "runs 125 bars of the 2,000" in line and "the 169 bars" in line, line
+    assert "4 rungs at most" in line, line
+
+
+def test_check_refuses_a_draw_larger_than_the_grid_as_run_does(bars, tmp_path):
+    small = {"fast": [2, 3], "slow": [20, 30, 40, 50]}
+    spec = write_spec(tmp_path, bars, {"method": "halving", "budget": 16, "rungs": 2,
+                                       "eta": 2}, grid=small)
+    for command in ("check", "run"):
+        line = refused(command, str(spec), *(["--no-progress"] if command == "run" else []))
+        assert "the grid holds 8 valid combos, fewer than the 16 the search draws" in line
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_a_rule_period_in_the_grid_is_capped_as_in_the_rule(bars, tmp_path):
+    spec = tmp_path / "period.yaml"
+    spec.write_text(yaml.safe_dump({
+        "data": {"store": str(bars), "symbols": ["AAA"], "timeframe": "1h"},
+        "strategy": {"name": "long_sma", "rule": {"entry": "close > sma(close, n)",
+                                                  "exit": "close < sma(close, n)"}},
+        "grid": {"n": [5, 10 ** 18]}, "run": {"out": str(tmp_path / "p.zarr")}}))
+    line = refused("check", str(spec))
+    assert "grid.n: n must be <= 10,000,000, got 1000000000000000000" in line, line
+
+
 def test_the_rungs_it_suggests_pass_the_check(bars, tmp_path):
-    spec = write_spec(tmp_path, bars, {"method": "halving", "budget": 100, "rungs": 6,
-                                       "eta": 2})
+    spec = write_spec(tmp_path, bars, {"method": "halving", "budget": 30, "rungs": 6,
+                                       "eta": 2})  # draws 160 of the 189 valid combos
     done = subprocess.run([*CLI, "check", str(spec)], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr

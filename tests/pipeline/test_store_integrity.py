@@ -164,6 +164,34 @@ def test_a_truncated_array_metadata_is_refused(store, tmp_path, capsys, name):
                                 f"damaged")
 
 
+def edit_meta(store: Path, name: str, edit) -> None:
+    """Rewrite ``name/zarr.json`` of ``store`` as ``edit`` changes its parsed JSON: valid
+    JSON that says something else, as a hand or a tool editing a store would leave it."""
+    path = store / name / "zarr.json"
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(("name", "edit", "said"), [
+    ("sharpe", lambda m: m["codecs"].pop(), "the array sharpe has lost its checksum codec"),
+    ("sharpe", lambda m: m["shape"].__setitem__(-1, m["shape"][-1] + 1),
+     "of the array sharpe does not match its dims"),
+    ("sharpe", lambda m: m.update(data_type="float32"),
+     "the array sharpe has another data type or chunk grid than a block writes"),
+    ("sortino", lambda m: m["chunk_grid"]["configuration"]["chunk_shape"].__setitem__(-1, 1),
+     "the array sortino has another data type or chunk grid than a block writes"),
+    (WRITTEN, lambda m: m["attributes"].clear(),
+     f"the record of its arrays (the attributes of {WRITTEN}/zarr.json) is missing"),
+])
+def test_edited_array_metadata_is_refused(store, tmp_path, capsys, name, edit, said):
+    edit_meta(store, name, edit)
+    assert_every_reader_refuses(store, tmp_path, capsys, said)
+    assert main(["run", str(tmp_path / "spec.yaml"), "--resume", "--cluster", "threads",
+                 "--workers", "1"]) == 2
+    one_line(capsys, said, "--overwrite")
+
+
 def test_a_deleted_coordinate_chunk_is_refused(store, tmp_path, capsys):
     (store / "slow" / "c" / "0").unlink()
     assert_every_reader_refuses(store, tmp_path, capsys,
