@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from multiprocessing import resource_tracker
 
-from distributed import Client, LocalCluster, Nanny, WorkerPlugin
+from distributed import Client, LocalCluster, Nanny, Worker, WorkerPlugin
 from distributed.gc import disable_gc_diagnosis
 from distributed.security import Security
 
@@ -50,6 +50,17 @@ THREADS_NO_DASHBOARD = "127.0.0.1:0"
 #: kernel on two cores, where starting worker processes (2-4 s, each loading the
 #: kernel) would cost more than their isolation and dashboard are worth.
 THREADS_MAX_COMBO_BARS = 5e9
+
+
+class LoopbackWorker(Worker):
+    """A ``threads`` cluster's worker: distributed's ``Worker``, its HTTP server (the
+    /health and /metrics routes a worker serves whatever the dashboard) bound to a port
+    the system picks on this machine only, where an in-process worker given no address
+    listens on every interface. (``LocalCluster``'s ``worker_dashboard_address`` would
+    bind it so too, but it also starts the worker's Bokeh pages: a second's import.)"""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{**kwargs, "dashboard_address": THREADS_NO_DASHBOARD})
 
 
 def choose(cluster: ClusterSpec, combo_bars: float,
@@ -185,7 +196,7 @@ def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool =
         return cm
     if cluster.kind == "threads":
         return LocalCluster(n_workers=1, threads_per_worker=n_workers or default_workers(),
-                            processes=False,
+                            processes=False, worker_class=LoopbackWorker,
                             dashboard_address=THREADS_DASHBOARD if dashboard else None,
                             scheduler_kwargs=None if dashboard else {
                                 "dashboard_address": THREADS_NO_DASHBOARD})

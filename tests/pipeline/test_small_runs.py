@@ -101,8 +101,8 @@ def test_resume_refuses_a_store_cut_into_other_blocks(tmp_path, capsys):
 
 def test_a_threads_run_without_a_dashboard_binds_nothing_but_loopback(tmp_path):
     """distributed's scheduler serves HTTP (/health, /metrics) whatever the dashboard:
-    a threads run without ``--dashboard`` binds it to a port the system picks on
-    127.0.0.1, not to 8787 on every interface."""
+    a threads run without ``--dashboard`` binds it, and its worker's, to a port the
+    system picks on 127.0.0.1, not to 8787 (nor any port) on every interface."""
     import os
 
     import psutil
@@ -116,7 +116,9 @@ def test_a_threads_run_without_a_dashboard_binds_nothing_but_loopback(tmp_path):
 
     def say(line: str) -> None:  # heard while the run's cluster is up
         if "no dashboard" in line:
-            seen["port"] = default_client().scheduler_info(n_workers=0)["services"]["dashboard"]
+            info = default_client().scheduler_info()
+            seen["port"] = info["services"]["dashboard"]
+            seen["worker_ports"] = [w["services"]["dashboard"] for w in info["workers"].values()]
             seen["bound"] = {(c.laddr.ip, c.laddr.port) for c in
                              psutil.Process(os.getpid()).net_connections(kind="inet")
                              if c.status == psutil.CONN_LISTEN}
@@ -127,3 +129,8 @@ def test_a_threads_run_without_a_dashboard_binds_nothing_but_loopback(tmp_path):
     assert seen["port"] != 8787
     assert {ip for ip, port in seen["bound"] if port == seen["port"]} == {"127.0.0.1"}
     assert not [ip for ip, port in seen["bound"] if port == 8787]
+    # the worker's own HTTP server too: on loopback, and nothing else of the run's
+    assert seen["worker_ports"] and all(
+        {ip for ip, port in seen["bound"] if port == p} == {"127.0.0.1"}
+        for p in seen["worker_ports"])
+    assert {ip for ip, _ in seen["bound"]} == {"127.0.0.1"}, seen["bound"]
