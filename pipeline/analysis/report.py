@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...datasets.timeframes import times_text
 from ...errors import BarsweepError
 from ..config.dims import NON_PARAM_DIMS
 from .formatting import count, metric, metrics_text, param, ranking_cells, significant
@@ -155,12 +156,9 @@ def _bar_ranges(ds) -> list[tuple[str, str]]:
     from .rebuild import stored_bars, stored_spec
 
     spec, _ = stored_spec(ds, "report")
-    ranges = []
-    for symbol in spec.data.symbols:
-        time = stored_bars(spec, symbol)["time"].values[[0, -1]]
-        time = time.astype("datetime64[ns]").astype("datetime64[s]")
-        ranges.append((str(time[0]).replace("T", " "), str(time[1]).replace("T", " ")))
-    return ranges
+    ends = [stored_bars(spec, symbol)["time"].values[[0, -1]] for symbol in spec.data.symbols]
+    texts = times_text(np.concatenate(ends).astype("datetime64[ns]")) if ends else []
+    return list(zip(texts[::2], texts[1::2]))
 
 
 def _top(ds, by: str, top: int, symbol: str | None, walk: bool) -> str:
@@ -235,15 +233,18 @@ def _best(ds, by: str, symbol: str) -> str:
 def _walkforward(ds, by: str, symbol: str) -> str:
     from .buyhold import stitched_hold
     from .plots import plot_walkforward
-    from .walkforward import _day, walkforward
+    from .walkforward import bound_texts, walkforward
 
     wf = walkforward(ds, by=by, symbol=symbol)
     frame = wf.windows
+    s = wf.stitched
     params = [c for c in frame.columns if c not in ("chosen", "combo")
               and not c.startswith(("train_", "test_"))]
     cells = frame[[]].copy()
-    for name in ("train_start", "test_start", "test_end"):
-        cells[name.replace("_", " ")] = [_day(t)[:10] for t in frame[name]]
+    bounds = ("train_start", "test_start", "test_end")
+    texts = bound_texts([t for name in bounds for t in frame[name]] + [s["start"], s["end"]])
+    for i, name in enumerate(bounds):
+        cells[name.replace("_", " ")] = texts[i * len(frame):(i + 1) * len(frame)]
     for p in params:
         cells[p] = [param(v) if ok else "-"
                     for v, ok in zip(frame[p], frame["chosen"], strict=True)]
@@ -252,10 +253,8 @@ def _walkforward(ds, by: str, symbol: str) -> str:
         cells[name.replace("_", " ")] = [metric(name.split("_", 1)[1], v)
                                          for v in frame[name]]
     hold = stitched_hold(ds, wf)
-    s = wf.stitched
     facts = [("windows chained", f"{s['n_windows']} of {s['windows_total']}"),
-             ("bars", f"{count(s['n_bars'])} ({_day(s['start'])[:10]} to "
-                      f"{_day(s['end'])[:10]})")]
+             ("bars", f"{count(s['n_bars'])} ({texts[-2]} to {texts[-1]})")]
     facts += [(k.replace("_", " "), metric(k, s[k]))
               for k in ("total_return", "cagr", "sharpe", "max_drawdown", "n_trades")]
     facts += [("in-sample cagr", metric("cagr", s["in_sample_cagr"])),

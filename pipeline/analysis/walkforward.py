@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
+from ...datasets.timeframes import times_text
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
 from ...engine.execution import split_combo
 from ...engine.metrics import (
@@ -305,24 +306,26 @@ def format_walkforward(wf: WalkForward) -> str:
     """The CLI's text: one line per window (bounds, choice, train ``by``, test metrics),
     then the stitched out-of-sample lines."""
     frame = wf.windows
+    s = wf.stitched
     params = [c for c in frame.columns if c not in _FIXED_COLUMNS]
+    bounds = ("train_start", "train_end", "test_start", "test_end")
+    n = len(frame)
+    texts = bound_texts([v for b in bounds for v in frame[b]] + [s["start"], s["end"]])
+    day = {b: texts[i * n:(i + 1) * n] for i, b in enumerate(bounds)}
     table = pd.DataFrame({
-        "train": [f"{_day(a)}..{_day(b)}" for a, b in zip(frame["train_start"],
-                                                           frame["train_end"])],
-        "test": [f"{_day(a)}..{_day(b)}" for a, b in zip(frame["test_start"],
-                                                         frame["test_end"])],
+        "train": [f"{a}..{b}" for a, b in zip(day["train_start"], day["train_end"])],
+        "test": [f"{a}..{b}" for a, b in zip(day["test_start"], day["test_end"])],
     }, index=frame.index)
     for p in params:
         table[p] = [param(v) if ok else "-" for v, ok in zip(frame[p], frame["chosen"])]
     table[f"train {wf.by}"] = [metric(wf.by, v) for v in frame[f"train_{wf.by}"]]
     for m in dict.fromkeys((wf.by, "total_return", "sharpe", "max_drawdown", "n_trades")):
         table[f"test {m}"] = [metric(m, v) for v in frame[f"test_{m}"]]
-    s = wf.stitched
     lines = [f"walk-forward of {wf.symbol}: best train {wf.by}"
              + (f" where {wf.where}" if wf.where else ""),
              table.to_string(), "",
              f"stitched out of sample: {s['n_windows']} of {s['windows_total']} windows, "
-             f"{s['n_bars']} bars ({_day(s['start'])}..{_day(s['end'])})"]
+             f"{s['n_bars']:,} bars ({texts[-2]}..{texts[-1]})"]
     for key in (*STITCHED_METRICS, "in_sample_cagr", "efficiency"):
         lines.append(f"  {key:<15}{metric(key.replace('in_sample_', ''), s[key])}")
     return "\n".join(lines)
@@ -345,6 +348,15 @@ def _iso(value) -> str | int | None:
     return pd.Timestamp(value).isoformat()
 
 
-def _day(value) -> str:
-    text = _iso(value)
-    return "-" if text is None else str(text).replace("T", " ")[:19]
+def bound_texts(values) -> list[str]:
+    """Window bounds for people, as one column shows them (:func:`times_text`: dates on
+    daily bars, else to the minute or second); a bar number (bars without times) as it
+    is; ``-`` for none."""
+    def none(v) -> bool:
+        return v is None or bool(pd.isna(v))
+
+    stamps = [pd.Timestamp(v).value for v in values
+              if not none(v) and not isinstance(v, numbers.Integral)]
+    texts = iter(times_text(np.asarray(stamps, dtype=np.int64)))
+    return ["-" if none(v) else str(int(v)) if isinstance(v, numbers.Integral) else next(texts)
+            for v in values]

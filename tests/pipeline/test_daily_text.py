@@ -87,3 +87,23 @@ def test_plot_best_draws_a_100x_equity_on_a_log_axis(root, tmp_path):
     assert done.returncode == 0, done.stderr
     fig = best_backtest(root / "hold.zarr").plot()
     assert fig.axes[1].get_yscale() == "log" and fig.axes[1].get_ylabel() == "equity (log)"
+
+
+def test_a_daily_walk_forward_prints_dates_in_its_table_and_report(root, tmp_path):
+    (root / "wf.yaml").write_text(yaml.safe_dump({
+        "data": {"store": "bars", "symbols": ["AAPL"], "timeframe": "1d", "year_days": 252},
+        "strategy": "ema_cross", "grid": {"fast": [5, 10], "slow": [20, 40]},
+        "walk_forward": {"train": "2y", "test": "1y"}, "run": {"out": "wf.zarr"}}))
+    done = barsweep("run", "wf.yaml", "--cluster", "threads", "--quiet", cwd=root)
+    assert done.returncode == 0, done.stderr
+    done = barsweep("walkforward", root / "wf.zarr", "--by", "sharpe")
+    assert done.returncode == 0, done.stderr
+    assert "00:00" not in done.stdout, done.stdout
+    assert re.search(r"2000-03-01\.\.2002-0\d-\d\d", done.stdout), done.stdout
+    stitched = next(line for line in done.stdout.splitlines() if "stitched" in line)
+    assert re.search(r"2,520 bars \(2002-03-07\.\.2012-03-07\)", stitched), stitched
+    done = barsweep("report", root / "wf.zarr", "--out", tmp_path / "wf.html")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "wf.html").read_text()
+    assert not re.search(r"\d\d 00:00", page) and "bars from 2000-03-01 to 2013-03-01" in page
+    assert re.search(r"2,520 \(2002-03-07 to 2012-03-07\)", page)
