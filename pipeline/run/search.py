@@ -204,14 +204,26 @@ def run_rungs(plan: SearchPlan, spec: Spec, out: str, promoted: int,
         flags = done_flags(out)
         todo = [t for t in tasks if flags[t.block_id] == PENDING]
         if say is not None and len(plan.sizes) > 1:
-            span = plan.spans[0][rung]
-            bars = "every bar" if span is None else f"the last {span[1] - span[0]:,} bars"
+            bars = rung_bars(plan, rung, spec.data.symbols)
             done = sum(flags[t.block_id] == COMPUTED for t in tasks)
             say(f"rung {rung + 1} of {len(plan.sizes)}: "
                 f"{rung_combos(out, rung, size, spec.search.by, spec.data.symbols)} on {bars}"
                 + (f" ({done} of {len(tasks)} blocks already done)" if done else ""))
         reports += compute_rung(rung, todo)
     return reports
+
+
+def rung_bars(plan: SearchPlan, rung: int, symbols) -> str:
+    """The bars rung ``rung`` runs, for its header: every bar, the last N (the same on
+    every symbol), or each symbol's (symbols of different lengths)."""
+    spans = [symbol_spans[rung] for symbol_spans in plan.spans]
+    if all(span is None for span in spans):
+        return "every bar"
+    counts = [span[1] - span[0] if span else None for span in spans]
+    if len(set(counts)) == 1:
+        return f"the last {counts[0]:,} bars"
+    return "the last " + ", ".join(f"{'every' if c is None else f'{c:,}'} ({s})"
+                                   for c, s in zip(counts, symbols, strict=True)) + " bars"
 
 
 def rung_combos(out: str, rung: int, size: int, by: str, symbols) -> str:

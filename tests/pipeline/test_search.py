@@ -337,3 +337,19 @@ def test_rank_rung_sets_buy_and_hold_over_the_rungs_bars(halving_store, bars, ca
     table = capsys.readouterr().out.splitlines()
     hold = [line for line in table if line.startswith("-")]
     assert len(hold) == 1 and "buy&hold" in hold[0] and f"{ran:,}" in hold[0].split()
+
+
+def test_a_rung_header_says_each_symbols_bars_when_they_differ():
+    """Symbols of different lengths run rung 0 on different bars (a share of each
+    symbol's): the header says each symbol's, not the first's for all."""
+    from barsweep.pipeline.config.search import SearchSpec, rung_spans
+    from barsweep.pipeline.run.search import SearchPlan, rung_bars
+
+    search = SearchSpec(method="halving", budget=100, eta=3, rungs=3)
+    plan = SearchPlan(np.arange(4), {}, 4, (4, 2, 1),
+                      (rung_spans(search, 3270), rung_spans(search, 2148)), 2, 0, 252.0, "")
+    assert rung_bars(plan, 0, ["AAPL", "GOOG"]) == "the last 364 (AAPL), 239 (GOOG) bars"
+    assert rung_bars(plan, 2, ["AAPL", "GOOG"]) == "every bar"
+    same = SearchPlan(np.arange(4), {}, 4, (4, 2, 1), (rung_spans(search, 900),) * 2, 2, 0,
+                      252.0, "")
+    assert rung_bars(same, 1, ["A", "B"]) == "the last 300 bars"
