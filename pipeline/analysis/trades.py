@@ -305,7 +305,8 @@ def describe(combo: Combo) -> str:
     said = " ".join(f"{k}={_show(v)}" for k, v in combo.params.items())
     held = getattr(combo.result, "members", None)  # a portfolio: one account, its members
     symbol = combo.symbol if held is None else f"{combo.symbol} of {', '.join(held.index)}"
-    return f"{symbol} {combo.strategy} {said} ({combo.chosen}), annualised with " \
+    named = " ".join(part for part in (symbol, combo.strategy, said) if part)
+    return f"{named} ({combo.chosen}), annualised with " \
            f"{combo.result.ppy:,.6g} bars a year; rebuilt from the stored spec, metrics " \
            f"equal to the store's"
 

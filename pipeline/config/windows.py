@@ -180,8 +180,8 @@ def window_bounds(n_bars: int, train: int, test: int, step: int,
                             f"got {value!r}")
     n_windows = (n_bars - train - test) // step + 1 if train + test <= n_bars else 0
     if n_windows < 1:
-        raise SpecError(f"walk_forward: no window fits: train {train} + test {test} = "
-                        f"{train + test} bars, the data has {n_bars}; shorten train or test "
+        raise SpecError(f"walk_forward: no window fits: train {train:,} + test {test:,} = "
+                        f"{train + test:,} bars, the data has {n_bars:,}; shorten train or test "
                         f"or use more bars")
     start = np.arange(n_windows, dtype=np.int64) * step
     out = np.empty((n_windows, 4), dtype=np.int64)

@@ -55,6 +55,7 @@ def test_daily_tables_print_dates(root):
     done = barsweep("trades", root / "hold.zarr")
     assert done.returncode == 0, done.stderr
     assert "00:00" not in done.stdout
+    assert done.stdout.startswith("AAPL buy_and_hold (rank 1 by sharpe)"), done.stdout
     trade = done.stdout.splitlines()[-1].split()
     assert trade[0] == "1" and trade[2] == "2013-03-01", trade
     assert re.fullmatch(r"2000-03-0\d", trade[1]), trade
