@@ -34,6 +34,17 @@ EXECUTIONS = {
                                          take_profit=0.06, trailing_stop=0.03),
 }
 
+#: Each ``execution.conflict`` mode, for ``rule_hold`` (whose entries and exits hold
+#: together). ``exit`` acts as ``opposite`` does (an exit kept while flat does nothing),
+#: but takes its own branch of ``resolve_conflict``.
+CONFLICTS = {
+    f"{fill}_{direction}_conflict_{mode}": dict(fill=fill, direction=direction, fees=0.001,
+                                                conflict=mode)
+    for fill, direction, mode in (("next_open", "both", "opposite"),
+                                  ("close", "both", "ignore"), ("next_open", "short", "entry"),
+                                  ("close", "short", "exit"), ("next_open", "both", "adjacent"))
+}
+
 
 def _grid(**axes) -> dict[str, np.ndarray]:
     """The first N_COMBOS combos of the product of ``axes``."""
@@ -57,12 +68,13 @@ PARAMS = {
                         hold=np.array([2, 6, 20]), k=np.array([0.01, 0.03])),
     "sma_hold": _grid(period=np.arange(4, 20, 2), hold=np.array([1, 3, 8, 30]),
                       k=np.array([0.01, 0.04])),
+    "rule_hold": _grid(period=np.arange(4, 36, 2), hold=np.array([1, 2, 5, 12])),
 }
 
 #: Strategies registered by modules of the tests (docs/STRATEGIES.md's examples, one of
 #: them a signal of the position state; a host-hoisted one; one written as rules).
 MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy",
-           "rule_state": "gpu_rule_strategy",
+           "rule_state": "gpu_rule_strategy", "rule_hold": "gpu_rule_strategy",
            "sma_hold": "signal_state_example"}
 
 
@@ -71,6 +83,10 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
     names = list(EXECUTIONS)
     out = []
     for i, strategy in enumerate(PARAMS):
+        if strategy == "rule_hold":
+            out += [(f"rule_hold-{name}", strategy, name, PARAMS[strategy], kwargs)
+                    for name, kwargs in CONFLICTS.items()]
+            continue
         picks = names if strategy == "ema_cross" else [names[i % 4], names[(i + 2) % 4 + 1]]
         for execution in dict.fromkeys(picks):
             out.append((f"{strategy}-{execution}", strategy, execution, PARAMS[strategy],

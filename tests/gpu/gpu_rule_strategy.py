@@ -1,6 +1,7 @@
 """rule_state: a strategy written as rules (lags, nested indicators, crosses, min/max,
-the position state), so the simulator and PTX tests cover the generated signal. Registered
-on import."""
+the position state), so the simulator and PTX tests cover the generated signal; rule_hold:
+rules whose entry and exit of one side often hold on the same bar (a state entry, an exit
+by time), so each ``execution.conflict`` mode resolves something. Registered on import."""
 
 from barsweep.engine import register
 from barsweep.engine.rules import Rule, compile_rule
@@ -15,3 +16,9 @@ RULE = Rule(
 
 STRATEGY = register(compile_rule(RULE, {"period": "int", "lag": "int", "hold": "int",
                                         "k": "float"}))
+
+HOLD_RULE = Rule("close > sma(close, period)", "bars_held >= hold",
+                 short_entry="close < sma(close, period)", short_exit="bars_held >= hold",
+                 name="rule_hold")
+
+HOLD_STRATEGY = register(compile_rule(HOLD_RULE, {"period": "int", "hold": "int"}))

@@ -20,6 +20,7 @@ import pytest
 from bars import random_bars
 from gpu_cases import (
     BARS_SEED,
+    CONFLICTS,
     EXECUTIONS,
     HOIST_ARGS,
     HOIST_BARS,
@@ -147,19 +148,20 @@ def test_cases_cover_every_strategy_and_trade(simulated):
     assert len(results) == len(CASES) + len(RUIN_CASES) and len(CASES) >= 20
     assert {c[1] for c in CASES} == {"buy_and_hold", "sma_cross", "ema_cross", "rsi", "trix",
                                      "macd", "bollinger", "donchian", "sma_trend", "wma_band",
-                                     "sma_hold", "rule_state"}
+                                     "sma_hold", "rule_state", "rule_hold"}
 
 
-@pytest.mark.parametrize("execution", sorted(EXECUTIONS))
+@pytest.mark.parametrize("execution", sorted({**EXECUTIONS, **CONFLICTS}))
 def test_every_execution_setting_matters_in_the_cases(bars, execution):
     """Not a vacuous comparison: in the cases that use an execution, dropping any one of
-    its settings (fees, slippage, each stop, funding, ...) changes some metric."""
-    kwargs = EXECUTIONS[execution]
+    its settings (fees, slippage, each stop, funding, a conflict mode that acts otherwise
+    than the default ``opposite``, ...) changes some metric."""
+    kwargs = {**EXECUTIONS, **CONFLICTS}[execution]
     used = [c for c in CASES if c[2] == execution]
     assert used
     for key in kwargs:
-        if key == "fill":
-            continue
+        if key == "fill" or (key == "conflict" and kwargs[key] in ("opposite", "exit")):
+            continue  # exit acts as opposite, the default (gpu_cases.CONFLICTS)
         reduced = {k: v for k, v in kwargs.items() if k != key}
         changed = False
         for _, strategy, _, params, _ in used:
