@@ -76,9 +76,10 @@ class ProgressBar:
         self._meter.update(0)
 
     def close(self) -> None:
-        """Print the final line (ended by a newline)."""
-        if not self.terminal:  # a terminal's close() redraws the line itself
-            self._meter.refresh()
+        """Print the final line (ended by a newline), once: off a terminal, unless the
+        last line printed already counts every block."""
+        if not self.terminal and self._meter.shown_n != self._meter.n:
+            self._meter.refresh()  # a terminal's close() redraws the line itself
         self._meter.close()
 
     def text(self, elapsed_s: float) -> str:
@@ -104,6 +105,7 @@ class _Meter(tqdm):
 
     def __init__(self, *, text, lines: bool, **kwargs) -> None:
         self._text, self._lines, self._last = text, lines, ""
+        self.shown_n = -1  # the count the last line printed showed (lines only)
         super().__init__(**kwargs)
 
     @property
@@ -121,7 +123,7 @@ class _Meter(tqdm):
         if line and line != self._last:
             self.fp.write(line + "\n")
             self.fp.flush()
-            self._last = line
+            self._last, self.shown_n = line, self.n
         return False  # nothing to clear: close() adds no "\r"
 
     def _forget_no_size(self) -> None:

@@ -67,6 +67,7 @@ def test_in_a_log_progress_is_a_line_every_few_seconds_and_a_final_one(tmp_path)
     assert len(lines) >= 3, err  # the start, some on the way (the run takes seconds), the end
     first, last = PROGRESS.match(lines[0][1]), PROGRESS.match(lines[-1][1])
     assert first.group(1) == "0" and last.group(1) == last.group(2) == str(n_blocks), err
+    assert PROGRESS.match(lines[-2][1]).group(1) != str(n_blocks), err  # the final one once
     assert "ETA" not in lines[-1][1] and "elapsed" in lines[-1][1]
     assert "best sharpe" in lines[-1][1] and "worker" in lines[-1][1]
     done = [int(PROGRESS.match(line).group(1)) for _, line in lines]
