@@ -175,6 +175,26 @@ MUTATIONS = (
         ("tests/pipeline/test_store_integrity.py::"
          "test_a_deleted_chunk_is_refused_and_resume_recomputes_its_block",)),
     Mutation(
+        "a reader trusts array metadata that parses (a checksum codec dropped, a shape edited)",
+        "pipeline/run/integrity.py",
+        "    problems = [Problem(what) for what in odd_arrays(path, index)]",
+        "    problems = []",
+        ("tests/pipeline/test_store_integrity.py::test_edited_array_metadata_is_refused",)),
+    Mutation(
+        "a halving rung's warm-up leaves out the rule's lags",
+        "pipeline/run/prepare.py",
+        "    warm = warm_up(strategy, largest, n_bars) + lookback(strategy, largest)",
+        "    warm = warm_up(strategy, largest, n_bars)",
+        ("tests/pipeline/test_search_limits.py::"
+         "test_a_rules_lags_count_in_the_first_rungs_warm_up",)),
+    Mutation(
+        "a threads cluster's worker serves HTTP on every interface",
+        "pipeline/run/cluster.py",
+        "processes=False, worker_class=LoopbackWorker,",
+        "processes=False,",
+        ("tests/pipeline/test_small_runs.py::"
+         "test_a_threads_run_without_a_dashboard_binds_nothing_but_loopback",)),
+    Mutation(
         "--resume trusts the done flags of blocks whose chunks are damaged",
         "pipeline/run/integrity.py",
         "    problems += damaged(path, index, flags)",
