@@ -5,9 +5,9 @@ Zarr), returning the results Dataset."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
-import sys
 import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
@@ -204,7 +204,7 @@ def _caller_level() -> int:
     first frame outside barsweep (the user's call of ``sweep``)."""
     here = os.path.dirname(os.path.abspath(__file__))
     own = {here, os.path.dirname(here)}  # this module's folder and the package root's
-    frame, level = sys._getframe(1), 1
+    frame, level = inspect.currentframe().f_back, 1
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) in own:
         frame, level = frame.f_back, level + 1
     return level

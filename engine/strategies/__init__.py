@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from importlib import import_module
@@ -29,7 +30,7 @@ def register(strategy: Strategy, *, replace: bool = False) -> Strategy:
     >>> register(get_strategy("ema_cross")) is get_strategy("ema_cross")
     True
     """
-    caller = sys._getframe(1)
+    caller = inspect.currentframe().f_back
     origin = (f"{caller.f_globals.get('__name__', '?')} "
               f"({os.path.realpath(caller.f_code.co_filename)}:{caller.f_lineno})")
     return _add(strategy, origin, replace)

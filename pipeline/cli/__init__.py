@@ -98,7 +98,9 @@ def stop_handled(code: int) -> int:
     ``python -m``, the interpreter then ends itself by SIGINT at exit (status -2 rather
     than 130, after the one line was printed). ``exec`` of a string clears the flag
     when it begins, and running nothing leaves it clear."""
-    exec("")  # the flag's only reset reachable from Python
+    from ..run.internals import clear_unhandled_interrupt
+
+    clear_unhandled_interrupt()  # the flag's only reset reachable from Python
     return code
 
 

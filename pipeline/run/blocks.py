@@ -295,10 +295,11 @@ def task_cancelled() -> bool:
     scheduler (False outside a Dask worker)."""
     try:
         from distributed import get_worker
-        from distributed.worker import thread_state
+
+        from .internals import task_key
 
         worker = get_worker()
-        key = getattr(thread_state, "key", None)
+        key = task_key()
     except (ImportError, ValueError):
         return False
     if key is None:

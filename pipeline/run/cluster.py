@@ -25,16 +25,15 @@ import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from multiprocessing import resource_tracker
 
 from distributed import Client, LocalCluster, Nanny, Worker, WorkerPlugin
-from distributed.gc import disable_gc_diagnosis
 from distributed.security import Security
 
 from ...engine.backend import cuda_problem_here
 from ...errors import BackendError, one_line
 from ..config.cluster import STARTED_HERE, ClusterSpec, check_address
 from .dashboard import install_on, origins_kept_to_localhost
+from .internals import gc_diagnosis_off, logging_disabled_level, start_resource_tracker
 
 CONNECT_TIMEOUT_S = 10
 #: Where a ``threads`` run asked for a dashboard (``--dashboard``) serves it: this
@@ -143,14 +142,16 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
         with reach(cluster) as client:
             yield client
         return
-    # a busy dashboard port: distributed picks another (the printed link shows it) and
-    # warns in four lines; the run need not
-    warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
-    disabled = logging.root.manager.disable
+    disabled = logging_disabled_level()
     try:
         with ExitStack() as stack:
+            stack.enter_context(logs_kept())
+            stack.enter_context(environment_kept())
             with stop_signals_kept_from_workers(processes=cluster.kind != "threads"):
-                with origins_kept_to_localhost():
+                with origins_kept_to_localhost(), warnings.catch_warnings():
+                    # a busy dashboard port: distributed picks another (the printed link
+                    # shows it) and warns in four lines; the run need not
+                    warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
                     started = stack.enter_context(start_cluster(cluster, n_workers, dashboard))
                 stack.push(workers_closed_in_time(started))  # after the client, before it
                 client = stack.enter_context(Client(started, security=started.security))
@@ -161,7 +162,7 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
                 # diagnosis into every garbage collection, where Python swallows a
                 # KeyboardInterrupt ("Exception ignored in ... _gc_callback"): a Ctrl-C
                 # or SIGTERM landing there was lost. It only times collections for a log.
-                disable_gc_diagnosis(force=True)
+                gc_diagnosis_off()
             try:
                 yield client
             except KeyboardInterrupt:
@@ -174,6 +175,45 @@ def connect(cluster: ClusterSpec | str = "local", n_workers: int | None = None,
         raise
     finally:
         logging.disable(disabled)
+
+
+#: The loggers a run quiets in this process, its own and a threads worker's (levels and
+#: filters: :class:`LeaveCtrlCToTheDriver`, :func:`quiet_memory_logs`,
+#: :func:`quiet_cut_handshakes`), given back as found when its cluster closes.
+QUIETED = ("distributed.worker", "distributed.worker.state_machine",
+           "distributed.worker.memory", "distributed.nanny.memory", "distributed.comm.tcp")
+
+
+@contextmanager
+def logs_kept(names: tuple[str, ...] = QUIETED) -> Iterator[None]:
+    """Run the body, then give the loggers ``names`` back their levels and filters as
+    they were: a run from a notebook leaves the notebook's own Dask logs as it found
+    them."""
+    saved = [(lg, lg.level, list(lg.filters)) for lg in map(logging.getLogger, names)]
+    try:
+        yield
+    finally:
+        for lg, level, filters in saved:
+            lg.setLevel(level)
+            for added in [f for f in lg.filters if f not in filters]:
+                lg.removeFilter(added)
+            for lost in [f for f in filters if f not in lg.filters]:
+                lg.addFilter(lost)
+
+
+@contextmanager
+def environment_kept() -> Iterator[None]:
+    """Run the body, then give ``os.environ`` back the values it had: distributed's
+    nannies set the variables their workers start with (``OMP_NUM_THREADS=1``,
+    ``PYTHONHASHSEED``, ``MALLOC_TRIM_THRESHOLD_``...) in the process that starts them,
+    and leave them there; a notebook's later processes would inherit them."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in [n for n in os.environ if n not in before]:
+            del os.environ[name]
+        os.environ.update({n: v for n, v in before.items() if os.environ.get(n) != v})
 
 
 def start_cluster(cluster: ClusterSpec, n_workers: int | None, dashboard: bool = False):
@@ -261,7 +301,7 @@ def stop_signals_kept_from_workers(processes: bool = True) -> Iterator[None]:
     # SIGINT and SIGTERM in the thread that starts it: started here first, it does not
     # (a threads cluster starts no process, and no tracker)
     if processes:
-        resource_tracker.ensure_running()
+        start_resource_tracker()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield

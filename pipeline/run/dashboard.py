@@ -22,13 +22,19 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from .internals import (
+    add_dashboard_page,
+    bokeh_apps,
+    http_address,
+    origins_taken,
+    served_paths,
+)
 from .order import rank_order
 from .watch import PLUGIN, TOP, TOPIC
 
@@ -172,41 +178,23 @@ def install(scheduler) -> bool:
     no dashboard; the plugin still keeps the run's state)."""
     if NAME not in scheduler.plugins:
         scheduler.add_plugin(SweepWatch(), name=NAME)
-    apps = dashboard_apps(scheduler)
+    apps = bokeh_apps(scheduler)
     if not apps:
         return False
     if not any(path.rstrip("/").endswith("/" + PAGE) for app in apps
-               for path in getattr(app, "_applications", {})):
+               for path in served_paths(app)):
         add_page(scheduler, apps[0].prefix)
     return True
-
-
-def dashboard_apps(scheduler) -> list:
-    """The Bokeh server applications on ``scheduler``'s HTTP server (none: no
-    dashboard). A dashboard has Bokeh imported; without one Bokeh is not imported
-    here (it takes about half a second)."""
-    server = sys.modules.get("bokeh.server.server")
-    if server is None:  # no dashboard in this process
-        return []
-    BokehTornado = server.BokehTornado  # noqa: N806 - the class, as Bokeh names it
-    routing = getattr(scheduler, "http_application", None)
-    return [a for a in getattr(routing, "applications", ()) if isinstance(a, BokehTornado)]
 
 
 def add_page(scheduler, prefix: str) -> None:
     """Serve the page at ``<prefix>barsweep`` from ``scheduler``'s HTTP server and list
     it in the dashboard's menu."""
-    from distributed.dashboard.core import BokehApplication
-    from distributed.dashboard.scheduler import template_variables
     from tornado.ioloop import IOLoop
 
     from .dashboard_page import page_doc
 
-    variables = template_variables(scheduler)  # one dict per scheduler: its menu
-    if PAGE not in variables["pages"]:
-        variables["pages"].append(PAGE)
-    app = BokehApplication({"/" + PAGE: page_doc}, scheduler, prefix=prefix,
-                           template_variables=variables)
+    app = add_dashboard_page(scheduler, prefix, PAGE, page_doc)
     own_origins_only(app, scheduler.http_server)
     scheduler.http_application.add_application(app)
     app.initialize(IOLoop.current())
@@ -258,8 +246,8 @@ def keep_origins(server) -> set[str]:
     http = getattr(server, "http_server", None)
     if http is None or not getattr(http, "port", None):
         return set()
-    origins = own_origins(http.address, http.port)
-    for app in dashboard_apps(server):
+    origins = own_origins(*http_address(http))
+    for app in bokeh_apps(server):
         own_origins_only(app, http, origins)
     return origins
 
@@ -269,9 +257,9 @@ def own_origins_only(app, http, origins: set[str] | None = None) -> None:
     server ``http`` (Dask sets its ``address`` and ``port``) only: its
     ``websocket_origins``, the set Bokeh checks each websocket's ``Origin`` against
     (``host:port``), replaced in place."""
-    allowed = app.websocket_origins
+    allowed = origins_taken(app)
     allowed.clear()
-    allowed.update(origins or own_origins(http.address, http.port))
+    allowed.update(origins or own_origins(*http_address(http)))
 
 
 #: The names a browser on this machine uses for a server bound to a loopback address.

@@ -23,6 +23,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from ...engine.metrics import METRIC_INFO
+from .internals import bokeh_page_look
 from .progress import eta_text
 from .watch import PLUGIN
 
@@ -32,8 +33,7 @@ REDRAW_MS = 500
 
 def page_doc(scheduler, extra: dict, doc) -> None:
     """Build the page into ``doc`` (distributed calls it for each browser tab)."""
-    from distributed.dashboard.components.scheduler import BOKEH_THEME, env
-
+    template, theme = bokeh_page_look()
     view = PageView()
     seen = [-1]
 
@@ -50,10 +50,10 @@ def page_doc(scheduler, extra: dict, doc) -> None:
     doc.add_periodic_callback(update, REDRAW_MS)
     doc.title = "Dask: barsweep"
     doc.add_root(view.root)
-    doc.template = env.get_template("simple.html")
+    doc.template = template
     doc.template_variables.update(extra)
     doc.template_variables["active_page"] = "barsweep"
-    doc.theme = BOKEH_THEME
+    doc.theme = theme
 
 
 class PageView:

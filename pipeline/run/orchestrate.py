@@ -33,6 +33,7 @@ from .blocks import BlockTask
 from .estimate import size_line
 from .execute import resolve_backend, shipped_modules, wait_for_workers
 from .integrity import reopen_broken
+from .internals import logging_disabled_level
 from .lock import leftovers, out_lock, refuse_locked
 from .memory import worker_budget
 from .plan import Plan, auto_block_size, plan, store_coords
@@ -102,7 +103,7 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     # the attributes of an earlier store that --overwrite will replace: read again under
     # the lock, and here for a stop while it is taken
     earlier = store_attrs(out)
-    disabled = logging.root.manager.disable
+    disabled = logging_disabled_level()
     try:
         with out_lock(out) as cleared:
             for line in cleared:
