@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
 from runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
@@ -92,7 +93,8 @@ def test_resume_refuses_a_store_cut_into_other_blocks(tmp_path, capsys):
     n_planned = group["done"].shape[0]
     del group["done"]  # as an older layout left it: one flag per window and box, pending
     group.create_array("done", shape=(n_planned * 5,), chunks=(1,), dtype="int8",
-                       fill_value=0, dimension_names=["block"])
+                       fill_value=0, dimension_names=["block"],
+                       compressors=(ZstdCodec(level=0, checksum=False), Crc32cCodec()))
     assert main(["run", str(tmp_path / "spec.yaml"), "--resume", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f"has {n_planned * 5} blocks, this run plans {n_planned}" in err
