@@ -42,7 +42,7 @@ def _number(default, **bounds):
 
 
 class Execution(BaseModel):
-    """How orders fill (DESIGN.md "Execution semantics"); validated when made (a
+    """How orders fill (docs/EXECUTION.md); validated when made (a
     pydantic ``ValidationError``, or :func:`execution_of`'s SpecError).
 
     Parameters

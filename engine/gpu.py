@@ -7,7 +7,7 @@ the ``metrics`` accumulators) that the CPU kernels inline. numba.cuda compiles e
 the kernel is built once per process (closures cannot go to numba's on-disk cache; a GPU
 worker compiles once and keeps it).
 
-Data flow of :func:`sweep_cuda` (DESIGN.md "Bars move by reference"):
+Data flow of :func:`sweep_cuda` (docs/EXECUTION.md "On a GPU": the bars move by reference):
 
 - the bars (and their benchmark returns) go to the device once per process and stay
   there, keyed by the caller's ``bars_key`` (the pipeline passes the store's fingerprint

@@ -1,4 +1,4 @@
-"""The metric table of DESIGN.md: names, ranking direction and the accumulators.
+"""The metric table (docs/RESULTS.md): names, ranking direction and the accumulators.
 
 The accumulators are plain functions on scalars and tuples, compiled with numba
 for the CPU and, by :mod:`barsweep.engine.gpu`, as numba.cuda device functions: one

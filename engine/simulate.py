@@ -3,7 +3,7 @@
 Everything here is a plain function of scalars, tuples and array elements (no
 allocation, no numpy calls, no Python objects), compiled with ``njit`` for the
 CPU sweep and ``backtest()``; the same functions compile as numba.cuda device
-functions. The order of events inside bar ``t`` (DESIGN.md "Execution semantics"):
+functions. The order of events inside bar ``t`` (docs/EXECUTION.md "Order of events inside bar t"):
 
 1. orders queued at bar ``t-1``'s close (``fill: next_open``) fill at ``open[t]``:
    the exit first, then the entry;

@@ -1,6 +1,6 @@
 """Slow, obvious reference implementations that every fast kernel is held to.
 
-Plain Python loops over lists, written straight from DESIGN.md, with no attempt
+Plain Python loops over lists, written straight from docs/EXECUTION.md, with no attempt
 at speed and no code shared with barsweep.
 """
 
@@ -57,7 +57,7 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                  funding=False, conflict="opposite", signal=None):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
-    Written from DESIGN.md's execution semantics: queued orders fill at the open,
+    Written from docs/EXECUTION.md's semantics: queued orders fill at the open,
     then stops inside the bar, then funding, then the close's signals.
 
     The signals are the four lists, or ``signal(t, position, entry_price, entry_bar) ->

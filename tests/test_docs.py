@@ -384,3 +384,37 @@ def test_the_rules_page_writes_each_builtin_as_its_rule():
         mirrored = rule.entry.replace("cross_above(", "cross_below(", 1)
         assert entry == rule.entry, name
         assert exit_ == rule.exit or (exit_ == "cross_below(...)" and rule.exit == mirrored), name
+
+
+def _package_modules() -> list[Path]:
+    """Every module of the package (the repository's source, not its tests, benchmarks
+    or docs), ``__init__.py`` files left out."""
+    return [p for p in sorted(ROOT.rglob("*.py"))
+            if p.relative_to(ROOT).parts[0] not in ("tests", "benchmarks", "docs", ".venv",
+                                                    "build")
+            and p.name != "__init__.py" and not p.relative_to(ROOT).parts[0].startswith(".")]
+
+
+def test_the_layout_names_every_module():
+    """docs/LAYOUT.md is the map: each module of the package is named there."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", (ROOT / "docs" / "LAYOUT.md").read_text()))
+    unnamed = [p.relative_to(ROOT).as_posix() for p in _package_modules() if p.stem not in words]
+    assert not unnamed, f"modules docs/LAYOUT.md does not name: {unnamed}"
+
+
+#: A page a docstring or comment cites: a page of docs/ or benchmarks/ named with its
+#: folder or bare (upper-case, ``.md``), or the README; a name in quotes or backticks is
+#: a file the code writes, not a citation.
+CITED = re.compile(r"(?<![`\"'/\w])((?:docs/|benchmarks/)?[A-Z][A-Z_]*\.md)\b")
+
+
+def test_every_page_the_code_cites_exists():
+    missing = []
+    for path in _package_modules() + sorted((ROOT / "tests").rglob("*.py")):
+        for match in CITED.finditer(path.read_text(encoding="utf-8")):
+            page = match.group(1)
+            where = [ROOT / page] if "/" in page else [ROOT / page, ROOT / "docs" / page,
+                                                       ROOT / "benchmarks" / page]
+            if not any(w.is_file() for w in where):
+                missing.append(f"{path.relative_to(ROOT)}: {page}")
+    assert not missing, missing

@@ -94,7 +94,7 @@ def test_rooms_of_the_tree_are_one_way():
     pairs = {(room(a), room(b)) for a, targets in edges.items() for b in targets
              if room(a) != room(b)}
     assert {(b, a) for a, b in pairs} & pairs == set()
-    # the layers that DESIGN.md names are all there, each used by the one above it
+    # the layers that docs/LAYOUT.md names are all there, each used by the one above it
     for lower, upper in [("datasets", "pipeline.run"), ("engine", "pipeline.run"),
                          ("pipeline.config", "pipeline.run"),
                          ("pipeline.run", "pipeline.analysis"),

@@ -1,4 +1,4 @@
-"""The results store: one Zarr v3 group per run (DESIGN.md "Results store").
+"""The results store: one Zarr v3 group per run (docs/RESULTS.md).
 
 Dims ``symbol`` and one per grid parameter; one float64 variable per metric,
 chunked exactly as the blocks, so each Dask task writes its own chunks; a

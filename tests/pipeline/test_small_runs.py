@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from zarr.codecs import Crc32cCodec, ZstdCodec
 from runs import run_spec_file, synth
+from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
