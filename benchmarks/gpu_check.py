@@ -78,7 +78,8 @@ def product(limit: int, **axes) -> dict[str, np.ndarray]:
 
 
 def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
-    """About ``n`` combos per builtin strategy and per :data:`RULE_STRATEGY`."""
+    """About ``n`` combos per builtin strategy, per :data:`RULE_STRATEGY` and per
+    ``rule_hold`` (both of tests/gpu/gpu_rule_strategy.py)."""
     return {
         "buy_and_hold": {},
         "sma_cross": product(n, fast=np.arange(2, 52), slow=np.arange(60, 460, 5)),
@@ -94,6 +95,8 @@ def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
         # crosses, min/max and the position state in a generated signal
         RULE_STRATEGY: product(n, period=np.arange(4, 44), lag=np.array([1, 2, 4, 8]),
                                hold=np.array([2, 6, 20, 50]), k=np.array([0.01, 0.03])),
+        # rules whose entry and exit hold together: execution.conflict decides each bar
+        "rule_hold": product(n, period=np.arange(4, 204), hold=np.arange(1, 41)),
     }
 
 
