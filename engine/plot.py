@@ -69,7 +69,7 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     ax_price, ax_equity, ax_dd = fig.subplots(
         3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.2]}
     )
-    _price_panel(ax_price, x, close, result.trades)
+    _price_panel(ax_price, x, close, result.trades, result.close.index)
     _equity_panel(ax_equity, x, equity, close, result.metrics["total_return"])
     _drawdown_panel(ax_dd, x, equity)
     for ax in (ax_price, ax_equity, ax_dd):
@@ -88,19 +88,21 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     return fig
 
 
-def _price_panel(ax, x: np.ndarray, close: np.ndarray, trades: pd.DataFrame) -> None:
-    """The close, with entries (by side) and exits (by reason) marked."""
+def _price_panel(ax, x: np.ndarray, close: np.ndarray, trades: pd.DataFrame,
+                 index: pd.Index) -> None:
+    """The close, with entries (by side) and exits (by reason) marked; ``index`` is the
+    bars' (a span's bars when the backtest ran one: trades are found by their times)."""
     ax.plot(x, close, color="tab:blue", linewidth=0.8, label="close")
     for side, marker, color, label in ((1, "^", "tab:green", "long entry"),
                                        (-1, "v", "tab:red", "short entry")):
         entries = trades[trades["side"] == side]
         if len(entries):
-            ax.scatter(x[entries["entry_bar"].to_numpy()], entries["entry_price"],
+            ax.scatter(x[index.get_indexer(entries["entry_time"])], entries["entry_price"],
                        marker=marker, color=color, s=40, zorder=3, label=label)
     for reason, color in EXIT_COLORS.items():
         exits = trades[trades["exit_reason"] == reason]
         if len(exits):
-            ax.scatter(x[exits["exit_bar"].to_numpy()], exits["exit_price"], marker="x",
+            ax.scatter(x[index.get_indexer(exits["exit_time"])], exits["exit_price"], marker="x",
                        color=color, s=30, zorder=3, label=f"exit: {reason}")
     ax.set_ylabel("price")
     if close.min() > 0 and close.max() > 10 * close.min():
@@ -150,12 +152,13 @@ def _drawdown_panel(ax, x: np.ndarray, equity: np.ndarray) -> None:
 
 
 def _x_values(index: pd.Index) -> np.ndarray:
-    """The x coordinates: naive UTC datetime64[ns] for a DatetimeIndex, else bar numbers."""
+    """The x coordinates: naive UTC datetime64[ns] for a DatetimeIndex, else bar numbers
+    (a span's own, from its first bar)."""
     if isinstance(index, pd.DatetimeIndex):
         if index.tz is not None:
             index = index.tz_convert("UTC").tz_localize(None)
         return index.to_numpy(dtype="datetime64[ns]")
-    return np.arange(len(index))
+    return np.asarray(index) if index.dtype.kind in "iu" else np.arange(len(index))
 
 
 def _summary(metrics: dict[str, float]) -> str:

@@ -86,8 +86,10 @@ class PortfolioResult:
         if self._bars is None:
             raise SpecError("buy_and_hold(): this PortfolioResult does not hold its bars; "
                             "make it with backtest_portfolio()")
-        columns, time = self._bars
-        bars = {s: dict(cols, **({} if time is None else {"time": time}))
+        columns, time, span = self._bars
+        at = slice(None) if span is None else slice(*span)  # bought at the span's start
+        bars = {s: dict({k: v[at] for k, v in cols.items()},
+                        **({} if time is None else {"time": time[at]}))
                 for s, cols in columns.items()}
         return backtest_portfolio(bars, "buy_and_hold", ppy=self.ppy,
                                   **self.execution.model_dump())
@@ -113,6 +115,7 @@ def backtest_portfolio(
     weight: str = "equal",
     lookback: int | None = None,
     priority=None,
+    span: tuple[int, int] | None = None,
     **execution,
 ) -> PortfolioResult:
     """Backtest one portfolio combo with full traces (docs/EXECUTION.md, "Portfolios").
@@ -131,6 +134,11 @@ def backtest_portfolio(
         At most this many positions open at once, each ``1 / K`` of the value.
     rebalance, weight, lookback, priority
         As :func:`~barsweep.engine.portfolio.sweep_portfolio`'s.
+    span : (start, end), optional
+        Run over bars ``[start, end)`` only (a walk-forward window's sample): flat with
+        ``init_cash`` at ``start``, the indicators warmed up on the bars before, against
+        the equal-weight hold bought at ``start``; the traces cover the span. None:
+        every bar.
     **execution
         ``fill``, ``fees``, ``fixed_fee``, ``slippage``, ``init_cash``, the stops (long
         only, no funding).
@@ -157,6 +165,10 @@ def backtest_portfolio(
         raise SpecError("backtest_portfolio(): the bars are empty; metrics need a bar")
     if ppy is None:
         ppy = _infer_ppy(time_ns, year_days)
+    start, end = (0, n_bars) if span is None else (int(span[0]), int(span[1]))
+    if not 0 <= start < end <= n_bars:
+        raise SpecError(f"backtest_portfolio(): span must be (start, end) with 0 <= start "
+                        f"< end <= {n_bars}, got {span}")
     record = portfolio_record(len(columns), n_bars)
     one = {name: np.array([value]) for name, value in params.items()}
     timed = columns if time_ns is None or time_ns.dtype != np.int64 else {
@@ -164,25 +176,29 @@ def backtest_portfolio(
     metrics, per_symbol = sweep_portfolio(strat, timed, one, exe, ppy,
                                           max_positions=max_positions, rebalance=rebalance,
                                           weight=weight, lookback=lookback,
-                                          priority=priority, record=record)
+                                          priority=priority, record=record,
+                                          spans=None if span is None else [(start, end)])
+    if span is not None:  # one span: its run's rows
+        metrics, per_symbol = metrics[0], per_symbol[0]
     import pandas as pd  # lazily: the sweep path never needs pandas
 
     symbols = list(columns)
-    index = _time_index(time_ns, 0, n_bars)
+    index = _time_index(time_ns, 0, n_bars)  # the trades' bars index it whole
     values = dict(zip(METRICS, metrics[0].tolist(), strict=True))
     frame = pd.DataFrame  # every column below is this call's own array
+    part, at = index[start:end], slice(start, end)
     return PortfolioResult(
         metrics=values,
         members=frame(per_symbol[0], index=pd.Index(symbols, name="symbol"),
                       columns=list(SYMBOL_METRICS)),
-        equity=pd.Series(record.equity, index=index, name="equity", copy=False),
-        cash=pd.Series(record.cash, index=index, name="cash", copy=False),
-        shares=frame(record.shares.T, index=index, columns=symbols),
+        equity=pd.Series(record.equity[at], index=part, name="equity", copy=False),
+        cash=pd.Series(record.cash[at], index=part, name="cash", copy=False),
+        shares=frame(record.shares[:, at].T, index=part, columns=symbols),
         trades=_trades_frame(record.trades[:int(values["n_trades"])], symbols, index),
-        close=frame({s: columns[s]["close"] for s in symbols}, index=index),
+        close=frame({s: columns[s]["close"][at] for s in symbols}, index=part),
         execution=exe, ppy=float(ppy),
         max_positions=None if max_positions is None else int(max_positions),
-        _bars=(columns, time_ns))
+        _bars=(columns, time_ns, span))
 
 
 def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray | None]:

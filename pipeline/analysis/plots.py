@@ -252,13 +252,18 @@ def _tick_em(dpi: float) -> float:
 
 
 def best_title(ds, result, *, rank: int = 1, by: str = "sharpe", where: str | None = None,
-               symbol: str | None = None) -> str:
+               symbol: str | None = None, window: int | None = None,
+               sample: str | None = None) -> str:
     """The title of :func:`barsweep.pipeline.analysis.rebuild.best_backtest`'s picture: the
-    symbol, strategy and parameters of combo ``rank`` of the ranking, then its metrics."""
+    symbol, strategy and parameters of combo ``rank`` of the ranking (of a walk-forward
+    store's ``window`` and ``sample``, named), then its metrics."""
     from .rank import rank as ranked
+    from .rebuild import window_view
 
-    row = ranked(ds, by=by, top=rank, where=where, symbol=symbol).iloc[rank - 1]
-    return combo_title(ds, row, result, rank=rank, by=by)
+    view, window, sample = window_view(ds, window, sample)
+    row = ranked(view, by=by, top=rank, where=where, symbol=symbol).iloc[rank - 1]
+    title = combo_title(view, row, result, rank=rank, by=by)
+    return title if window is None else f"window {window} {sample}: {title}"
 
 
 def combo_title(ds, row, result, *, rank: int, by: str) -> str:

@@ -107,34 +107,58 @@ def stored_bars(spec, symbol: str):
 
 
 def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None = None,
-                  symbol: str | None = None):
+                  symbol: str | None = None, *, window: int | None = None,
+                  sample: str | None = None):
     """Combo number ``rank`` of the ranking by ``by`` (as ``barsweep rank``, of
     ``symbol``'s combos when given), rebuilt with :func:`barsweep.engine.backtest`:
     equity, trades and close in full (of a portfolio store, a
     :class:`~barsweep.engine.portfolio_backtest.PortfolioResult`: the account's equity,
-    each member's shares, the trades).
+    each member's shares, the trades). In a walk-forward store, ``window`` names the
+    window (required there) and ``sample`` its train (default) or test sample: the
+    ranking is of that sample's cells, the combo run over its bars.
 
     Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
     differ from the store's (the bars or the code changed since the run), naming the
     metric.
     """
     from ..run.results import open_results
+    from .rank import combo_params
     from .rank import rank as ranked
 
     ds = open_results(results) if isinstance(results, str | os.PathLike) else results
-    if "window" in ds.dims:
-        raise ResultsError("a walk-forward store: its combos are per window; see "
-                           "`barsweep walkforward`")
+    view, window, sample = window_view(ds, window, sample)
     if rank < 1:
         raise ResultsError(f"--rank: expected 1 or more, got {rank}")
-    top = ranked(ds, by=by, top=rank, where=where, symbol=symbol)
+    top = ranked(view, by=by, top=rank, where=where, symbol=symbol)
     if len(top) < rank:
         raise ResultsError(f"--rank {rank}: only {len(top)} combos are ranked by {by}")
     row = top.iloc[rank - 1]
-    from .rank import combo_params
+    params = {name: _plain(row[name]) for name in combo_params(view)}
+    return rebuild_combo(ds, row["symbol"], params, "plot best", window=window,
+                         sample=sample)
 
-    params = {name: _plain(row[name]) for name in combo_params(ds)}
-    return rebuild_combo(ds, row["symbol"], params, "plot best")
+
+def window_view(ds, window: int | None, sample: str | None):
+    """``ds`` at a walk-forward store's ``window`` and ``sample`` (checked; sample train
+    by default), or ``ds`` itself for any other store (where both must be None)."""
+    if "window" not in ds.dims:
+        if window is not None or sample is not None:
+            raise SpecError("--window and --sample choose a walk-forward store's window; "
+                            "this store has none")
+        return ds, None, None
+    n = ds.sizes["window"]
+    if window is None:
+        raise SpecError(f"--window: a walk-forward store: name one of its {n} windows "
+                        f"(0 to {n - 1}) and --sample train (default) or test; `barsweep "
+                        f"walkforward` shows the combo each window chose and the stitched "
+                        f"out-of-sample run")
+    if window not in ds["window"].values:
+        raise SpecError(f"--window: {window} is not a window of the store; its windows "
+                        f"are 0 to {n - 1}")
+    sample = sample or "train"
+    if sample not in ("train", "test"):
+        raise SpecError(f"--sample: expected train or test, got {sample!r}")
+    return ds.sel(window=window, sample=sample), window, sample
 
 
 def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store", *,
@@ -154,7 +178,8 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
 
         spec, ppy = stored_spec(ds, what)
         bars = {member: stored_bars(spec, member) for member in members(spec)}
-        return rebuild_portfolio(ds, spec, ppy, bars, params, what, window=window)
+        return rebuild_portfolio(ds, spec, ppy, bars, params, what, window=window,
+                                 sample=sample)
     at = {} if window is None else {"window": window, "sample": sample}
     span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
                                         int(ds[f"{sample}_end_bar"].sel(window=window)))

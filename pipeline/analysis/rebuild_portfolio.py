@@ -10,28 +10,27 @@ import math
 from ...engine import METRICS
 from ...engine.portfolio_backtest import PortfolioResult, backtest_portfolio
 from ...engine.portfolio_orders import SYMBOL_METRICS
-from ...errors import MismatchError, ResultsError
+from ...errors import MismatchError
 from ..config.portfolio import PORTFOLIO_AXES, PORTFOLIO_LABEL, rebalance_periods
 
 
 def rebuild_portfolio(ds, spec, ppy: float, bars: dict, params: dict,
-                      what: str = "the results store", *,
-                      window: int | None = None) -> PortfolioResult:
+                      what: str = "the results store", *, window: int | None = None,
+                      sample: str | None = None) -> PortfolioResult:
     """The combo ``params`` (every parameter dim's value, the portfolio's axes included)
     of portfolio store ``ds``, rebuilt with its stored ``spec`` and bars per year ``ppy``
-    over ``bars`` (each member's, as the run read them).
+    over ``bars`` (each member's, as the run read them); in a walk-forward store, over
+    the bars of ``window``'s ``sample`` (train or test), as the run ran that cell.
 
     Raises
     ------
-    ResultsError
-        A walk-forward window (a portfolio's windows are not rebuilt).
     MismatchError
         The rebuilt metrics, or a member's ``n_trades`` or ``exposure``, differ from the
         store's (the bars or barsweep changed since the run), naming the value.
     """
-    if window is not None:
-        raise ResultsError(f"{what}: a walk-forward portfolio's windows are not rebuilt; "
-                           f"rebuild a combo of a portfolio run without walk_forward")
+    at = {} if window is None else {"window": window, "sample": sample}
+    span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
+                                        int(ds[f"{sample}_end_bar"].sel(window=window)))
     strategy_params = {k: v for k, v in params.items() if k not in PORTFOLIO_AXES}
     section = spec.portfolio
     max_positions = params.get("max_positions", section.max_positions)
@@ -41,8 +40,9 @@ def rebuild_portfolio(ds, spec, ppy: float, bars: dict, params: dict,
                                 rebalance=rebalance[0] if isinstance(rebalance, list)
                                 else rebalance, weight=section.weight,
                                 lookback=params.get("vol_lookback", section.vol_lookback),
-                                priority=section.priority, **spec.execution.model_dump())
-    check_portfolio(ds, params, result)
+                                priority=section.priority, span=span,
+                                **spec.execution.model_dump())
+    check_portfolio(ds, {**at, **params}, result)
     return result
 
 

@@ -20,7 +20,7 @@ from ...errors import ResultsError, SpecError
 from ..run.results import open_results
 from .rank import combo_params, param_dims
 from .rank import rank as ranked
-from .rebuild import rebuild_combo, stored_spec
+from .rebuild import rebuild_combo, stored_spec, window_view
 from .search_views import search_params
 
 
@@ -84,7 +84,7 @@ def combo_backtest(results, params: Mapping | None = None, *, rank: int | None =
         The rebuilt metrics differ from the store's.
     """
     ds = open_results(results) if isinstance(results, str | os.PathLike) else results
-    view, window, sample = _window_view(ds, window, sample)
+    view, window, sample = window_view(ds, window, sample)
     if params is not None:
         if rank is not None:
             raise SpecError("--rank and --params each choose the combo: give one")
@@ -104,29 +104,6 @@ def combo_backtest(results, params: Mapping | None = None, *, rank: int | None =
     return Combo(symbol=symbol, strategy=spec.strategy_name, params=chosen, chosen=how,
                  result=rebuild_combo(ds, symbol, chosen, "trades", window=window,
                                       sample=sample))
-
-
-def _window_view(ds, window: int | None, sample: str | None):
-    """``ds`` at a walk-forward store's ``window`` and ``sample`` (checked; sample train
-    by default), or ``ds`` itself for any other store (where both must be None)."""
-    if "window" not in ds.dims:
-        if window is not None or sample is not None:
-            raise SpecError("--window and --sample choose a walk-forward store's window; "
-                            "this store has none")
-        return ds, None, None
-    n = ds.sizes["window"]
-    if window is None:
-        raise SpecError(f"--window: a walk-forward store: name one of its {n} windows "
-                        f"(0 to {n - 1}) and --sample train (default) or test; `barsweep "
-                        f"walkforward` shows the combo each window chose and the stitched "
-                        f"out-of-sample run")
-    if window not in ds["window"].values:
-        raise SpecError(f"--window: {window} is not a window of the store; its windows "
-                        f"are 0 to {n - 1}")
-    sample = sample or "train"
-    if sample not in ("train", "test"):
-        raise SpecError(f"--sample: expected train or test, got {sample!r}")
-    return ds.sel(window=window, sample=sample), window, sample
 
 
 def one_symbol(ds, symbol: str | None) -> str:

@@ -45,6 +45,11 @@ def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     best.add_argument("--by", default="sharpe", help="the ranking metric (default sharpe)")
     best.add_argument("--where", help='filter, e.g. "n_trades >= 10"')
     best.add_argument("--symbol", help="rank this symbol's combos only")
+    best.add_argument("--window", type=int, metavar="W",
+                      help="a walk-forward store's window (0, 1, ...): the combo is ranked "
+                           "among, and run over, that window's --sample")
+    best.add_argument("--sample", choices=("train", "test"),
+                      help="with --window: train (the default) or test")
     best.add_argument("--out", required=True, metavar="FILE", help="the PNG to write (a "
                       "new file, or a picture barsweep drew)")
     best.add_argument("--overwrite", action="store_true",
@@ -149,10 +154,10 @@ def cmd_plot_best(args) -> int:
     check_output(args.out, PICTURE, overwrite=args.overwrite)
     ds = open_results(args.results)
     with compile_note(ds, "plot best"):
-        result = best_backtest(ds, rank=args.rank, by=args.by, where=args.where,
-                               symbol=args.symbol)
-        fig = result.plot(title=best_title(ds, result, rank=args.rank, by=args.by,
-                                           where=args.where, symbol=args.symbol))
+        pick = dict(rank=args.rank, by=args.by, where=args.where, symbol=args.symbol,
+                    window=args.window, sample=args.sample)
+        result = best_backtest(ds, **pick)
+        fig = result.plot(title=best_title(ds, result, **pick))
     save_picture(fig, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0

@@ -8,6 +8,7 @@ segment sums made from the slow reference's equity curves."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 import yaml
@@ -250,3 +251,50 @@ def test_pbo_of_a_portfolio_store_is_that_of_the_reference_accounts(store, tmp_p
     assert row["pbo"] == expected.pbo and row["n_splits"] == expected.n_splits == 20
     assert main(["rank", str(out), "--by", "dsr", "--top", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["dsr"] is not None
+
+
+def test_a_window_of_a_portfolio_walk_forward_is_rebuilt(walk, store, tmp_path, capsys):
+    """``trades --window`` and ``plot best --window`` rebuild a walk-forward portfolio's
+    cell over its window's sample: backtest_portfolio over that span, equal to the store's
+    cell (checked by the rebuild, and here against the slow reference's account)."""
+    from barsweep.engine.portfolio_backtest import backtest_portfolio
+    from barsweep.pipeline.analysis.rebuild import best_backtest
+    from barsweep.pipeline.analysis.trades import combo_backtest
+
+    out, _ = walk
+    ds = xr.open_zarr(out, consolidated=False).load()
+    combo = combo_backtest(out, {"fast": 5, "slow": 20, "max_positions": 2}, window=1,
+                           sample="test")
+    result = combo.result
+    assert len(result.equity) == 100  # bars 400..500
+    assert result.equity.index[0].tz_convert(None) == pd.Timestamp(ds["test_start"].values[1])
+    cell = ds.sel(symbol="portfolio", window=1, sample="test", fast=5, slow=20,
+                  max_positions=2)
+    assert result.metrics["total_return"] == float(cell["total_return"])
+    bars = member_bars(store)
+    _, _, signals_of = CASES["ema_cross"]
+    part = {s: {k: v[400:500] for k, v in b.items()} for s, b in bars.items()}
+    signals = {s: shifted(signals_of(bars[s], dict(fast=5, slow=20)), 400) for s in MEMBERS}
+    ref = ref_portfolio(signals, part, ppy=PPY, max_positions=2, **EXECUTION)
+    np.testing.assert_allclose(result.equity.to_numpy(), ref["equity"], rtol=1e-10)
+    assert result.trades["entry_bar"].between(400, 499).all()
+    hold = result.buy_and_hold()  # the members bought at the window's first bar
+    assert hold.equity.index[0] == result.equity.index[0] and len(hold.equity) == 100
+    assert hold.metrics["n_trades"] == len(MEMBERS)
+    # the ranking of a window's train sample: rank 1 is walkforward's choice
+    best = best_backtest(out, window=2)
+    train = ds["sharpe"].isel(symbol=0, window=2).sel(sample="train")
+    assert best.metrics["sharpe"] == float(train.max())
+    picture = tmp_path / "best.png"
+    assert main(["plot", "best", str(out), "--window", "2", "--sample", "test",
+                 "--out", str(picture)]) == 0
+    assert picture.stat().st_size > 10_000
+    capsys.readouterr()
+    assert main(["trades", str(out), "--window", "0", "--sample", "test"]) == 0
+    assert "window 0 test, rank 1 by sharpe" in capsys.readouterr().out
+    assert main(["plot", "best", str(out), "--out", str(tmp_path / "no.png")]) == 2
+    assert "--window" in capsys.readouterr().err
+    full = backtest_portfolio(bars, "ema_cross", dict(fast=5, slow=20), ppy=PPY,
+                              max_positions=2, span=(0, N_BARS), **EXECUTION)
+    assert full.metrics == backtest_portfolio(bars, "ema_cross", dict(fast=5, slow=20),
+                                              ppy=PPY, max_positions=2, **EXECUTION).metrics
