@@ -55,18 +55,21 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
             raise SpecError(f"--symbol: the store holds {', '.join(symbols)}: choose one")
         if symbol is not None and symbol not in symbols:
             raise SpecError(f"--symbol: no symbol {symbol!r}; symbols: {', '.join(symbols)}")
-        if "combo" in ds.dims:  # a search store: its combos binned on x and y
-            from .search_views import search_grid
-
-            return search_grid(ds, metric, x, y, symbol or symbols[0], reduce)
-        ds = ds.isel(symbol=[symbols.index(symbol or symbols[0])])
+        symbol = symbol or symbols[0]
+    picks = {}  # walk-forward: the window and sample drawn
     for dim, value, flag in (("sample", sample, "--sample"), ("window", window, "--window")):
         if dim in ds[metric].dims:
-            value = value if value is not None else (
+            picks[dim] = value if value is not None else (
                 "test" if dim == "sample" else ds[dim].values[0])
-            ds = ds.sel({dim: [value]})
         elif value is not None:
             raise SpecError(f"{flag}: the store has no {dim} dim (not a walk-forward run)")
+    if "combo" in ds.dims:  # a search store: its combos binned on x and y
+        from .search_views import search_grid
+
+        return search_grid(ds.sel(picks), metric, x, y, symbol, reduce)
+    if "symbol" in ds[metric].dims:
+        ds = ds.sel(symbol=[symbol])
+    ds = ds.sel({dim: [value] for dim, value in picks.items()})
     dims = [d for d in ds[metric].dims if d not in NON_PARAM_DIMS]
     kept = [x] if y is None else [y, x]
     for name, flag in zip(kept[::-1], ("--x", "--y"), strict=False):

@@ -188,10 +188,15 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     if "combo" in ds.dims:  # a search store: the combo drawn, over the bars its rung ran
         from .search_views import combo_at
 
-        one = ds.isel(combo=combo_at(ds, params)).sel(symbol=symbol)
+        one = ds.isel(combo=combo_at(ds, params)).sel(symbol=symbol, **at)
         stored_metrics = one[list(METRICS)].load()
-        ran, n = int(one["bars_run"]), len(bars["close"])
-        span = None if ran >= n else (n - ran, n)
+        ran, n = float(one["bars_run"]), len(bars["close"])
+        if math.isnan(ran):
+            raise ResultsError(f"{what}: the combo {params} of {symbol} did not run window "
+                               f"{window}'s {sample} sample (the search stopped it at an "
+                               f"earlier rung); choose one of its last rung")
+        end = n if span is None else span[1]  # the most recent bars of the lane its rung ran
+        span = None if span is None and ran >= n else (end - int(ran), end)
     else:
         stored_metrics = ds[list(METRICS)].sel(symbol=symbol, **at, **params).load()
     strategy_params, stops = split_combo(params)

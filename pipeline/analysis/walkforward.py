@@ -45,6 +45,7 @@ from .grids import marked
 from .portfolio_parts import combo_part, member_bars
 from .rank import to_records
 from .rebuild import stored_bars, stored_spec
+from .search_views import search_params, searched
 
 __all__ = ["STITCHED_METRICS", "WalkForward", "format_walkforward", "walkforward"]
 
@@ -146,7 +147,10 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
         raise SpecError(f"walkforward: the results store is not a walk-forward run (its "
                         f"metrics are over {', '.join(dims)}; a run with walk_forward has "
                         f"symbol, window, sample, then the parameters)")
-    params = dims[3:]
+    params = dims[3:]  # a search's: combo (its parameters are coordinates along it)
+    names = search_params(ds) if params == ("combo",) else list(params)
+    # a search chooses among the combos its last rung ran on every train bar
+    choose_where = searched(ds, None, where, [])[0] if params == ("combo",) else where
     symbol = _one_symbol(ds, symbol)
     one = ds.sel(symbol=[symbol])  # dims kept: slabs find their blocks' flags
     ds = ds.sel(symbol=symbol)
@@ -156,14 +160,16 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
                        for n in BOUND_NAMES], axis=1)
     rows, combos = [], []
     for w in range(ds.sizes["window"]):
-        flat = _choose(one.isel(window=[w]).sel(sample=["train"]), by, where)
+        flat = _choose(one.isel(window=[w]).sel(sample=["train"]), by, choose_where)
         at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
-        combo = {p: _scalar(ds[p].values[i]) for p, i in at.items()} if flat >= 0 else None
+        combo = None if flat < 0 else (
+            {p: _scalar(ds[p].values[flat]) for p in names} if names != list(params) else
+            {p: _scalar(ds[p].values[i]) for p, i in at.items()})
         combos.append(combo)
         row = {"window": w, **{n: ds[n].values[w] for n in BOUND_NAMES},
                **{f"{n}_bar": int(bounds[w, i]) for i, n in enumerate(BOUND_NAMES)},
                "chosen": flat >= 0, "combo": flat,
-               **{p: None if combo is None else combo[p] for p in params}}
+               **{p: None if combo is None else combo[p] for p in names}}
         picked = ds[list(METRICS)].isel(window=w, **at).load()
         for sample in ("train", "test"):
             values = picked.sel(sample=sample)
@@ -199,8 +205,9 @@ def _choose(train, by: str, where: str | None) -> int:
     dims = tuple(train[METRICS[0]].dims)
     ascending = by in LOWER_IS_BETTER
     done = stream.done_grid(train, dims) if "done" in train.variables else None
+    names = [*METRICS, *(["rung"] if "rung" in train.data_vars else [])]  # a search's
     chosen, _ = stream.stream_top(train, by, 1, where, ascending,
-                                  ascending or by in BEST_WHEN_IDLE, dims, list(METRICS), done)
+                                  ascending or by in BEST_WHEN_IDLE, dims, names, done)
     return int(chosen[0]) if len(chosen) else -1
 
 

@@ -261,10 +261,6 @@ class Spec(BaseModel):
         unused = unused_key_problem(self.search, grid)
         if unused:
             problems.append(unused)
-        if searched and self.walk_forward is not None:
-            problems.append(("search", "a search runs every bar (its rungs the most recent "
-                             "ones); walk-forward windows are not searched yet: remove "
-                             "walk_forward or search"))
         too_big = (too_big_search(grid, self.search, len(self.data.symbols),
                                    self.run.max_combos) if searched else
                    _too_big(grid, 1 if self.portfolio else len(self.data.symbols),

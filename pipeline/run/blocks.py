@@ -126,6 +126,14 @@ class BlockTask:
     portfolio: PortfolioSpec | None = None
     watch: Watch | None = None
 
+    @property
+    def lead(self) -> tuple[int, ...]:
+        """The lengths of the region before the combos' dims: ``(1,)`` (a symbol), or
+        ``(1, windows, samples)`` (walk-forward), whose product is the task's runs."""
+        combo_dims = 1 if self.cells is not None else len(self.axes)
+        return tuple(part.stop - part.start
+                     for part in self.region[:len(self.region) - combo_dims])
+
 
 @dataclass(frozen=True)
 class BlockReport:
@@ -184,17 +192,21 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
         metrics[:, :, keep] = out.reshape(runs, n_kept, N_METRICS).transpose(2, 0, 1)
         if sums is not None:
             segs[:, :, keep] = sums.transpose(2, 1, 0)
-    walk = task.spans is not None and task.rung < 0
-    lead = (1, runs // 2, 2) if walk else (1,)  # (symbol, window, sample) or (symbol,)
+    lead = task.lead  # (symbol,) or (symbol, window, sample): its runs in order
     values = {name: metrics[k].reshape(*lead, *shape) for k, name in enumerate(METRICS)}
     if task.segments:
         values.update({name: segs[k].reshape(1, task.segments, *shape)
                        for k, name in enumerate(SEGMENT_SUMS)})
     n_run = bars_run(task, len(bars["close"]))
-    if task.rung >= 0:
-        values["rung"] = np.where(keep, float(task.rung), np.nan).reshape(1, *shape)
-        values["bars_run"] = np.where(keep, float(n_run), np.nan).reshape(1, *shape)
+    if task.rung >= 0:  # a search's cells: the rung and each run's bars
+        ran = (np.array([len(bars["close"])]) if task.spans is None else
+               np.array([stop - start for start, stop in task.spans]))
+        values["rung"] = np.where(keep, float(task.rung), np.nan) * np.ones((runs, 1))
+        values["bars_run"] = np.where(keep, ran[:, None].astype(float), np.nan)
+        for name in ("rung", "bars_run"):
+            values[name] = values[name].reshape(*lead, *shape)
     return values, n_kept, n_run
+
 
 
 def bars_run(task: BlockTask, n_bars: int) -> int:

@@ -192,7 +192,7 @@ def block_annotations(task: BlockTask) -> dict:
     where = {"symbol": PORTFOLIO_LABEL if task.members else task.bars.symbol}
     if task.rung >= 0:
         where["rung"] = task.rung
-    elif task.spans is not None:
+    if len(task.lead) > 1:
         where["windows"] = f"{task.region[1].start}-{task.region[1].stop - 1}"
     return where
 

@@ -102,12 +102,14 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
         check_volume(spec, symbol, ds)
         symbol_bars.append(ds.sizes["time"])
         times.append(ds["time"].values.astype("datetime64[ns]"))
-    check_rungs(spec, min(symbol_bars))
     spec, annualised = measured_year(spec, times)
     if say is not None:
         say(annualised)
     windows, window_times = (None, None) if spec.walk_forward is None else (
         walk_forward_windows(spec, times))
+    # a search's rungs run on each symbol's bars, or on each window's train bars
+    check_rungs(spec, min(symbol_bars) if windows is None else
+                int((windows[:, 1] - windows[:, 0]).min()))
     bars_fingerprint = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     grid = spec.param_grid
     if spec.search.method != "grid":  # the draw's refusals, before anything compiles

@@ -1,15 +1,22 @@
 """A search run: drawn combos along one ``combo`` dim, run rung by rung.
 
 The store of a search has dims ``(symbol, combo)``: the drawn combos in the order of
-their flat position in the grid's box, each parameter a coordinate along ``combo``. A
-block is one symbol and one chunk of ``combo``; rung ``r``'s blocks (flags ``done[(r *
-n_symbols + s) * n_chunks + c]``, rung 0's first, as a grid store's) run the combos of
-their chunk that reached rung ``r`` (``reach``, written by the driver when it promotes),
-on the rung's span of the bars, and overwrite those cells with the rung's metrics,
-``rung`` and ``bars_run``. Each cell thus ends with the metrics of the last rung its
-combo ran; the last rung runs every bar, as a grid run does.
+their flat position in the grid's box, each parameter a coordinate along ``combo``.
+With walk-forward it has ``(symbol, window, sample, combo)``: the same drawn combos
+searched in each window's train sample, as a grid's walk-forward store holds its box.
 
-Promotion (:func:`promote`) keeps, per symbol, the best ``1/eta`` of the combos that
+A *lane* is what a search ranks on its own: a symbol, or a symbol's window (lane ``s *
+n_windows + w``). A block is one lane and one chunk of ``combo``; rung ``r``'s blocks
+(flags ``done[(r * n_lanes + lane) * n_chunks + c]``, rung 0's first, as a grid
+store's) run the combos of their chunk that reached rung ``r`` in that lane (``reach``,
+written by the driver when it promotes), on the rung's span of the lane's bars (the most
+recent bars of the symbol, or of the window's train sample), and overwrite those cells
+with the rung's metrics, ``rung`` and ``bars_run``. Each cell thus ends with the
+metrics of the last rung its combo ran; the last rung runs every bar of the lane, as a
+grid run does, and in a window also its test sample (the combos that reach it: those a
+walk-forward chooses among).
+
+Promotion (:func:`promote`) keeps, per lane, the best ``1/eta`` of the combos that
 ran a rung, ordered as ``rank`` orders them; it is written (``reach``, then the
 ``promoted`` attribute) before the next rung's blocks start, so that a killed search
 resumes to the same store.
@@ -31,7 +38,7 @@ from .blocks import BlockTask
 from .estimate import size_line
 from .memory import block_bytes, fit_chunks, table_rows
 from .order import rank_order
-from .plan import auto_block_size, bars_refs
+from .plan import auto_block_size, bars_refs, store_lead
 from .results import COMPUTED, EXCLUDED, PENDING, done_flags, update_attrs
 
 #: The variables a search store holds beyond the metrics.
@@ -44,8 +51,9 @@ class SearchPlan:
 
     ``positions``: the drawn combos' flat positions in the grid's box, ascending;
     ``values``: each parameter's value per combo; ``chunk``: combos per block;
-    ``sizes``: the combos each rung runs per symbol; ``spans[s][r]``: the bars rung
-    ``r`` runs on symbol ``s`` (None: every bar).
+    ``sizes``: the combos each rung runs per lane; ``spans[lane][r]``: the bars rung
+    ``r`` runs in a lane (None: every bar); ``windows``: walk-forward's ``(W, 4)``
+    train and test bounds (None: no windows, a lane is a symbol).
     """
 
     positions: np.ndarray
@@ -57,34 +65,57 @@ class SearchPlan:
     segments: int
     ppy: float
     store_id: str
+    windows: np.ndarray | None = None
 
     @property
     def n_chunks(self) -> int:
         return -(-len(self.positions) // self.chunk)
 
     @property
+    def n_windows(self) -> int:
+        return 1 if self.windows is None else len(self.windows)
+
+    @property
+    def n_lanes(self) -> int:
+        return self.n_symbols * self.n_windows
+
+    @property
     def n_blocks(self) -> int:
-        return len(self.sizes) * self.n_symbols * self.n_chunks
+        return len(self.sizes) * self.n_lanes * self.n_chunks
 
     @property
     def n_evaluated(self) -> int:
-        """Combos evaluated per symbol, every rung's counted."""
+        """Combos evaluated per lane, every rung's counted."""
         return sum(self.sizes)
+
+    def lane_spans(self, lane: int, rung: int) -> tuple[tuple[int, int], ...] | None:
+        """The spans rung ``rung``'s blocks run in ``lane``: its span of the symbol's
+        bars (None: every bar), or of the window's train bars, and on the last rung the
+        window's test bars after them."""
+        span = self.spans[lane][rung]
+        if self.windows is None:
+            return None if span is None else (span,)
+        if rung < len(self.sizes) - 1:
+            return (span,)
+        _, _, start, end = self.windows[lane % self.n_windows].tolist()
+        return (span, (start, end))
 
 
 
 def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
                 budget: int | None, ppy: float, store_id: str,
-                chunk: int | None = None) -> SearchPlan:
+                chunk: int | None = None, windows: np.ndarray | None = None) -> SearchPlan:
     """Draw the search's combos and size its blocks: ``chunk`` combos (the store's,
     when resumed), else :func:`~.plan.auto_block_size`'s for the first rung's work,
-    cut to ``budget`` bytes (:func:`~.memory.fit_chunks`)."""
+    cut to ``budget`` bytes (:func:`~.memory.fit_chunks`). ``windows`` (walk-forward's
+    ``(W, 4)`` bounds) searches each window's train bars (:func:`lane_spans`)."""
     search, grid = spec.search, spec.param_grid
     positions = draw(grid, search.first_rung(), search.seed,
                      "sobol" if search.method == "sobol" else "random")
     rungs = search.n_rungs
-    spans = tuple(rung_spans(search, n) for n in symbol_bars)
+    spans = lane_spans(search, symbol_bars, windows)
     n_bars = max(symbol_bars)
+    segments = spec.analysis.pbo_segments if rungs == 1 and windows is None else 0
     if chunk is None:
         first = spans[0][0]
         chunk = auto_block_size(len(positions), (first[1] - first[0]) if first else n_bars,
@@ -92,7 +123,6 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
         if budget is not None:
             strategy = spec.strategy_def
             lengths = dict(zip(grid.names, grid.shape, strict=True))
-            segments = spec.analysis.pbo_segments if rungs == 1 else 0
 
             def cost(shape: tuple[int, ...]) -> int:
                 box = {name: min(shape[0], n) for name, n in lengths.items()}
@@ -101,81 +131,127 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
             chunk = fit_chunks(("combo",), (chunk,), cost, budget)[0]
     return SearchPlan(positions, combo_values(grid, positions), int(chunk),
                       rung_sizes(len(positions), search.eta, rungs), spans,
-                      len(symbol_bars), spec.analysis.pbo_segments if rungs == 1 else 0,
-                      ppy, store_id)
+                      len(symbol_bars), segments, ppy, store_id, windows)
 
 
-def search_size_line(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int) -> str:
+def lane_spans(search, symbol_bars: tuple[int, ...], windows: np.ndarray | None,
+               ) -> tuple[tuple[tuple[int, int] | None, ...], ...]:
+    """Each lane's rung spans (:func:`~..config.search.rung_spans`): over each symbol's
+    bars, or, with walk-forward ``windows``, over each symbol's windows' train bars
+    (the most recent of them, as bar indices of the symbol; the last rung all of them).
+
+    >>> from barsweep.pipeline.config.search import SearchSpec
+    >>> search = SearchSpec(method="halving", budget=10, eta=3, rungs=2)
+    >>> lane_spans(search, (900,), np.array([[0, 300, 300, 400], [100, 400, 400, 500]]))
+    (((200, 300), (0, 300)), ((300, 400), (100, 400)))
+    """
+    if windows is None:
+        return tuple(rung_spans(search, n) for n in symbol_bars)
+    lanes = []
+    for _ in symbol_bars:
+        for start, end, _, _ in windows.tolist():
+            lanes.append(tuple((start + a, start + b) if span else (start, end)
+                               for span in rung_spans(search, end - start)
+                               for a, b in [span or (0, 0)]))
+    return tuple(lanes)
+
+
+def search_size_line(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
+                     windows: np.ndarray | None = None) -> str:
     """What a search evaluates, its store's size and its time on ``n_threads`` worker
     threads (:func:`~.estimate.size_line`), from the spec alone: the combos it draws per
-    symbol, every rung's cells and combo-bars (:func:`~..config.search.search_work`),
-    never the box it draws from."""
-    sizes, combo_bars = search_work(spec.search, symbol_bars)
+    symbol, every rung's cells and combo-bars (:func:`~..config.search.search_work`;
+    with walk-forward ``windows``, in each window's train bars, and the last rung's
+    combos over its test bars), never the box it draws from."""
     n_symbols = len(symbol_bars)
     segments = spec.analysis.pbo_segments if spec.search.n_rungs == 1 else 0
-    return size_line(sizes[0] * n_symbols, sum(sizes) * n_symbols, segments,
-                     float(combo_bars), n_threads)
+    if windows is None:
+        sizes, combo_bars = search_work(spec.search, symbol_bars)
+        return size_line(sizes[0] * n_symbols, sum(sizes) * n_symbols, segments,
+                         float(combo_bars), n_threads)
+    trains = windows[:, 1] - windows[:, 0]
+    sizes, combo_bars = search_work(spec.search, tuple(trains.tolist()))
+    tests = int((windows[:, 3] - windows[:, 2]).sum()) * sizes[-1]
+    n_cells = sizes[0] * n_symbols * len(windows) * 2
+    return size_line(sizes[0] * n_symbols, n_cells, 0,
+                     float((combo_bars + tests) * n_symbols), n_threads)
 
 
 def store_layout(plan: SearchPlan) -> dict:
     """The store's ``combo`` axis and parameter coordinates (``create_store``'s
-    ``axes``, ``chunks``, ``coords`` and ``extra``)."""
+    ``axes``, ``chunks``, ``coords``, ``extra`` and ``lead``: walk-forward's ``window``,
+    one a block, and ``sample``)."""
     n = len(plan.positions)
     coords = {name: (("combo",), values) for name, values in plan.values.items()}
     coords["box_position"] = (("combo",), plan.positions)
+    lead = () if plan.windows is None else store_lead(plan.windows, 1)
     return {"axes": (("combo", np.arange(n, dtype=np.int64)),), "chunks": (plan.chunk,),
-            "coords": coords, "extra": SEARCH_VARS, "driver_vars": ("reach",)}
+            "coords": coords, "extra": SEARCH_VARS, "driver_vars": ("reach",), "lead": lead}
 
 
 def rung_tasks(plan: SearchPlan, spec: Spec, out: str, rung: int, reach: np.ndarray,
                backend: str, fingerprint: dict | None, run_id: str,
                modules: tuple[str, ...]) -> tuple[list[BlockTask], list[int]]:
-    """Rung ``rung``'s blocks: a task for each (symbol, chunk) holding a combo whose
-    ``reach`` (shape ``(symbols, combos)``) is at least ``rung``, and the ids of the
-    blocks holding none."""
+    """Rung ``rung``'s blocks: a task for each (lane, chunk) holding a combo whose
+    ``reach`` (shape ``(lanes, combos)``, :func:`read_reach`) is at least ``rung``, and
+    the ids of the blocks holding none. A window's block writes its train sample, and on
+    the last rung its test sample too."""
     tasks, empty = [], []
-    for s, bars in enumerate(bars_refs(spec, fingerprint, run_id)):
-        span = plan.spans[s][rung]
+    refs = bars_refs(spec, fingerprint, run_id)
+    for lane in range(plan.n_lanes):
+        s, w = divmod(lane, plan.n_windows)
+        spans = plan.lane_spans(lane, rung)
+        lead = ((slice(s, s + 1),) if plan.windows is None else
+                (slice(s, s + 1), slice(w, w + 1), slice(0, len(spans))))
         for c in range(plan.n_chunks):
-            block_id = (rung * plan.n_symbols + s) * plan.n_chunks + c
+            block_id = (rung * plan.n_lanes + lane) * plan.n_chunks + c
             lo, hi = c * plan.chunk, min((c + 1) * plan.chunk, len(plan.positions))
-            cells = np.flatnonzero(reach[s, lo:hi] >= rung)
+            cells = np.flatnonzero(reach[lane, lo:hi] >= rung)
             if not len(cells):
                 empty.append(block_id)
                 continue
             axes = tuple((name, values[lo:hi][cells]) for name, values in plan.values.items())
-            tasks.append(BlockTask(block_id, out, bars, spec.strategy_ref, axes,
-                                   (slice(s, s + 1), slice(lo, hi)), (), spec.execution,
+            tasks.append(BlockTask(block_id, out, refs[s], spec.strategy_ref, axes,
+                                   (*lead, slice(lo, hi)), (), spec.execution,
                                    plan.ppy, modules, backend=backend,
-                                   store_id=plan.store_id,
-                                   spans=None if span is None else (span,),
+                                   store_id=plan.store_id, spans=spans,
                                    segments=plan.segments, cells=cells, rung=rung))
     return tasks, empty
 
 
-def read_reach(out: str, n_symbols: int) -> np.ndarray:
-    """The highest rung each combo reached, per symbol (0 where never promoted)."""
-    reach = zarr.open_group(out, mode="r")["reach"][:]
-    return np.where(np.isnan(reach), 0, reach).astype(np.int64).reshape(n_symbols, -1)
+def lanes(array: np.ndarray) -> np.ndarray:
+    """A search store's variable as ``(lanes, combos)``: ``(symbol, combo)`` as it is,
+    ``(symbol, window, sample, combo)`` at the train sample (a view)."""
+    return array if array.ndim == 2 else array[:, :, 0, :].reshape(-1, array.shape[-1])
+
+
+def read_reach(out: str) -> np.ndarray:
+    """The highest rung each combo reached, per lane (0 where never promoted)."""
+    reach = lanes(zarr.open_group(out, mode="r")["reach"][:])
+    return np.where(np.isnan(reach), 0, reach).astype(np.int64)
 
 
 def promote(out: str, rung: int, size: int, by: str) -> None:
-    """Promote, per symbol, the best ``size`` combos that ran rung ``rung - 1`` (by
+    """Promote, per lane, the best ``size`` combos that ran rung ``rung - 1`` (by
     ``by``, ordered as ``rank`` orders them; combos whose ``by`` is NaN never) to rung
     ``rung``: written into ``reach``, then the ``promoted`` attribute."""
     group = zarr.open_group(out, mode="r+")
-    reach = group["reach"][:]
+    stored = group["reach"][:]
+    reach = lanes(stored).copy()
+    ran, score = lanes(group["rung"][:]) == rung - 1, lanes(group[by][:])
+    ruined, traded = lanes(group["ruined"][:]) == 1.0, lanes(group["n_trades"][:]) > 0.0
     ascending = by in LOWER_IS_BETTER
     idle_wins = ascending or by in BEST_WHEN_IDLE
-    for s in range(reach.shape[0]):
-        ran = group["rung"][s] == rung - 1
-        score = group[by][s]
-        candidates = np.flatnonzero(ran & ~np.isnan(score))
-        order = rank_order(score[candidates], ascending, idle_wins=idle_wins,
-                           ruined=group["ruined"][s][candidates] == 1.0,
-                           traded=group["n_trades"][s][candidates] > 0.0)
-        reach[s, candidates[order[:size]]] = rung
-    group["reach"][:] = reach
+    for lane in range(reach.shape[0]):
+        candidates = np.flatnonzero(ran[lane] & ~np.isnan(score[lane]))
+        order = rank_order(score[lane][candidates], ascending, idle_wins=idle_wins,
+                           ruined=ruined[lane][candidates], traded=traded[lane][candidates])
+        reach[lane, candidates[order[:size]]] = rung
+    if stored.ndim == 2:
+        stored = reach
+    else:
+        stored[:, :, 0, :] = reach.reshape(stored.shape[0], stored.shape[1], -1)
+    group["reach"][:] = stored
     update_attrs(out, {"promoted": rung})
 
 
@@ -199,7 +275,7 @@ def run_rungs(plan: SearchPlan, spec: Spec, out: str, promoted: int,
     for rung, size in enumerate(plan.sizes):
         if rung > promoted:
             promote(out, rung, size, spec.search.by)
-        tasks, empty = tasks_of(rung, read_reach(out, plan.n_symbols))
+        tasks, empty = tasks_of(rung, read_reach(out))
         mark_empty(out, empty)
         flags = done_flags(out)
         todo = [t for t in tasks if flags[t.block_id] == PENDING]
@@ -207,7 +283,8 @@ def run_rungs(plan: SearchPlan, spec: Spec, out: str, promoted: int,
             bars = rung_bars(plan, rung, spec.data.symbols)
             done = sum(flags[t.block_id] == COMPUTED for t in tasks)
             say(f"rung {rung + 1} of {len(plan.sizes)}: "
-                f"{rung_combos(out, rung, size, spec.search.by, spec.data.symbols)} on {bars}"
+                f"{rung_combos(out, rung, size, spec.search.by, lane_names(plan, spec))} "
+                f"on {bars}"
                 + (f" ({done} of {len(tasks)} blocks already done)" if done else ""))
         reports += compute_rung(rung, todo)
     return reports
@@ -215,8 +292,15 @@ def run_rungs(plan: SearchPlan, spec: Spec, out: str, promoted: int,
 
 def rung_bars(plan: SearchPlan, rung: int, symbols) -> str:
     """The bars rung ``rung`` runs, for its header: every bar, the last N (the same on
-    every symbol), or each symbol's (symbols of different lengths)."""
-    spans = [symbol_spans[rung] for symbol_spans in plan.spans]
+    every symbol), or each symbol's (symbols of different lengths); in walk-forward
+    windows, of each window's train sample."""
+    spans = [lane[rung] for lane in plan.spans]
+    if plan.windows is not None:
+        counts = sorted({b - a for a, b in spans})
+        what = (f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}")
+        if rung == len(plan.sizes) - 1:
+            return f"each window's train bars ({what}), then its test bars"
+        return f"the last {what} bars of each window's train bars"
     if all(span is None for span in spans):
         return "every bar"
     counts = [span[1] - span[0] if span else None for span in spans]
@@ -226,21 +310,31 @@ def rung_bars(plan: SearchPlan, rung: int, symbols) -> str:
                                    for c, s in zip(counts, symbols, strict=True)) + " bars"
 
 
+def lane_names(plan: SearchPlan, spec: Spec) -> list[str]:
+    """Each lane for people: its symbol, or its symbol and window."""
+    if plan.windows is None:
+        return list(spec.data.symbols)
+    return [f"{symbol} window {w}" for symbol in spec.data.symbols
+            for w in range(plan.n_windows)]
+
+
 def rung_combos(out: str, rung: int, size: int, by: str, symbols) -> str:
     """The combos rung ``rung`` runs, counted in the store: ``size`` per symbol, or, where
     fewer were promoted (a combo whose ``by`` is NaN in the rung before, most often one
     that made no trade there, is never promoted), how many of ``size`` and why.
 
     Read from ``reach`` and the metrics the unpromoted combos keep (those of their last
-    rung), so a resumed search says the same."""
+    rung), so a resumed search says the same. ``symbols`` names the lanes
+    (:func:`lane_names`)."""
     group = zarr.open_group(out, mode="r")
-    reach = read_reach(out, len(symbols))
+    reach = read_reach(out)
+    per = "per symbol" if all(" window " not in s for s in symbols) else "per window"
     promoted = (reach >= rung).sum(axis=1)
     if rung == 0 or (promoted == size).all():
-        return f"{size:,} combos per symbol"
+        return f"{size:,} combos {per}"
     left = reach == rung - 1  # ran the rung before, not promoted: its metrics kept
-    undefined = left & np.isnan(group[by][:])
-    no_trade = (undefined & (group["n_trades"][:] == 0)).sum(axis=1)
+    undefined = left & np.isnan(lanes(group[by][:]))
+    no_trade = (undefined & (lanes(group["n_trades"][:]) == 0)).sum(axis=1)
     other = undefined.sum(axis=1) - no_trade
     if (promoted == promoted[0]).all() and (no_trade == no_trade[0]).all() and (
             other == other[0]).all():
@@ -252,7 +346,7 @@ def rung_combos(out: str, rung: int, size: int, by: str, symbols) -> str:
     why = [f"{idle} made no trade in rung {rung}, so had no {by} to rank by"
            if no_trade.any() else "", f"{rest} had no {by} in rung {rung}" if other.any() else ""]
     why_text = "; ".join(w for w in why if w)
-    return f"{n} of {size:,} combos per symbol promoted" + (f" ({why_text})" if why_text else "")
+    return f"{n} of {size:,} combos {per} promoted" + (f" ({why_text})" if why_text else "")
 
 
 def search_attrs(spec: Spec, plan: SearchPlan) -> dict:
@@ -261,7 +355,7 @@ def search_attrs(spec: Spec, plan: SearchPlan) -> dict:
     return {"search_method": search.method, "search_seed": search.seed,
             "search_budget": int(search.budget), "search_by": search.by,
             "search_eta": search.eta, "search_rungs": search.n_rungs,
-            "n_evaluated": plan.n_evaluated * plan.n_symbols, "promoted": 0,
+            "n_evaluated": plan.n_evaluated * plan.n_lanes, "promoted": 0,
             "rung_sizes": list(plan.sizes), "search_params": list(plan.values)}
 
 

@@ -42,20 +42,24 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
     plan = plan_search(spec, prepared.symbol_bars, n_threads, budget, ppy,
                        earlier.get("store_id") or uuid.uuid4().hex,
-                       prepared.resume_chunks[0] if resumed else None)
+                       prepared.resume_chunks[0] if resumed else None, prepared.windows)
     if voice.say is not None:
         voice.say(f"{spec.search.method} search: {len(plan.positions):,} of the grid's "
-                  f"{prepared.grid.size:,} combos drawn (seed {spec.search.seed}); "
-                  + search_size_line(spec, prepared.symbol_bars, n_threads))
+                  f"{prepared.grid.size:,} combos drawn (seed {spec.search.seed})"
+                  + ("" if plan.windows is None else
+                     f", searched in each of {plan.n_windows:,} walk-forward windows")
+                  + "; " + search_size_line(spec, prepared.symbol_bars, n_threads,
+                                            plan.windows))
     if not resumed:
         layout = store_layout(plan)
         attrs = {**run_attrs(prepared, backend, where, plan.store_id, ppy,
                              len(plan.positions), True), **search_attrs(spec, plan)}
         create_store(out, spec.data.symbols, layout["axes"], layout["chunks"], plan.n_blocks,
                      attrs, segments=plan.segments, extra=layout["extra"],
-                     driver_vars=layout["driver_vars"],
+                     driver_vars=layout["driver_vars"], lead=layout["lead"],
                      coords={**{k: v for k, v in store_coords(spec, prepared.symbol_bars).items()
-                                if plan.segments or k != "seg_n"}, **layout["coords"]})
+                                if plan.segments or k != "seg_n"}, **layout["coords"],
+                             **(prepared.window_times or {})})
     modules = tuple(spec.modules)
     run_id = uuid.uuid4().hex[:12]
     t_plan = [None]

@@ -125,7 +125,7 @@ def block_summary(task, metrics: dict[str, np.ndarray]) -> dict | None:
         ``ruined`` and ``traded`` (the keys the page merges rows by).
     """
     watch = task.watch
-    if watch is None or (task.spans is not None and task.rung < 0):
+    if watch is None or len(task.lead) > 1:  # walk-forward windows: none
         return None
     params = block_params(task)
     score = np.asarray(metrics[watch.by], dtype=np.float64).ravel()

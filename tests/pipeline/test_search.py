@@ -116,12 +116,12 @@ def spec_dict(store, out, run=None, **more):
             "execution": {"fees": 0.001}, "run": {**(run or {}), "out": str(out)}, **more}
 
 
-def test_the_spec_refuses_a_search_without_budget_and_with_walk_forward(tmp_path):
+def test_the_spec_refuses_a_search_without_budget(tmp_path):
     with pytest.raises(SpecError, match="needs a budget"):
         parse_spec(spec_dict(tmp_path, tmp_path / "o", search={"method": "random"}))
-    with pytest.raises(SpecError, match="walk-forward windows are not searched"):
-        parse_spec(spec_dict(tmp_path, tmp_path / "o", search=HALVING,
-                             walk_forward={"train": 1000, "test": 500}))
+    searched = parse_spec(spec_dict(tmp_path, tmp_path / "o", search=HALVING,
+                                    walk_forward={"train": 1000, "test": 500}))
+    assert searched.walk_forward is not None  # test_search_walkforward.py runs it
     huge = {f"p{i}": {"start": 1, "stop": 100, "step": 1} for i in range(5)}
     rule = {"name": "r", "rule": {"entry": "sma(close, p0) > sma(close, p1) and "
                                            "rsi(close, p2) < p3",
