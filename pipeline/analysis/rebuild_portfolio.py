@@ -11,16 +11,16 @@ from ...engine import METRICS
 from ...engine.portfolio_backtest import PortfolioResult, backtest_portfolio
 from ...engine.portfolio_orders import SYMBOL_METRICS
 from ...errors import MismatchError
-from ..config.portfolio import PORTFOLIO_AXES, PORTFOLIO_LABEL, rebalance_periods
+from ..config.portfolio import PORTFOLIO_AXES, rebalance_periods
 
 
-def rebuild_portfolio(ds, spec, ppy: float, bars: dict, params: dict,
-                      what: str = "the results store", *, window: int | None = None,
-                      sample: str | None = None) -> PortfolioResult:
-    """The combo ``params`` (every parameter dim's value, the portfolio's axes included)
-    of portfolio store ``ds``, rebuilt with its stored ``spec`` and bars per year ``ppy``
-    over ``bars`` (each member's, as the run read them); in a walk-forward store, over
-    the bars of ``window``'s ``sample`` (train or test), as the run ran that cell.
+def rebuild_portfolio(cell, spec, ppy: float, bars: dict, params: dict,
+                      span: tuple[int, int] | None = None) -> PortfolioResult:
+    """The combo ``params`` (every parameter's value, the portfolio's axes included) of
+    a portfolio store, rebuilt with its stored ``spec`` and bars per year ``ppy`` over
+    ``bars`` (each member's, as the run read them) and the bars its cell ran (``span``:
+    a walk-forward window's sample, a search rung's; None: every bar), then checked
+    against ``cell`` (:func:`~.rebuild.stored_cell`: the store at that combo).
 
     Raises
     ------
@@ -28,9 +28,6 @@ def rebuild_portfolio(ds, spec, ppy: float, bars: dict, params: dict,
         The rebuilt metrics, or a member's ``n_trades`` or ``exposure``, differ from the
         store's (the bars or barsweep changed since the run), naming the value.
     """
-    at = {} if window is None else {"window": window, "sample": sample}
-    span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
-                                        int(ds[f"{sample}_end_bar"].sel(window=window)))
     strategy_params = {k: v for k, v in params.items() if k not in PORTFOLIO_AXES}
     section = spec.portfolio
     max_positions = params.get("max_positions", section.max_positions)
@@ -42,19 +39,19 @@ def rebuild_portfolio(ds, spec, ppy: float, bars: dict, params: dict,
                                 lookback=params.get("vol_lookback", section.vol_lookback),
                                 priority=section.priority, span=span,
                                 **spec.execution.model_dump())
-    check_portfolio(ds, {**at, **params}, result)
+    check_portfolio(cell, params, result)
     return result
 
 
-def check_portfolio(ds, params: dict, result: PortfolioResult) -> None:
+def check_portfolio(cell, params: dict, result: PortfolioResult) -> None:
     """MismatchError when ``result``'s metrics or its members' ``n_trades`` and
-    ``exposure`` differ from those ``ds`` holds for combo ``params``."""
-    stored = ds[list(METRICS)].sel(symbol=PORTFOLIO_LABEL, **params).load()
+    ``exposure`` differ from those the store's ``cell`` of combo ``params`` holds."""
+    stored = cell[list(METRICS)].load()
     pairs = [(name, float(stored[name]), result.metrics[name]) for name in METRICS]
     for name in SYMBOL_METRICS:
         var = f"member_{name}"
-        if var in ds:
-            column = ds[var].sel(**params).load()
+        if var in cell:
+            column = cell[var].load()
             pairs += [(f"{symbol}'s {name}", float(column.sel(member=symbol)),
                        float(result.members.loc[symbol, name]))
                       for symbol in result.members.index]

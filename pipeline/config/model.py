@@ -261,7 +261,8 @@ class Spec(BaseModel):
         unused = unused_key_problem(self.search, grid)
         if unused:
             problems.append(unused)
-        too_big = (too_big_search(grid, self.search, len(self.data.symbols),
+        too_big = (too_big_search(grid, self.search,
+                                   1 if self.portfolio else len(self.data.symbols),
                                    self.run.max_combos) if searched else
                    _too_big(grid, 1 if self.portfolio else len(self.data.symbols),
                              self.run.max_combos))

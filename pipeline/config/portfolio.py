@@ -155,7 +155,7 @@ def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
 
 
 def portfolio_problems(spec) -> list[tuple[str, str]]:
-    """What a spec with a ``portfolio`` section may not hold: a search, fewer than two
+    """What a spec with a ``portfolio`` section may not hold: fewer than two
     symbols, more than the CUDA kernel takes with ``run.backend: cuda``, a priority
     naming others, a ``vol_lookback`` nothing reads, shorts or funding (one problem
     each)."""
@@ -176,9 +176,6 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
         problem = portfolio_cuda_problem(len(members(spec)))
         if problem:
             problems.append(("run.backend", problem))
-    if spec.search.method != "grid":
-        problems.append(("portfolio", "a portfolio is swept over its whole grid only: "
-                         "remove search or portfolio"))
     if len(members(spec)) < 2:
         problems.append(("portfolio.symbols", f"a portfolio needs at least two symbols, got "
                          f"{members(spec)}: list them in portfolio.symbols or data.symbols"))

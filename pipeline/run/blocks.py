@@ -11,6 +11,7 @@ combos the constraints keep, and writes its region of the store, then its ``done
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from ...engine.strategies import Strategy, import_strategy_module, resolve
 from ..config.expr import Expr
 from ..config.grid import box_combos, constraint_mask
 from ..config.portfolio import PortfolioSpec
-from .portfolio_block import portfolio_metrics, portfolio_sweep
+from .portfolio_block import portfolio_runs, portfolio_sweep
 from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
 from .watch import Watch, block_summary
@@ -158,55 +159,76 @@ class BlockReport:
 def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
                   ) -> tuple[dict[str, np.ndarray], int, int]:
     """Compute a block: each variable's region of the store by name (NaN where a combo
-    is excluded): the metrics shaped ``(1, *block shape)``, or ``(1, 1, 2, *block
-    shape)`` over a walk-forward window's samples, and the segment sums ``(1, S,
-    *block shape)``.
+    is excluded, or a search's cell the block does not run): the metrics shaped
+    ``(*lead, *block shape)`` (:attr:`BlockTask.lead`: the symbol, then a walk-forward
+    block's windows and samples), a portfolio's member variables ``(members, *lead[1:],
+    *block shape)``, the segment sums ``(1, S, *block shape)``, and a search's ``rung``
+    and ``bars_run`` shaped as the metrics.
 
     Returns the variables, the number of combos computed and the bars each combo ran
     (the symbol's bars, or the sum of the spans' bars over the walk-forward windows);
     ``phases`` receives the seconds of ``open_bars``, ``indicators`` and ``kernel``.
     """
     phases = {} if phases is None else phases
+    params, keep, shape = block_cells(task)
+    lead = task.lead
+    runs = math.prod(lead[1:])
+    n_kept = int(keep.sum())
+    kept = {name: values[keep] for name, values in params.items()}
+    sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
+    run = portfolio_runs if task.members else symbol_runs
+    out, per_run, n_bars = run(task, kept, sums, phases)  # (runs, n_kept, ...) each
+
+    def scatter(array: np.ndarray, first: tuple[int, ...]) -> np.ndarray:
+        """``array`` (runs, n_kept) into the region: NaN where not kept."""
+        full = np.full((runs, keep.size), np.nan)
+        full[:, keep] = array
+        return full.reshape(*first, *lead[1:], *shape)
+
+    values = {name: scatter(out[..., k], (1,)) for k, name in enumerate(METRICS)}
+    for name, array in per_run.items():  # a portfolio's members: (runs, n_kept, members)
+        values[name] = np.stack([scatter(array[..., m], ()) for m in range(array.shape[-1])])
+    if task.segments:
+        segs = np.full((2, task.segments, keep.size), np.nan)
+        segs[:, :, keep] = sums.transpose(2, 1, 0)
+        values.update({name: segs[k].reshape(1, task.segments, *shape)
+                       for k, name in enumerate(SEGMENT_SUMS)})
+    if task.rung >= 0:  # a search's cells: the rung and each run's bars
+        ran = ([n_bars] if task.spans is None else [b - a for a, b in task.spans])
+        values["rung"] = scatter(np.full((runs, n_kept), float(task.rung)), (1,))
+        values["bars_run"] = scatter(np.repeat(np.asarray(ran, float)[:, None], n_kept, 1),
+                                     (1,))
+    return values, n_kept, bars_run(task, n_bars)
+
+
+def block_cells(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray, tuple[int, ...]]:
+    """The block's region's combos as flat columns, which of them it runs, and the
+    region's shape over its combos' dims: the box (those the constraints keep), or a
+    search's chunk of ``combo`` (its listed cells)."""
     params, keep = block_combos(task)
-    if task.members:
-        return portfolio_metrics(task, params, keep, phases)
+    if task.cells is None:
+        return params, keep, tuple(len(v) for _, v in task.axes)
+    keep = np.zeros(task.region[-1].stop - task.region[-1].start, dtype=bool)
+    keep[task.cells] = True
+    scattered = {name: np.zeros(keep.size, values.dtype) for name, values in task.axes}
+    for name, values in task.axes:
+        scattered[name][task.cells] = values
+    return scattered, keep, keep.shape
+
+
+def symbol_runs(task: BlockTask, kept: dict[str, np.ndarray], sums: np.ndarray | None,
+                phases: dict[str, float]) -> tuple[np.ndarray, dict, int]:
+    """One symbol's runs of the kept combos: the metrics ``(runs, n_kept, N_METRICS)``,
+    no per-run extras, and the symbol's bars."""
     t0 = time.perf_counter()
     bars = task.bars.arrays()
     phases["open_bars"] = time.perf_counter() - t0
-    if task.cells is not None:  # a search's combos, scattered into the region
-        keep = np.zeros(task.region[-1].stop - task.region[-1].start, dtype=bool)
-        keep[task.cells] = True
-        params = {name: np.zeros(keep.size, values.dtype) for name, values in task.axes}
-        for name, values in task.axes:
-            params[name][task.cells] = values
-    shape = keep.shape if task.cells is not None else tuple(len(v) for _, v in task.axes)
     runs = 1 if task.spans is None else len(task.spans)
-    metrics = np.full((N_METRICS, runs, keep.size), np.nan)
-    segs = np.full((2, task.segments, keep.size), np.nan)
-    n_kept = int(keep.sum())
-    if n_kept:
-        kept = {name: values[keep] for name, values in params.items()}
-        sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
-        out = block_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums,
-                          timings=phases)
-        metrics[:, :, keep] = out.reshape(runs, n_kept, N_METRICS).transpose(2, 0, 1)
-        if sums is not None:
-            segs[:, :, keep] = sums.transpose(2, 1, 0)
-    lead = task.lead  # (symbol,) or (symbol, window, sample): its runs in order
-    values = {name: metrics[k].reshape(*lead, *shape) for k, name in enumerate(METRICS)}
-    if task.segments:
-        values.update({name: segs[k].reshape(1, task.segments, *shape)
-                       for k, name in enumerate(SEGMENT_SUMS)})
-    n_run = bars_run(task, len(bars["close"]))
-    if task.rung >= 0:  # a search's cells: the rung and each run's bars
-        ran = (np.array([len(bars["close"])]) if task.spans is None else
-               np.array([stop - start for start, stop in task.spans]))
-        values["rung"] = np.where(keep, float(task.rung), np.nan) * np.ones((runs, 1))
-        values["bars_run"] = np.where(keep, ran[:, None].astype(float), np.nan)
-        for name in ("rung", "bars_run"):
-            values[name] = values[name].reshape(*lead, *shape)
-    return values, n_kept, n_run
-
+    n_kept = len(next(iter(kept.values()))) if kept else 0
+    if not n_kept:
+        return np.empty((runs, 0, N_METRICS)), {}, len(bars["close"])
+    out = block_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums, timings=phases)
+    return out.reshape(runs, n_kept, N_METRICS), {}, len(bars["close"])
 
 
 def bars_run(task: BlockTask, n_bars: int) -> int:

@@ -13,7 +13,6 @@ tells them and how: a :class:`Voice`.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -28,7 +27,7 @@ from distributed import Client
 from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
 from ..config.cluster import ClusterSpec
 from ..config.model import Spec
-from ..config.portfolio import PORTFOLIO_LABEL, members
+from ..config.portfolio import members
 from .blocks import BlockTask
 from .estimate import size_line
 from .execute import resolve_backend, shipped_modules, wait_for_workers
@@ -53,7 +52,7 @@ from .results import (
 )
 from .search import search_size_line
 from .search_run import execute_search
-from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
+from .stages import RunSummary, Voice, compute, phase_summary, run_attrs, store_symbols
 
 #: A run that tells nothing.
 QUIET = Voice()
@@ -351,13 +350,9 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
     block pending but those the constraints exclude, and the attributes that say what
     made it (:func:`~.stages.run_attrs`)."""
     spec = prepared.spec
-    attrs = run_attrs(prepared, backend, where, the_plan.store_id, the_plan.ppy,
-                      the_plan.n_combos, the_plan.n_combos_exact)
-    symbols, members = spec.data.symbols, ()
-    if spec.portfolio is not None:  # one account: docs/SPEC.md, "Portfolios"
-        symbols, members = [PORTFOLIO_LABEL], spec.data.symbols
-        attrs = {**attrs, "portfolio": json.dumps(spec.portfolio.model_dump(mode="json")),
-                 "members": list(members)}
+    symbols, members, attrs = store_symbols(spec, run_attrs(
+        prepared, backend, where, the_plan.store_id, the_plan.ppy, the_plan.n_combos,
+        the_plan.n_combos_exact))
     create_store(prepared.out, symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, attrs, excluded=the_plan.excluded, members=members,
                  segments=the_plan.segments, lead=the_plan.lead,

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ...engine import METRICS, N_METRICS
+from ...engine import N_METRICS
 from ...engine.portfolio import sweep_portfolio
 from ...engine.portfolio_orders import N_SYMBOL_METRICS, SYMBOL_METRICS
 from ...engine.strategies import resolve
@@ -65,41 +65,24 @@ def portfolio_backend(n_members: int, backend: tuple[str, str]) -> tuple[str, st
     return ("cpu", f"auto: CPU, since {problem}") if problem else backend
 
 
-def portfolio_metrics(task, params: dict[str, np.ndarray], keep: np.ndarray,
-                      phases: dict[str, float]) -> tuple[dict[str, np.ndarray], int, int]:
-    """The block's variables (NaN where the constraints exclude a combo): each metric
-    shaped ``(1, *lead, *block shape)``, each of :data:`MEMBER_VARS` ``(N, *lead,
-    *block shape)``, ``lead`` being a walk-forward block's ``(windows, 2)`` (train and
-    test) or nothing; the segment sums ``(1, S, *block shape)`` when the task keeps
-    them. Also the combos computed and the bars each ran (every bar, or the sum of the
-    spans' bars). ``phases`` receives the seconds of ``open_bars``, ``indicators`` and
-    ``kernel``."""
+def portfolio_runs(task, kept: dict[str, np.ndarray], sums: np.ndarray | None,
+                   phases: dict[str, float]) -> tuple[np.ndarray, dict, int]:
+    """A portfolio block's runs of the kept combos (flat columns): the account's metrics
+    ``(runs, n_kept, N_METRICS)``, each member's ``n_trades`` and ``exposure`` by
+    :data:`MEMBER_VARS` name ``(runs, n_kept, members)``, and the members' bars;
+    ``sums`` (the account's segment sums) written when given. ``phases`` receives the
+    seconds of ``open_bars``, ``indicators`` and ``kernel``."""
     t0 = time.perf_counter()
     bars = {ref.symbol: ref.arrays() for ref in task.members}
     phases["open_bars"] = time.perf_counter() - t0
-    shape = tuple(len(v) for _, v in task.axes)
     n = len(task.members)
     runs = 1 if task.spans is None else len(task.spans)
-    metrics = np.full((N_METRICS, runs, keep.size), np.nan)
-    member = np.full((N_SYMBOL_METRICS, n, runs, keep.size), np.nan)
-    segs = np.full((2, task.segments, keep.size), np.nan)
-    n_kept = int(keep.sum())
-    if n_kept:
-        kept = {name: values[keep] for name, values in params.items()}
-        sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
-        out, per_symbol = portfolio_sweep(task, bars, kept, sums, timings=phases)
-        out = out.reshape(runs, n_kept, N_METRICS)
-        metrics[:, :, keep] = out.transpose(2, 0, 1)
-        member[..., keep] = per_symbol.reshape(runs, n_kept, n, -1).transpose(3, 2, 0, 1)
-        if sums is not None:
-            segs[:, :, keep] = sums.transpose(2, 1, 0)
-    lead = () if task.spans is None else (runs // 2, 2)  # (window, sample)
-    values = {name: metrics[k].reshape(1, *lead, *shape) for k, name in enumerate(METRICS)}
-    values.update({name: member[k].reshape(n, *lead, *shape)
-                   for k, name in enumerate(MEMBER_VARS)})
-    if task.segments:
-        values.update({name: segs[k].reshape(1, task.segments, *shape)
-                       for k, name in enumerate(SEGMENT_SUMS)})
+    n_kept = len(next(iter(kept.values()))) if kept else 0
     n_bars = len(next(iter(bars.values()))["close"])
-    n_run = n_bars if task.spans is None else sum(b - a for a, b in task.spans)
-    return values, n_kept, n_run
+    if not n_kept:
+        return (np.empty((runs, 0, N_METRICS)),
+                {name: np.empty((runs, 0, n)) for name in MEMBER_VARS}, n_bars)
+    out, per_symbol = portfolio_sweep(task, bars, kept, sums, timings=phases)
+    per_symbol = per_symbol.reshape(runs, n_kept, n, N_SYMBOL_METRICS)
+    return (out.reshape(runs, n_kept, N_METRICS),
+            {name: per_symbol[..., k] for k, name in enumerate(MEMBER_VARS)}, n_bars)

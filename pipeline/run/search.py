@@ -33,6 +33,7 @@ import zarr
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER
 from ..config.model import Spec
+from ..config.portfolio import PORTFOLIO_LABEL
 from ..config.search import combo_values, draw, rung_sizes, rung_spans, search_work
 from .blocks import BlockTask
 from .estimate import size_line
@@ -124,9 +125,11 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
             strategy = spec.strategy_def
             lengths = dict(zip(grid.names, grid.shape, strict=True))
 
+            tables = 1 if spec.portfolio is None else len(spec.data.symbols)  # a member's each
+
             def cost(shape: tuple[int, ...]) -> int:
                 box = {name: min(shape[0], n) for name, n in lengths.items()}
-                return block_bytes(table_rows(strategy, box), n_bars, shape[0], 1,
+                return block_bytes(table_rows(strategy, box), n_bars * tables, shape[0], 1,
                                    segments, len(lengths), len(strategy.indicators))
             chunk = fit_chunks(("combo",), (chunk,), cost, budget)[0]
     return SearchPlan(positions, combo_values(grid, positions), int(chunk),
@@ -198,6 +201,8 @@ def rung_tasks(plan: SearchPlan, spec: Spec, out: str, rung: int, reach: np.ndar
     the last rung its test sample too."""
     tasks, empty = [], []
     refs = bars_refs(spec, fingerprint, run_id)
+    # a portfolio's one account reads every member's bars
+    members = () if spec.portfolio is None else tuple(refs)
     for lane in range(plan.n_lanes):
         s, w = divmod(lane, plan.n_windows)
         spans = plan.lane_spans(lane, rung)
@@ -215,7 +220,8 @@ def rung_tasks(plan: SearchPlan, spec: Spec, out: str, rung: int, reach: np.ndar
                                    (*lead, slice(lo, hi)), (), spec.execution,
                                    plan.ppy, modules, backend=backend,
                                    store_id=plan.store_id, spans=spans,
-                                   segments=plan.segments, cells=cells, rung=rung))
+                                   segments=plan.segments, cells=cells, rung=rung,
+                                   members=members, portfolio=spec.portfolio))
     return tasks, empty
 
 
@@ -312,10 +318,10 @@ def rung_bars(plan: SearchPlan, rung: int, symbols) -> str:
 
 def lane_names(plan: SearchPlan, spec: Spec) -> list[str]:
     """Each lane for people: its symbol, or its symbol and window."""
+    symbols = [PORTFOLIO_LABEL] if spec.portfolio is not None else spec.data.symbols
     if plan.windows is None:
-        return list(spec.data.symbols)
-    return [f"{symbol} window {w}" for symbol in spec.data.symbols
-            for w in range(plan.n_windows)]
+        return list(symbols)
+    return [f"{symbol} window {w}" for symbol in symbols for w in range(plan.n_windows)]
 
 
 def rung_combos(out: str, rung: int, size: int, by: str, symbols) -> str:

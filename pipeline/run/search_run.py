@@ -13,10 +13,11 @@ from distributed import Client
 from .execute import resolve_backend, wait_for_workers
 from .memory import worker_budget
 from .plan import store_coords
+from .portfolio_block import portfolio_backend
 from .prepare import Prepared
 from .results import ResultsError, create_store, finish_store, store_attrs
 from .search import plan_search, run_rungs, rung_tasks, search_attrs, search_size_line, store_layout
-from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
+from .stages import RunSummary, Voice, compute, phase_summary, run_attrs, store_symbols
 
 
 def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
@@ -29,6 +30,10 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     spec, out = prepared.spec, prepared.out
     wait_for_workers(client, spec.run.worker_timeout)
     backend = resolve_backend(spec.run.backend, client)
+    lanes = prepared.symbol_bars  # each symbol's bars, or a portfolio's one account's
+    if spec.portfolio is not None:
+        backend = portfolio_backend(len(spec.data.symbols), backend)
+        lanes = lanes[:1]
     workers = list(client.scheduler_info(n_workers=-1).get("workers", {}).values())
     n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
     resumed = prepared.resume_chunks is not None
@@ -40,7 +45,7 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     budget = None if resumed else (spec.run.memory_per_block
                                    or worker_budget(workers, psutil.virtual_memory().total))
     ppy = periods_per_year(spec.data.timeframe, spec.data.year_days)
-    plan = plan_search(spec, prepared.symbol_bars, n_threads, budget, ppy,
+    plan = plan_search(spec, lanes, n_threads, budget, ppy,
                        earlier.get("store_id") or uuid.uuid4().hex,
                        prepared.resume_chunks[0] if resumed else None, prepared.windows)
     if voice.say is not None:
@@ -48,14 +53,14 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
                   f"{prepared.grid.size:,} combos drawn (seed {spec.search.seed})"
                   + ("" if plan.windows is None else
                      f", searched in each of {plan.n_windows:,} walk-forward windows")
-                  + "; " + search_size_line(spec, prepared.symbol_bars, n_threads,
-                                            plan.windows))
+                  + "; " + search_size_line(spec, lanes, n_threads, plan.windows))
     if not resumed:
         layout = store_layout(plan)
-        attrs = {**run_attrs(prepared, backend, where, plan.store_id, ppy,
-                             len(plan.positions), True), **search_attrs(spec, plan)}
-        create_store(out, spec.data.symbols, layout["axes"], layout["chunks"], plan.n_blocks,
-                     attrs, segments=plan.segments, extra=layout["extra"],
+        symbols, members, attrs = store_symbols(spec, {
+            **run_attrs(prepared, backend, where, plan.store_id, ppy, len(plan.positions),
+                        True), **search_attrs(spec, plan)})
+        create_store(out, symbols, layout["axes"], layout["chunks"], plan.n_blocks,
+                     attrs, segments=plan.segments, extra=layout["extra"], members=members,
                      driver_vars=layout["driver_vars"], lead=layout["lead"],
                      coords={**{k: v for k, v in store_coords(spec, prepared.symbol_bars).items()
                                 if plan.segments or k != "seg_n"}, **layout["coords"],

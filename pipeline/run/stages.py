@@ -14,6 +14,7 @@ from distributed import Client
 
 from ...engine import METRICS
 from ...version import __version__
+from ..config.portfolio import PORTFOLIO_LABEL
 from .blocks import BlockReport, BlockTask
 from .execute import execute, kernel_cached, warm_up
 from .prepare import Prepared, compiling_line
@@ -98,6 +99,17 @@ def run_attrs(prepared: Prepared, backend: tuple[str, str], where: tuple[str, st
         MODULES_ATTR: modules_record(spec.modules, spec.module_dir),
     }
     return attrs
+
+
+def store_symbols(spec, attrs: dict) -> tuple[list[str], list[str], dict]:
+    """The store's ``symbol`` dim, its ``member`` dim and ``attrs`` completed: each
+    symbol's runs, or a portfolio's one account (``portfolio``) over its members, the
+    section and the members then in the attributes (docs/SPEC.md, "Portfolios")."""
+    if spec.portfolio is None:
+        return list(spec.data.symbols), [], attrs
+    return [PORTFOLIO_LABEL], list(spec.data.symbols), {
+        **attrs, "portfolio": json.dumps(spec.portfolio.model_dump(mode="json")),
+        "members": list(spec.data.symbols)}
 
 
 def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
