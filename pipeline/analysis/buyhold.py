@@ -26,6 +26,7 @@ import pandas as pd
 from ...engine import METRICS, backtest
 from ...errors import BarsweepError, DataError
 from ..config.dims import NON_PARAM_DIMS
+from .kinds import kind_of, rung_span
 from .rebuild import stored_bars, stored_spec
 
 #: What a buy-and-hold row shows in the parameter columns of a table.
@@ -63,7 +64,8 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
         symbol): a buy-and-hold row would not be the run's reference.
     """
     spec, ppy = stored_spec(ds, "buy and hold", strategy=False)
-    walk = "window" in ds.dims
+    kind = kind_of(ds)
+    walk = kind.walk_forward
     if groups is None:
         groups = [{"symbol": s, **({"window": w, "sample": p} if walk else {})}
                   for s in ds["symbol"].values.tolist()
@@ -79,14 +81,15 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
             w = int(np.flatnonzero(ds["window"].values == group["window"])[0])
             span = tuple(int(_at(ds, f"{group['sample']}_{end}_bar", symbol, w))
                          for end in ("start", "end"))
-        if "portfolio" in ds.attrs:
+        if "bars_run" in group:  # a search rung: the lane's last bars_run bars, as it ran
+            n = int(np.ravel(ds["n_bars"].values)[0 if kind.portfolio else
+                                                  ds["symbol"].values.tolist().index(symbol)])
+            span = rung_span(span, int(group["bars_run"]), n)
+        if kind.portfolio:
             rows.append({**group, **portfolio_hold(ds, spec, ppy, execution, span)})
             continue
         if symbol not in bars:
             bars[symbol] = _run_bars(ds, spec, symbol)
-        if "bars_run" in group:  # a search rung: over the last bars_run bars, as it ran
-            n = bars[symbol].sizes["time"]
-            span = None if int(group["bars_run"]) >= n else (n - int(group["bars_run"]), n)
         result = _hold(bars[symbol], span, ppy, execution)
         rows.append({**group, **{m: result.metrics[m] for m in METRICS}})
     return pd.DataFrame(rows, columns=[*(groups[0] if groups else ["symbol"]), *METRICS])
@@ -177,7 +180,7 @@ def stitched_hold(ds, wf):
     if not len(chosen):
         return None
     span = (int(chosen["test_start_bar"].iloc[0]), int(chosen["test_end_bar"].iloc[-1]))
-    if "portfolio" in ds.attrs:  # the members' equal-weight hold: its equity and metrics
+    if kind_of(ds).portfolio:  # the members' equal-weight hold: its equity and metrics
         from .portfolio_parts import hold_part, member_bars
 
         spec, ppy = stored_spec(ds, "buy and hold", strategy=False)

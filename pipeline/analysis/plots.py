@@ -43,6 +43,7 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
     import xarray as xr
 
     from .grids import marked, reduced_grid
+    from .kinds import kind_of
 
     if metric not in ds:
         raise SpecError(f"--metric: no metric {metric!r}; metrics: {', '.join(METRICS)}")
@@ -63,7 +64,7 @@ def metric_grid(ds, metric: str, x: str, y: str | None = None, *, symbol: str | 
                 "test" if dim == "sample" else ds[dim].values[0])
         elif value is not None:
             raise SpecError(f"{flag}: the store has no {dim} dim (not a walk-forward run)")
-    if "combo" in ds.dims:  # a search store: its combos binned on x and y
+    if kind_of(ds).drawn:  # a search store: its combos binned on x and y
         from .search_views import search_grid
 
         return search_grid(ds.sel(picks), metric, x, y, symbol, reduce)

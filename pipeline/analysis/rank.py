@@ -31,7 +31,8 @@ from ..config.dims import NON_PARAM_DIMS, SAMPLES
 from ..config.expr import check_names, parse_expr
 from ..run.order import rank_order  # noqa: F401  (the order rank applies, kept here)
 from . import robust, stream, stream_fronts, stream_more
-from .search_views import search_params, searched, with_params
+from .kinds import kind_of
+from .search_views import search_params, with_params
 from .stream import where_mask as _where_mask  # noqa: F401  (walkforward imports it here)
 
 #: Columns computed from the stored metrics (``robust.dsr_columns``), rankable by name.
@@ -152,10 +153,11 @@ def rank(
     if ascending is None:
         ascending = by in LOWER_IS_BETTER
     ds, names, dims, done = _opened(results, by in COMPUTED, symbol, sample, partial)
-    if (smooth or across) and "combo" in ds.dims:
-        raise SpecError("--smooth and --across rank a grid's neighbours and symbols; a "
-                        "search store's combos are drawn apart: rank it without them")
-    where, names = searched(ds, rung, where, names)
+    kind = kind_of(ds)
+    refusal = kind.neighbours_refusal("--smooth") if smooth or across else None
+    if refusal:
+        raise SpecError(refusal)
+    where, names = kind.ranked(where, rung), [*names, *kind.ranked_vars()]
     idle_wins = ascending or by in BEST_WHEN_IDLE
     if not (smooth or across):
         chosen, sr0 = stream.stream_top(ds, by, top, where, ascending, idle_wins, dims,
@@ -263,10 +265,11 @@ def pareto_front(results: str | os.PathLike | xr.Dataset, metrics: Sequence[str]
                         f"commas, e.g. sharpe,max_drawdown; got {','.join(metrics)!r}"
                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     _check_across(across, agg, symbol)
-    if across and "combo" in ds.dims:
-        raise SpecError("--across: a search store's combos differ by symbol after its "
-                        "first rung; rank each symbol")
-    where, names = searched(ds, None, where, names)
+    kind = kind_of(ds)
+    refusal = kind.neighbours_refusal("--across-pareto") if across else None
+    if refusal:
+        raise SpecError(refusal)
+    where, names = kind.ranked(where), [*names, *kind.ranked_vars()]
     ds = select(ds, symbol, sample)
     dims = ("symbol", *param_dims(ds))
     chosen, values, sr0 = stream_fronts.stream_pareto(ds, metrics, where, dims, names,
@@ -302,13 +305,9 @@ def pbo_table(results: str | os.PathLike | xr.Dataset, where: str | None = None,
                                                                          partial=partial)
     ds = select(ds, symbol)
     missing = [n for n in ("seg_sum_r", "seg_sum_r2", "seg_n") if n not in ds.variables]
-    if missing and "combo" in ds.dims:
-        raise SpecError("--pbo: a halving search's pruned combos ran only the most recent "
-                        "bars, so its trials have no returns over every segment; search "
-                        "with method random or sobol to estimate PBO over the combos drawn")
-    if missing and "window" in ds.dims:
-        raise SpecError("--pbo: a walk-forward run keeps no segment sums (its windows are "
-                        "its out-of-sample test): see `barsweep walkforward`")
+    refusal = kind_of(ds).pbo_refusal()
+    if missing and refusal:
+        raise SpecError(refusal)
     if missing:
         raise SpecError(f"--pbo: the results store lacks the segment sums "
                         f"({', '.join(missing)}); rerun the sweep with this version of "

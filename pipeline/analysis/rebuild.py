@@ -79,11 +79,12 @@ def compile_note(results, what: str) -> Iterator[None]:
     from ...engine.cache import is_marked, mark_compiled
     from ...engine.warm import compiled_here, rebuild_kernels
     from ..run.results import open_results
+    from .kinds import kind_of
 
     try:
         ds = open_results(results) if isinstance(results, str | os.PathLike) else results
         spec, _ = stored_spec(ds, what)
-        kernels = rebuild_kernels(spec.strategy_def, "portfolio" in ds.attrs)
+        kernels = rebuild_kernels(spec.strategy_def, kind_of(ds).portfolio)
     except BarsweepError:
         kernels = ()
     cold = [k for k in kernels if not is_marked(k[1], k[2])]
@@ -165,7 +166,7 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
                   window: int | None = None, sample: str | None = None):
     """The combo ``params`` (every parameter's value) of ``symbol`` in results Dataset
     ``ds``, rebuilt with :func:`barsweep.engine.backtest` from the stored spec over the
-    bars its cell ran (:func:`stored_cell`: every bar, a walk-forward ``window``'s
+    bars its cell ran (:meth:`~.kinds.StoreKind.cell`: every bar, a walk-forward ``window``'s
     ``sample``, a search rung's most recent bars); in a portfolio store (``symbol``
     portfolio), with
     :func:`~barsweep.pipeline.analysis.rebuild_portfolio.rebuild_portfolio`.
@@ -173,17 +174,20 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     Raises :class:`~barsweep.errors.MismatchError` (exit 1) when the rebuilt metrics
     differ from the store's, naming the metric.
     """
+    from .kinds import kind_of
+
     spec, ppy = stored_spec(ds, what)
-    if "portfolio" in ds.attrs:
+    kind = kind_of(ds)
+    if kind.portfolio:
         from ..config.portfolio import members
         from .rebuild_portfolio import rebuild_portfolio
 
         bars = {member: stored_bars(spec, member) for member in members(spec)}
         n = len(next(iter(bars.values()))["close"])
-        cell, span = stored_cell(ds, symbol, params, what, window, sample, n)
+        cell, span = kind.cell(ds, symbol, params, what, window, sample, n)
         return rebuild_portfolio(cell, spec, ppy, bars, params, span)
     bars = stored_bars(spec, symbol)
-    cell, span = stored_cell(ds, symbol, params, what, window, sample, len(bars["close"]))
+    cell, span = kind.cell(ds, symbol, params, what, window, sample, len(bars["close"]))
     stored_metrics = cell[list(METRICS)].load()
     strategy_params, stops = split_combo(params)
     result = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy, span=span,
@@ -197,30 +201,6 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
                                 f"{rebuilt!r}, the store {stored!r}: the bars or barsweep "
                                 f"changed since the run")
     return result
-
-
-def stored_cell(ds, symbol: str, params: dict, what: str, window: int | None,
-                sample: str | None, n_bars: int):
-    """The store's cell of combo ``params`` of ``symbol`` (at a walk-forward store's
-    ``window`` and ``sample``; a portfolio's member variables keep their ``member``
-    dim) and the bars it ran as a span of the ``n_bars`` bars (None: every bar): a
-    window's sample, and in a search store the most recent ``bars_run`` of those (the
-    bars its last rung ran). ResultsError where the search never ran the cell."""
-    at = {} if window is None else {"window": window, "sample": sample}
-    span = None if window is None else (int(ds[f"{sample}_start_bar"].sel(window=window)),
-                                        int(ds[f"{sample}_end_bar"].sel(window=window)))
-    if "combo" not in ds.dims:
-        return ds.sel(symbol=symbol, **at, **params), span
-    from .search_views import combo_at  # a search store: the combo drawn
-
-    cell = ds.isel(combo=combo_at(ds, params)).sel(symbol=symbol, **at)
-    ran = float(cell["bars_run"])
-    if math.isnan(ran):
-        raise ResultsError(f"{what}: the combo {params} of {symbol} did not run window "
-                           f"{window}'s {sample} sample (the search stopped it at an "
-                           f"earlier rung); choose one of its last rung")
-    end = n_bars if span is None else span[1]  # the lane's most recent bars its rung ran
-    return cell, None if span is None and ran >= n_bars else (end - int(ran), end)
 
 
 def _plain(value):

@@ -20,7 +20,7 @@ def rebuild_portfolio(cell, spec, ppy: float, bars: dict, params: dict,
     a portfolio store, rebuilt with its stored ``spec`` and bars per year ``ppy`` over
     ``bars`` (each member's, as the run read them) and the bars its cell ran (``span``:
     a walk-forward window's sample, a search rung's; None: every bar), then checked
-    against ``cell`` (:func:`~.rebuild.stored_cell`: the store at that combo).
+    against ``cell`` (:meth:`~.kinds.StoreKind.cell`: the store at that combo).
 
     Raises
     ------

@@ -20,6 +20,7 @@ from ...datasets.timeframes import times_text
 from ...errors import BarsweepError
 from ..config.dims import NON_PARAM_DIMS
 from .formatting import count, metric, metrics_text, param, ranking_cells, significant
+from .kinds import kind_of
 from .outputs import REPORT, REPORT_MARK, check_output, write_output
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -63,7 +64,7 @@ def report_page(results: str | os.PathLike, *, by: str = "sharpe", top: int = 20
     from .stream import open_store
 
     ds = open_store(results)  # lazy: every part below reads it slab by slab
-    walk = "window" in ds.dims
+    walk = kind_of(ds).walk_forward
     select(ds, symbol)  # refuses an unknown symbol before anything is drawn
     symbols = [symbol] if symbol else [str(s) for s in ds["symbol"].values]
     spec, _ = stored_spec(ds, "report")
@@ -102,7 +103,7 @@ def important_pairs(ds, by: str) -> list[tuple[str, str | None]]:
     ``[(it, None)]``."""
     from .grids import marked, spreads
 
-    if "combo" in ds.dims:
+    if kind_of(ds).drawn:
         from .search_views import search_pairs
 
         return search_pairs(ds, by)

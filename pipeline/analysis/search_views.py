@@ -20,23 +20,6 @@ import xarray as xr
 from ...errors import SpecError
 
 
-def searched(ds: xr.Dataset, rung: int | None, where: str | None,
-             names: list[str]) -> tuple[str | None, list[str]]:
-    """For a search store: ``where`` limited to the combos whose last rung is ``rung``
-    (default: the last, every bar), and ``names`` with ``rung`` and ``bars_run``; as
-    given otherwise (``rung`` refused)."""
-    if "combo" not in ds.dims or "rung" not in ds.data_vars:
-        if rung is not None:
-            raise SpecError("--rung: not a search store (no rungs)")
-        return where, names
-    rungs = int(ds.attrs.get("search_rungs", 1))
-    rung = rungs - 1 if rung is None else rung
-    if not 0 <= rung < rungs:
-        raise SpecError(f"--rung: the search ran rungs 0 to {rungs - 1}, got {rung}")
-    limit = f"rung == {rung}"
-    return (limit if not where else f"({limit}) and ({where})"), [*names, "rung", "bars_run"]
-
-
 def with_params(ds: xr.Dataset, frame: pd.DataFrame) -> pd.DataFrame:
     """A search store's frame with each combo's parameters after ``combo``."""
     if "combo" not in frame:
@@ -53,11 +36,6 @@ def search_params(ds: xr.Dataset) -> list[str]:
 
     names = ds.attrs.get("search_params", [])
     return json.loads(names) if isinstance(names, str) else list(names)
-
-
-def is_search(ds) -> bool:
-    """Whether ``ds`` is a search store (a ``combo`` dim, parameters along it)."""
-    return "combo" in ds.dims and bool(search_params(ds))
 
 
 def last_rung(ds) -> int:

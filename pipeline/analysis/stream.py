@@ -190,7 +190,9 @@ def dsr_reads(ds: xr.Dataset) -> set[str]:
 def n_rungs(ds: xr.Dataset) -> int:
     """The rungs whose combos are separate trial sets for the variance of the deflated
     Sharpe: a search store's (``search_rungs``), one otherwise."""
-    return int(ds.attrs.get("search_rungs", 1)) if "rung" in ds.data_vars else 1
+    from .kinds import kind_of
+
+    return max(1, kind_of(ds).rungs)
 
 
 def _rung_of(slab: Slab) -> np.ndarray:

@@ -37,15 +37,14 @@ from ...engine.metrics import (
     finalize,
 )
 from ...errors import DataError, SpecError
-from ..config.dims import NON_PARAM_DIMS
 from ..config.windows import BOUND_NAMES
 from . import stream
 from .formatting import metric, param
 from .grids import marked
+from .kinds import kind_of
 from .portfolio_parts import combo_part, member_bars
 from .rank import to_records
 from .rebuild import stored_bars, stored_spec
-from .search_views import search_params, searched
 
 __all__ = ["STITCHED_METRICS", "WalkForward", "format_walkforward", "walkforward"]
 
@@ -142,15 +141,15 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     ds = marked(results) if hasattr(results, "data_vars") else stream.open_store(results)
     if by not in METRICS:
         raise SpecError(f"--by: unknown metric {by!r}; metrics: {', '.join(METRICS)}")
-    dims = ds[METRICS[0]].dims
-    if dims[:3] != NON_PARAM_DIMS[:3]:  # symbol, window, sample
-        raise SpecError(f"walkforward: the results store is not a walk-forward run (its "
-                        f"metrics are over {', '.join(dims)}; a run with walk_forward has "
-                        f"symbol, window, sample, then the parameters)")
-    params = dims[3:]  # a search's: combo (its parameters are coordinates along it)
-    names = search_params(ds) if params == ("combo",) else list(params)
+    kind = kind_of(ds)
+    if not kind.walk_forward:
+        raise SpecError(f"walkforward: the results store is not a walk-forward run (a "
+                        f"{kind.describe()}: its metrics are over "
+                        f"{', '.join(ds[METRICS[0]].dims)}; a run with walk_forward has "
+                        f"symbol, window, sample, then its combos)")
+    params = kind.combo_dims
     # a search chooses among the combos its last rung ran on every train bar
-    choose_where = searched(ds, None, where, [])[0] if params == ("combo",) else where
+    choose_where = kind.ranked(where)
     symbol = _one_symbol(ds, symbol)
     one = ds.sel(symbol=[symbol])  # dims kept: slabs find their blocks' flags
     ds = ds.sel(symbol=symbol)
@@ -160,16 +159,15 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
                        for n in BOUND_NAMES], axis=1)
     rows, combos = [], []
     for w in range(ds.sizes["window"]):
-        flat = _choose(one.isel(window=[w]).sel(sample=["train"]), by, choose_where)
+        flat = _choose(one.isel(window=[w]).sel(sample=["train"]), by, choose_where,
+                       kind.ranked_vars())
         at = dict(zip(params, np.unravel_index(max(flat, 0), shape)))
-        combo = None if flat < 0 else (
-            {p: _scalar(ds[p].values[flat]) for p in names} if names != list(params) else
-            {p: _scalar(ds[p].values[i]) for p, i in at.items()})
+        combo = None if flat < 0 else kind.combo_at(ds, flat)
         combos.append(combo)
         row = {"window": w, **{n: ds[n].values[w] for n in BOUND_NAMES},
                **{f"{n}_bar": int(bounds[w, i]) for i, n in enumerate(BOUND_NAMES)},
                "chosen": flat >= 0, "combo": flat,
-               **{p: None if combo is None else combo[p] for p in names}}
+               **{p: None if combo is None else combo[p] for p in kind.params}}
         picked = ds[list(METRICS)].isel(window=w, **at).load()
         for sample in ("train", "test"):
             values = picked.sel(sample=sample)
@@ -197,7 +195,7 @@ def _one_symbol(ds, symbol: str | None) -> str:
     return symbol
 
 
-def _choose(train, by: str, where: str | None) -> int:
+def _choose(train, by: str, where: str | None, more: tuple[str, ...] = ()) -> int:
     """The flat index over the parameters of the best combo of ``train`` (one symbol's,
     window's and train sample's grid, those dims kept as length 1, marked by
     :func:`~.stream.mark_positions` before the selection) by rank's rules, or -1 when
@@ -205,7 +203,7 @@ def _choose(train, by: str, where: str | None) -> int:
     dims = tuple(train[METRICS[0]].dims)
     ascending = by in LOWER_IS_BETTER
     done = stream.done_grid(train, dims) if "done" in train.variables else None
-    names = [*METRICS, *(["rung"] if "rung" in train.data_vars else [])]  # a search's
+    names = [*METRICS, *more]  # a search's rung: its choice is among its last rung's
     chosen, _ = stream.stream_top(train, by, 1, where, ascending,
                                   ascending or by in BEST_WHEN_IDLE, dims, names, done)
     return int(chosen[0]) if len(chosen) else -1
@@ -216,7 +214,7 @@ def _test_run(ds, spec, bars, symbol: str, ppy: float):
     run over bars ``[start, end)``: ``backtest(..., span=)`` on the symbol's bars, or a
     portfolio store's account over its members' bars (:func:`.portfolio_parts.combo_part`;
     ``bars`` then as :func:`.portfolio_parts.member_bars` gives them)."""
-    if "portfolio" in ds.attrs:
+    if kind_of(ds).portfolio:
         members, index = member_bars(spec) if bars is None else bars
         return lambda combo, span: combo_part(spec, members, index, combo, span, ppy)
     bars = stored_bars(spec, symbol) if bars is None else bars

@@ -77,6 +77,7 @@ def cmd_walkforward(args) -> int:
 
 
 def cmd_rank(args) -> int:
+    from ..analysis.kinds import kind_of
     from ..analysis.rank import pareto_front, pbo_table, rank, to_records
     from ..analysis.stream import count_computed, open_store
     from ..run.results import store_status
@@ -107,7 +108,8 @@ def cmd_rank(args) -> int:
                      across=args.across, agg=args.agg, symbol=args.symbol,
                      sample=args.sample, rung=args.rung)
         by = args.by
-    if "sample" in ds.dims:
+    kind = kind_of(ds)
+    if kind.walk_forward:
         sample = args.sample or "train"
         print(f"barsweep: a walk-forward store: ranking every window's {sample} sample"
               + ("" if args.sample else " (--sample test for the test samples)")
@@ -136,7 +138,7 @@ def cmd_rank(args) -> int:
         print(json.dumps(records, indent=1, allow_nan=False))
     elif args.pareto:
         each = (f"{args.agg} across symbols" if args.across
-                else "one front per symbol" + (" and window" if "window" in ds.dims else ""))
+                else "one front per symbol" + (" and window" if kind.walk_forward else ""))
         print(f"non-dominated by {', '.join(metrics)} ({each}; {len(frame)} combos):")
         print(format_across(frame) if args.across
               else format_table(frame, metrics[0], extra=metrics[1:], reference=reference))
