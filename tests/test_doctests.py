@@ -6,8 +6,8 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("barsweep", "barsweep.datasets", "barsweep.engine", "barsweep.engine.strategies",
-            "barsweep.pipeline")
+PACKAGES = ("barsweep", "barsweep.datasets", "barsweep.engine", "barsweep.engine.expr",
+            "barsweep.engine.strategies", "barsweep.pipeline")
 MODULES = sorted({*PACKAGES, *(m.name for p in PACKAGES for m in pkgutil.iter_modules(
     importlib.import_module(p).__path__, f"{p}.") if not m.ispkg)})
 

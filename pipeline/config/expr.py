@@ -1,12 +1,11 @@
-"""A small, safe expression language for grid constraints and result filters.
+"""Grid constraints and result filters: the expression core's language as a value.
 
-Constraints such as ``fast < slow`` or ``2 <= fast < slow and stop < 0.1`` are read by
-:func:`ast.parse` into a Python syntax tree, of which only a whitelist of node types is
-accepted: decimal numbers, names, ``+ - * /`` (with unary ``-``/``+`` and parentheses), the
+Constraints such as ``fast < slow`` or ``2 <= fast < slow and stop < 0.1`` are read by the
+expression core (:mod:`barsweep.engine.expr`: :func:`ast.parse` and a whitelist, never
+``eval``): decimal numbers, names, ``+ - * /`` (with unary ``-``/``+`` and parentheses), the
 comparisons ``< <= > >= == !=`` (chains such as ``a < b < c`` mean ``a < b and b < c``)
 and the boolean operators ``and``/``&``, ``or``/``|`` and ``not``. Anything else (calls,
-attributes, subscripts, strings, ``**`` ...) is refused with a caret under it, and the
-accepted tree is evaluated elementwise with numpy: nothing is compiled or ``eval``-ed.
+attributes, subscripts, strings, ``**`` ...) is refused with a caret under it.
 
 Result filters (``--where``) also take quoted strings, parsed with
 ``parse_expr(text, strings=True)``: a string is compared with ``==`` or ``!=`` to a
@@ -22,7 +21,9 @@ same precedence (as in pandas' ``query``), so ``a < b & c < d`` means
 Arithmetic takes numbers and gives numbers, comparisons take numbers and give booleans,
 and/or/not take booleans; an expression whose mix of these makes no sense (``fast + 1``
 as a whole, ``(a < b) + 1``, ``fast and slow``) is refused when it is parsed. Any
-comparison with NaN on either side is False, ``!=`` included.
+comparison with NaN on either side is False, ``!=`` included. Evaluation is the engine's
+(:mod:`barsweep.engine.expr.evaluate`: numpy over whole arrays), the same a block's task
+masks its combos with.
 
 :meth:`Expr.truth` decides an expression over whole boxes of values at once by interval
 arithmetic: given each name's least and greatest value in a box, it tells whether the
@@ -38,38 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...engine.expr import UFUNCS, Node, Reader, evaluate
 from ...errors import SpecError
-from .expr_reader import Reader
 
 __all__ = ["Expr", "check_names", "parse_expr"]
-
-# --------------------------------------------------------------------------- the tree
-#
-# A node is a tuple, as :mod:`~barsweep.pipeline.config.expr_reader` reads the text into
-# it: ("num", value), ("name", name), (op, a, b), ("and", *xs) ...
-
-
-def _compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise ``a op b``, False wherever either side is NaN."""
-    result = _COMPARE[op](a, b)
-    if op == "!=":
-        result = result & ~(_isnan(a) | _isnan(b))
-    return result
-
-
-def _isnan(a: np.ndarray) -> np.ndarray:
-    return np.isnan(a) if np.issubdtype(a.dtype, np.inexact) else np.zeros(a.shape, dtype=bool)
-
-
-_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-            "==": np.equal, "!=": np.not_equal}
-_VALUE = {
-    "neg": np.negative, "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
-    **{op: functools.partial(_compare, op) for op in _COMPARE},
-    "not": np.logical_not,
-    "and": lambda *values: functools.reduce(np.logical_and, values),
-    "or": lambda *values: functools.reduce(np.logical_or, values),
-}
 
 
 def _lookup(mapping: Mapping, name: str, what: str):
@@ -80,21 +53,10 @@ def _lookup(mapping: Mapping, name: str, what: str):
         raise SpecError(f"no {what} for name {name!r}; given: {known}") from None
 
 
-def _value(node: tuple, env: Mapping) -> np.ndarray:
-    op, *args = node
-    if op in ("num", "str"):
-        return np.asarray(args[0])
-    if op == "name":
-        return np.asarray(_lookup(env, args[0], "values"))
-    values = [_value(a, env) for a in args]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _VALUE[op](*values)
-
-
-def _names(node: tuple) -> frozenset[str]:
-    if node[0] == "name":
-        return frozenset({node[1]})
-    return frozenset().union(*(_names(a) for a in node[1:] if isinstance(a, tuple)))
+def _names(node: Node) -> frozenset[str]:
+    if node.kind == "name":
+        return frozenset({node.value})
+    return frozenset().union(*(_names(a) for a in node.args))
 
 
 # --------------------------------------------------------------------------- over boxes
@@ -123,18 +85,19 @@ def _checked(lo: np.ndarray, hi: np.ndarray, ok: np.ndarray) -> _Interval:
     return lo, hi, ok
 
 
-def _interval(node: tuple, bounds: Mapping) -> _Interval:
-    op, *args = node
-    if op == "num":
-        return _exact_interval(np.float64(args[0]), np.float64(args[0]))
-    if op == "name":
-        lo, hi = _lookup(bounds, args[0], "bounds")
+def _interval(node: Node, bounds: Mapping) -> _Interval:
+    kind, args = node.kind, node.args
+    if kind == "num":
+        return _exact_interval(np.float64(node.value), np.float64(node.value))
+    if kind == "name":
+        lo, hi = _lookup(bounds, node.value, "bounds")
         with np.errstate(over="ignore", invalid="ignore"):
             return _exact_interval(np.asarray(lo, dtype=np.float64),
                                    np.asarray(hi, dtype=np.float64))
-    if op == "neg":
+    if kind == "neg":
         lo, hi, ok = _interval(args[0], bounds)
         return -hi, -lo, ok
+    op = node.value
     (a_lo, a_hi, a_ok), (b_lo, b_hi, b_ok) = (_interval(a, bounds) for a in args)
     ok = a_ok & b_ok
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -145,21 +108,20 @@ def _interval(node: tuple, bounds: Mapping) -> _Interval:
         else:
             if op == "/":  # a divisor that may be 0 gives inf or NaN: unknown
                 ok = ok & ((b_lo > 0) | (b_hi < 0))
-            corners = [_VALUE[op](a, b) for a in (a_lo, a_hi) for b in (b_lo, b_hi)]
+            corners = [UFUNCS[op](a, b) for a in (a_lo, a_hi) for b in (b_lo, b_hi)]
             lo = functools.reduce(np.minimum, corners)
             hi = functools.reduce(np.maximum, corners)
         return _checked(lo, hi, ok)
 
 
-def _truth(node: tuple, bounds: Mapping) -> _Truth:
-    op, *args = node
-    if op in _COMPARE:
-        return _compare_intervals(op, *(_interval(a, bounds) for a in args))
-    truths = [_truth(a, bounds) for a in args]
-    if op == "not":
+def _truth(node: Node, bounds: Mapping) -> _Truth:
+    if node.kind == "cmp":
+        return _compare_intervals(node.value, *(_interval(a, bounds) for a in node.args))
+    truths = [_truth(a, bounds) for a in node.args]
+    if node.kind == "not":
         always, never = truths[0]
         return never, always
-    if op == "and":
+    if node.kind == "and":
         return _all_of(truths)
     never, always = _all_of([(n, a) for a, n in truths])  # or: De Morgan's dual of and
     return always, never
@@ -206,10 +168,13 @@ class Expr:
     ----------
     text : str
         The source text, as given.
+    node : barsweep.engine.expr.Node
+        Its tree, which the engine evaluates (a block's task masks its combos with the
+        trees of the grid's constraints).
     """
 
     text: str
-    node: tuple = field(repr=False)
+    node: Node = field(repr=False)
 
     @property
     def names(self) -> frozenset[str]:
@@ -240,7 +205,7 @@ class Expr:
         >>> parse_expr("2 <= fast < slow").evaluate({"fast": np.array([1, 2, 5]), "slow": 4})
         array([False,  True, False])
         """
-        return np.asarray(_value(self.node, env), dtype=bool)
+        return np.asarray(evaluate(self.node, env), dtype=bool)
 
     def truth(self, bounds: Mapping[str, tuple]) -> tuple[np.ndarray, np.ndarray]:
         """Decide the expression over boxes, by interval arithmetic.
@@ -313,7 +278,9 @@ def parse_expr(text: str, *, strings: bool = False) -> Expr:
     """
     if not isinstance(text, str):
         raise SpecError(f"an expression must be a string, got {type(text).__name__} {text!r}")
-    return Expr(text=text, node=Reader(text, strings=strings).read())
+    shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text):,} characters)"
+    return Expr(text=text, node=Reader(text, f"cannot parse expression {shown}",
+                                       strings).parse())
 
 
 def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint",
@@ -365,17 +332,16 @@ def check_names(expr: Expr, allowed: Iterable[str], what: str = "constraint",
                         f"a number, not a string")
 
 
-def _uses(node: tuple, kind: str = "number") -> Iterable[tuple[str, str]]:
+def _uses(node: Node, kind: str = "number") -> Iterable[tuple[str, str]]:
     """Each name of `node` with the kind of value its place needs: "text" (compared
     with == or != to a string, or to a name holding text) or "number"."""
-    op, *args = node
-    if op == "name":
-        yield args[0], kind
+    if node.kind == "name":
+        yield node.value, kind
         return
-    if op in ("==", "!=") and any(a[0] == "str" for a in args):
-        for a in args:
+    if node.kind == "cmp" and node.value in ("==", "!=") and any(
+            a.kind == "str" for a in node.args):
+        for a in node.args:
             yield from _uses(a, "text")
         return
-    for a in args:
-        if isinstance(a, tuple):
-            yield from _uses(a)
+    for a in node.args:
+        yield from _uses(a)

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...engine.expr import Node, holds
 from ...errors import SpecError
 from .count import COUNT_BUDGET, MAX_COUNTABLE, ComboCounter
 from .expr import Expr, check_names
 
-__all__ = ["COUNT_BUDGET", "MAX_COUNTABLE", "Grid", "box_combos", "constraint_mask"]
+__all__ = ["COUNT_BUDGET", "MAX_COUNTABLE", "Grid", "box_combos"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,7 +141,13 @@ class Grid:
             All True when there are no constraints. With no values (a grid without
             axes) ``n`` is 1: the one combo of an empty box.
         """
-        return constraint_mask(self.constraints, values)
+        return holds(self.conditions, values)
+
+    @property
+    def conditions(self) -> tuple[Node, ...]:
+        """The constraints' trees, which :func:`barsweep.engine.expr.holds` evaluates
+        (what a block's task carries)."""
+        return tuple(expr.node for expr in self.constraints)
 
     def chunks(self, block_size: int) -> tuple[int, ...]:
         """The chunk shape of blocks of at most `block_size` combos.
@@ -312,15 +319,6 @@ def box_combos(axes: Sequence[tuple[str, np.ndarray]]) -> dict[str, np.ndarray]:
     and what a block's task computes from the axes slices it carries."""
     grids = np.meshgrid(*(values for _, values in axes), indexing="ij") if axes else []
     return {name: g.ravel() for (name, _), g in zip(axes, grids, strict=True)}
-
-
-def constraint_mask(constraints: Sequence[Expr], values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Which of the combos in ``values`` meet every constraint (see :meth:`Grid.mask`)."""
-    n = len(next(iter(values.values()))) if values else 1
-    keep = np.ones(n, dtype=bool)
-    for expr in constraints:
-        keep &= np.broadcast_to(expr.evaluate(values), (n,))
-    return keep
 
 
 def _frozen_axis(name: str, values) -> np.ndarray:

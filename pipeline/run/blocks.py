@@ -19,9 +19,9 @@ import numpy as np
 
 from ...engine import METRICS, N_METRICS, Execution, sweep_block
 from ...engine.backend import limit_threads
+from ...engine.expr import Node, holds
 from ...engine.strategies import Strategy, import_strategy_module, resolve
-from ..config.expr import Expr
-from ..config.grid import box_combos, constraint_mask
+from ..config.grid import box_combos
 from ..config.portfolio import PortfolioSpec
 from .portfolio_block import portfolio_runs, portfolio_sweep
 from .results import SEGMENT_SUMS, write_block
@@ -67,7 +67,10 @@ class BlockTask:
         The block's slice of each parameter axis.
     region : tuple of slice
         ``(symbol, *params)`` region of the store the block writes.
-    constraints : tuple of Expr
+    constraints : tuple of barsweep.engine.expr.Node
+        The grid's constraints (:attr:`Grid.conditions
+        <barsweep.pipeline.config.grid.Grid.conditions>`): the block keeps the combos
+        that meet them all (:func:`barsweep.engine.expr.holds`).
     execution : Execution
     ppy : float
         Bars per year.
@@ -112,7 +115,7 @@ class BlockTask:
     strategy: str | Strategy
     axes: tuple[tuple[str, np.ndarray], ...]
     region: tuple[slice, ...]
-    constraints: tuple[Expr, ...]
+    constraints: tuple[Node, ...]
     execution: Execution
     ppy: float
     modules: tuple[str, ...] = ()
@@ -249,7 +252,7 @@ def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
     if task.cells is not None:  # drawn among the valid combos
         return dict(task.axes), np.ones(len(task.cells), dtype=bool)
     params = box_combos(task.axes)
-    return params, constraint_mask(task.constraints, params)
+    return params, holds(task.constraints, params)
 
 
 def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],

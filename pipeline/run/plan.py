@@ -173,7 +173,7 @@ def plan(spec: Spec, out: str, block_size: int,
                 slice(s, s + 1), group, slice(0, 2))
             for b, axes, slices, n_valid in boxes:
                 tasks.append(BlockTask(first + b, out, bars, spec.strategy_ref, axes,
-                                       (*lead, *slices), grid.constraints, spec.execution,
+                                       (*lead, *slices), grid.conditions, spec.execution,
                                        ppy, modules, backend=backend,
                                        store_id=store_id, spans=span, segments=segments,
                                        members=member_refs, portfolio=spec.portfolio))

@@ -57,8 +57,8 @@ def caret_under(message: str) -> str:
     ("bars_held[1] > 2", "the position state has no past values", "bars_held"),
     ("sma(close - entry_price, n) > 0", "cannot read the position state", "close - entry_price"),
     ("sma(close, timeperiod=n) > 0", "arguments are positional", "sma(close, timeperiod=n)"),
-    ("close ** 2 > 1", "the operator ** is not part of the rule language (+ - * / only)",
-     "close ** 2"),
+    ("close ** 2 > 1", "the operator `**` is not part of the rule language (+ - * / only)",
+     "**"),
     ("close > open AND close > sma(close, n)", "write `and` instead of `AND`", "AND"),
     ("close > open Or close > 1", "write `or` instead of `Or`", "Or"),
     ("NOT close > open", "write `not` instead of `NOT`", "NOT"),
@@ -75,7 +75,7 @@ def caret_under(message: str) -> str:
     ("close > entry_price * (1 + take_profit)", "'take_profit' is a stop (execution."
      "take_profit, or a grid axis of that name), applied by the simulation inside each bar: "
      "a rule cannot read it", "take_profit"),
-    ("'a' > 'b'", "str constants are not part of the rule language", "'a'"),
+    ("'a' > 'b'", "a string is not part of the rule language", "'a'"),
     ("close > sma(3, n)", "sma's x must be a series", "3"),
     ("close > sma(close, n + 1)", "a number or a parameter (no arithmetic)", "n + 1"),
     ("cross_above(n, m)", "cross_above needs a series", "cross_above(n, m)"),
@@ -94,13 +94,20 @@ def test_refused_in_one_message_with_a_caret(rule, said, marked):
 
 def test_caret_points_into_the_line_of_a_multiline_rule():
     message = refusal("close > open and\n  rsi(close, nn) < 30")
+    assert message.split("\n")[0].endswith("(line 2, column 14)")
     assert message.split("\n")[1].strip() == "rsi(close, nn) < 30"
     assert caret_under(message) == "nn"
 
 
-def test_a_syntax_error_is_refused_as_such():
-    assert "not a valid expression" in refusal("close > > 1")
-    assert "not a valid expression" in refusal("close > > 1 and open != 1 or not open")
+def test_a_refusal_says_its_column():
+    assert refusal("close > smaa(close, n)").split("\n")[0].endswith("(column 9)")
+
+
+def test_a_syntax_error_is_refused_where_the_parser_stopped():
+    for rule in ("close > > 1", "close > > 1 and open != 1 or not open"):
+        message = refusal(rule)
+        assert "unexpected '>' (column 9)" in message.split("\n")[0], message
+        assert caret_under(message) == ">"
 
 
 def test_a_grid_axis_the_run_applies_is_named_so_in_a_rule():
@@ -111,7 +118,7 @@ def test_a_grid_axis_the_run_applies_is_named_so_in_a_rule():
     first = str(err.value).split("\n")[0]
     assert "'max_positions' is a grid axis the run applies itself, not a parameter of the " \
            "rule: a rule cannot read it" in first, first
-    assert first.endswith("the grid's other axes (n)"), first
+    assert first.endswith("the grid's other axes (n) (column 16)"), first
     assert "unknown name 'max_positions'" in message  # not one the caller named
 
 
