@@ -26,7 +26,7 @@ def cmd_demo(args) -> int:
     from ..analysis.rank import rank
     from ..analysis.walkforward import walkforward
     from ..config.model import load_spec
-    from ..run.orchestrate import place, run_spec
+    from ..run.orchestrate import cluster_client, run_spec
     from .ranking import format_table
     from .runs import summary_line, voice
 
@@ -38,7 +38,7 @@ def cmd_demo(args) -> int:
     example = Path(__file__).parents[1] / "examples" / "ema_cross_walkforward.yaml"
     wf_out = root / "results_wf.zarr"
     wf_spec = load_spec(example, {"data": {"store": str(store)}, "run": {"out": str(wf_out)}})
-    with place(demo_cluster(args.cluster), spec.param_grid.estimate_valid()[0] * DEMO_BARS,
+    with cluster_client(demo_cluster(args.cluster), spec.param_grid.estimate_valid()[0] * DEMO_BARS,
                spec.run.backend, args.workers) as (client, where):
         summary = run_spec(spec, overwrite=out.exists(), client=client, cluster=where,
                            voice=voice())

@@ -23,7 +23,7 @@ from ...engine.expr import Node, holds
 from ...engine.strategies import Strategy, import_strategy_module, resolve
 from ..config.grid import box_combos
 from ..config.portfolio import PortfolioSpec
-from .portfolio_block import portfolio_runs, portfolio_sweep
+from .portfolio_block import portfolio_runs, task_portfolio_sweep
 from .results import SEGMENT_SUMS, write_block
 from .shipping import can_write, worker_bars
 from .watch import Watch, block_summary
@@ -230,7 +230,7 @@ def symbol_runs(task: BlockTask, kept: dict[str, np.ndarray], sums: np.ndarray |
     n_kept = len(next(iter(kept.values()))) if kept else 0
     if not n_kept:
         return np.empty((runs, 0, N_METRICS)), {}, len(bars["close"])
-    out = block_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums, timings=phases)
+    out = task_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums, timings=phases)
     return out.reshape(runs, n_kept, N_METRICS), {}, len(bars["close"])
 
 
@@ -255,7 +255,7 @@ def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return params, holds(task.constraints, params)
 
 
-def block_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
+def task_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
                 bars_key: BarsRef | None, seg_sums: np.ndarray | None = None,
                 timings: dict[str, float] | None = None) -> np.ndarray:
     """The task's kernel on the given combos, on its backend: ``(n_combos, N_METRICS)``,
@@ -282,10 +282,10 @@ def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
                                else ((0, n),) * len(task.spans))
     sums = np.empty((len(keep), task.segments, 2)) if task.segments else None
     if task.members:
-        portfolio_sweep(warm, {ref.symbol: head for ref in task.members},
+        task_portfolio_sweep(warm, {ref.symbol: head for ref in task.members},
                         {k: v[keep] for k, v in params.items()}, sums)
         return
-    block_sweep(warm, head, {k: v[keep] for k, v in params.items()}, bars_key=None,
+    task_sweep(warm, head, {k: v[keep] for k, v in params.items()}, bars_key=None,
                 seg_sums=sums)
 
 

@@ -3,9 +3,10 @@
 
 :func:`run_spec` locks the output (:func:`~barsweep.pipeline.run.lock.out_lock`),
 prepares the run on the driver (:func:`~barsweep.pipeline.run.prepare.prepare_run`),
-places it (a cluster chosen and started by :func:`place`, or a client given), plans its
-blocks (:func:`~barsweep.pipeline.run.plan.plan`), creates or resumes the store,
-executes the blocks (:func:`~barsweep.pipeline.run.execute.execute`), finishes the store
+finds its client (:func:`run_client`: a client given, or one of the cluster
+:func:`cluster_client` chooses and starts), plans its blocks
+(:func:`~barsweep.pipeline.run.plan.plan`), creates or resumes the store, executes the
+blocks (:func:`~barsweep.pipeline.run.execute.execute`), finishes the store
 (attributes, timings) and unlocks. What differs between its callers is what the run
 tells them and how: a :class:`Voice`.
 """
@@ -70,7 +71,7 @@ def run_spec(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     directories that a killed run left beside it are cleared (``voice.note`` hears
     what was done). Then the run is prepared and checked on the driver, placed on
     ``client``, or on a cluster chosen for its work and started (``spec.cluster``,
-    ``n_workers`` or ``spec.n_workers`` workers; :func:`place`), and its blocks are
+    ``n_workers`` or ``spec.n_workers`` workers; :func:`cluster_client`), and its blocks are
     computed into a new store, or into the earlier one it continues (``resume``);
     ``overwrite`` replaces an earlier store.
 
@@ -148,7 +149,7 @@ def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
     try:
         prepared = prepare_run(spec, out=out, resume=resume, overwrite=overwrite,
                                spec_path=spec_path, say=voice.say)
-        with placed(prepared, client, cluster, n_workers, dashboard) as (client, where):
+        with run_client(prepared, client, cluster, n_workers, dashboard) as (client, where):
             if voice.say is not None:
                 voice.say(where_line(client, where, dashboard))
             try:
@@ -168,7 +169,7 @@ def _run_locked(spec: Spec, out: str, earlier: dict | None, *, overwrite: bool,
 
 
 @contextlib.contextmanager
-def place(cluster: ClusterSpec, combo_bars: float, backend: str,
+def cluster_client(cluster: ClusterSpec, combo_bars: float, backend: str,
           n_workers: int | None = None,
           dashboard: bool = False) -> Iterator[tuple[Client, tuple[str, str]]]:
     """A client of the cluster :func:`~barsweep.pipeline.run.cluster.choose` picks for
@@ -185,17 +186,17 @@ def place(cluster: ClusterSpec, combo_bars: float, backend: str,
 
 
 @contextlib.contextmanager
-def placed(prepared: Prepared, client: Client | None, cluster: tuple[str, str] | None,
+def run_client(prepared: Prepared, client: Client | None, cluster: tuple[str, str] | None,
            n_workers: int | None,
            dashboard: bool = False) -> Iterator[tuple[Client, tuple[str, str]]]:
     """Where a prepared run goes: ``client`` as given (``cluster`` says what it is,
-    else its scheduler's address and "a client given"), or a cluster :func:`place`
+    else its scheduler's address and "a client given"), or a cluster :func:`cluster_client`
     chooses for the run's work and starts."""
     if client is not None:
         yield client, cluster or (client.scheduler.address, "a client given")
         return
     spec = prepared.spec
-    with place(spec.cluster, prepared.combo_bars(), spec.run.backend,
+    with cluster_client(spec.cluster, prepared.combo_bars(), spec.run.backend,
                n_workers or spec.n_workers, dashboard) as found:
         yield found
 

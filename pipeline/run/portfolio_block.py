@@ -30,7 +30,7 @@ MEMBER_VARS = tuple(f"member_{name}" for name in SYMBOL_METRICS)
 SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
 
 
-def portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
+def task_portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     params: dict[str, np.ndarray], seg_sums: np.ndarray | None = None,
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
@@ -82,7 +82,7 @@ def portfolio_runs(task, kept: dict[str, np.ndarray], sums: np.ndarray | None,
     if not n_kept:
         return (np.empty((runs, 0, N_METRICS)),
                 {name: np.empty((runs, 0, n)) for name in MEMBER_VARS}, n_bars)
-    out, per_symbol = portfolio_sweep(task, bars, kept, sums, timings=phases)
+    out, per_symbol = task_portfolio_sweep(task, bars, kept, sums, timings=phases)
     per_symbol = per_symbol.reshape(runs, n_kept, n, N_SYMBOL_METRICS)
     return (out.reshape(runs, n_kept, N_METRICS),
             {name: per_symbol[..., k] for k, name in enumerate(MEMBER_VARS)}, n_bars)
