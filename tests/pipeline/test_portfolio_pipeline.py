@@ -118,7 +118,6 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
      r"grid\.rebalance_months: .*integers >= 0"),
     ({"portfolio": {"max_positions": 2}}, r"portfolio\.max_positions: .*also a grid axis"),
     ({"portfolio": None}, r"grid\.max_positions: .*add a portfolio section"),
-    ({"search": {"method": "random", "budget": 4}}, r"portfolio: .*remove search"),
     ({"execution": {"direction": "both"}}, r"execution: a portfolio trades long only"),
 ])
 def test_spec_refusals(store, tmp_path, more, match):
