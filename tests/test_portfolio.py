@@ -1,5 +1,5 @@
 """Portfolios (docs/EXECUTION.md "Portfolios"): the kernel held to the slow reference of
-tests/portfolio_reference.py (1e-12) for builtins and a rule with state, max_positions,
+tests/helpers/portfolio_reference.py (1e-12) for builtins and a rule with state, max_positions,
 next_open, fees, fixed fees and slippage; and the reference and the kernel held to
 vectorbt's ``from_orders`` with target percents, one group, cash sharing and an automatic
 call sequence (1e-9), on random and on real daily stock bars."""
@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio
-from ref_strategies import ref_signals
-from rule_reference import RuleReference
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_reference import ref_portfolio
+from helpers.ref_strategies import ref_signals
+from helpers.rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.cache import is_marked

@@ -1,16 +1,16 @@
 """Stops per position in a portfolio (docs/EXECUTION.md "Portfolios"): the kernel held to
-the slow reference of tests/portfolio_reference.py (1e-12) for each stop kind, with gaps,
+the slow reference of tests/helpers/portfolio_reference.py (1e-12) for each stop kind, with gaps,
 fees, slippage, ``next_open`` and ``max_positions``, stops as grid axes; and tied to the
 single-symbol engine: a portfolio of one symbol is the single-symbol run with the same
 stops, and one of three copies of a symbol without costs is that run too."""
 
 import numpy as np
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio
-from ref_strategies import ref_signals
-from rule_reference import RuleReference
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_reference import ref_portfolio
+from helpers.ref_strategies import ref_signals
+from helpers.rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.portfolio import sweep_portfolio

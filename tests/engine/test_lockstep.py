@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import METRICS, Execution, get_strategy
 from barsweep.engine.strategies import import_strategy_module, kernels

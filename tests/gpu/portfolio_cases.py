@@ -6,7 +6,7 @@ account is ruined."""
 from __future__ import annotations
 
 import numpy as np
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import get_strategy
 from barsweep.engine.rules import Rule, compile_rule

@@ -18,8 +18,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # tests' modules
 
 import numpy as np  # noqa: E402
-from bars import random_bars  # noqa: E402
 from gpu_cases import BARS_SEED, N_BARS, SPANS  # noqa: E402
+from helpers.bars import random_bars  # noqa: E402
 
 from barsweep.engine import Execution, get_strategy, gpu  # noqa: E402
 

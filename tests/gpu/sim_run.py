@@ -18,7 +18,6 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "engine")]  # tests' modules
 
 import numpy as np  # noqa: E402
-from bars import random_bars  # noqa: E402
 from gpu_cases import (  # noqa: E402
     BARS_SEED,
     MODULES,
@@ -30,6 +29,7 @@ from gpu_cases import (  # noqa: E402
     ruin_bars,
     ruin_cases,
 )
+from helpers.bars import random_bars  # noqa: E402
 
 from barsweep.engine import Execution, get_strategy, gpu, gpu_hoist  # noqa: E402
 from barsweep.engine.block import bar_tuple  # noqa: E402

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from bars import random_bars
 from gpu_cases import BARS_SEED, N_BARS, SPANS
+from helpers.bars import random_bars
 from sim_order import ORDER_CASES
 from test_cuda_sim import HERE, RTOL, assert_same_metrics, run_simulated
 

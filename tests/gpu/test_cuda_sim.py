@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bars import random_bars
 from gpu_cases import (
     BARS_SEED,
     CONFLICTS,
@@ -33,6 +32,7 @@ from gpu_cases import (
     ruin_bars,
     ruin_cases,
 )
+from helpers.bars import random_bars
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS

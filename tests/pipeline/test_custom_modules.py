@@ -20,7 +20,7 @@ import pytest
 import xarray as xr
 import yaml
 from conftest import stop
-from runs import synth
+from helpers.runs import synth
 
 from barsweep.engine import METRICS
 from barsweep.pipeline.run.shipping import files_digest, module_files

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runs import run_spec_file
+from helpers.runs import run_spec_file
 from test_report import browse
 
 from barsweep.datasets import open_bars

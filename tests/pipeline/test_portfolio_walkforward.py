@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from portfolio_reference import ref_portfolio
+from helpers.portfolio_reference import ref_portfolio
 from test_portfolio import CASES
 
 from barsweep.datasets import open_bars, periods_per_year

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from compare import pending_copy
-from rank_reference import rank_whole
-from runs import run_spec_file, synth
+from helpers.compare import pending_copy
+from helpers.rank_reference import rank_whole
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis import stream
 from barsweep.pipeline.analysis.rank import rank

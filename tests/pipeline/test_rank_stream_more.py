@@ -1,5 +1,5 @@
 """`rank` with ``smooth`` and ``across``, `pareto_front` and `pbo_table` read slab by
-slab equal the whole-grid implementations (tests/rank_reference.py) on stores written
+slab equal the whole-grid implementations (tests/helpers/rank_reference.py) on stores written
 by real runs: several symbols, ``where``, incomplete and walk-forward stores, slabs of a
 block or two (and of one cell's budget)."""
 
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from rank_reference import pareto_whole, pbo_whole, rank_whole
-from runs import run_spec_file, synth
+from helpers.rank_reference import pareto_whole, pbo_whole, rank_whole
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis import stream, stream_more
 from barsweep.pipeline.analysis.rank import pareto_front, pbo_table, rank

@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from runs import run_spec_file, synth
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis.rank import rank
 from barsweep.pipeline.cli import main

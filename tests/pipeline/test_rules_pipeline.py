@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from runs import run_spec_file, synth
+from helpers.runs import run_spec_file, synth
 from test_custom_modules import hand_started  # noqa: F401  (a fixture)
 
 from barsweep.datasets import open_bars

@@ -9,8 +9,8 @@ import warnings
 import numpy as np
 import pytest
 import zarr
-from compare import pending_copy
-from runs import run_spec_file, synth
+from helpers.compare import pending_copy
+from helpers.runs import run_spec_file, synth
 
 from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from barsweep.pipeline.analysis import stream
