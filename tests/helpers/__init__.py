@@ -6,6 +6,6 @@ engine: ``reference`` (one symbol), ``portfolio_reference``, ``rule_reference`` 
 read bar by bar), ``ref_strategies`` (the builtins' signals, TA-Lib's indicators) and
 ``rank_reference`` (whole-grid ranking). Inputs and checks: ``bars`` (random OHLC),
 ``compare`` (metrics held to a reference), ``runs`` (real runs through the CLI) and
-``cdp`` (a headless Chromium).
-
+``cdp`` (a headless Chromium); ``portfolio_cases`` (the portfolio tests' symbols,
+strategies and executions).
 """

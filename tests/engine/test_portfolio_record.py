@@ -7,8 +7,8 @@ real daily stocks; and its picture draws."""
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, vectorbt_value
 from helpers.portfolio_reference import ref_portfolio
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS, vectorbt_value
 
 from barsweep.engine import METRICS, Execution, get_strategy
 from barsweep.engine.portfolio import sweep_portfolio

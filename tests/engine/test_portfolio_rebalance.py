@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from helpers.bars import random_bars
 from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
 from helpers.portfolio_reference import ref_portfolio, ref_rebalance_bars
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
 
 from barsweep.engine import METRICS, Execution, get_strategy
 from barsweep.engine.portfolio import sweep_portfolio

@@ -7,8 +7,8 @@ bar; the segment sums are those of the reference's equity curve."""
 import numpy as np
 import pytest
 from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS
 from helpers.portfolio_reference import ref_portfolio
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS
 
 from barsweep.engine import METRICS, Execution
 from barsweep.engine.portfolio import portfolio_runs, sweep_portfolio
