@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DASK, stop
 from helpers.cdp import CHROMIUM, Browser
+from helpers.processes import DASK, stop
 from helpers.runs import synth
 
 from barsweep.pipeline.analysis.rank import rank
