@@ -255,7 +255,7 @@ def child_pipeline(job: dict) -> None:
 
 
 def signals(strategy: str, close, params: dict):
-    """Long entries/exits (n_bars, n_combos), the rules of tests/ref_strategies.py with
+    """Long entries/exits (n_bars, n_combos), the rules of tests/helpers/ref_strategies.py with
     TA-Lib indicators and vectorized crosses (checked against ref_signals below)."""
     import numpy as np
     import talib
@@ -285,12 +285,12 @@ def signals(strategy: str, close, params: dict):
 
 
 def check_signals(strategy: str, bars, params: dict, entries, exits) -> None:
-    """Our vectorized signals equal tests/ref_strategies.py's on a prefix (EMA/RSI are
+    """Our vectorized signals equal tests/helpers/ref_strategies.py's on a prefix (EMA/RSI are
     causal), for the first combos."""
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from ref_strategies import ref_signals
+    from helpers.ref_strategies import ref_signals
 
     k = min(len(bars["close"]), 20_000)
     prefix = {c: np.asarray(bars[c][:k], dtype=float) for c in ("close", "high", "low")}

@@ -3,7 +3,7 @@
 
 Adding a setting touches this module (a field of :class:`Execution`, a field of
 :class:`RunSettings` and its line in :func:`run_settings`), the arithmetic in
-``simulate`` that reads ``run.<name>``, and the reference (``tests/reference.py``).
+``simulate`` that reads ``run.<name>``, and the reference (``tests/helpers/reference.py``).
 """
 
 from __future__ import annotations

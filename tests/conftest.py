@@ -17,19 +17,15 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import os
 import shlex
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-DASK = str(Path(sys.executable).parent / "dask")
+from helpers.processes import DASK, scheduler_address, stop
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -122,35 +118,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # --------------------------------------------------------------------------- dask by hand
-
-
-def scheduler_address(info: Path, proc: subprocess.Popen, timeout: float = 60.0,
-                      logged: Callable[[], str] = lambda: "") -> str:
-    """The address in the scheduler file ``info`` once the scheduler ``proc`` has written
-    it; fails at once if the scheduler exits first, or after ``timeout`` seconds, showing
-    ``logged()`` (its log, where it has one)."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if info.exists():
-            try:
-                return json.loads(info.read_text())["address"]
-            except (ValueError, KeyError):  # caught half written
-                pass
-        if proc.poll() is not None:
-            pytest.fail(f"the dask scheduler exited ({proc.returncode}) before writing "
-                        f"{info}\n{logged()}")
-        time.sleep(0.02)
-    pytest.fail(f"no scheduler file after {timeout:g} s\n{logged()}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc`` and its session (a nanny's worker, `unshare`'s child with it)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # all gone already
-        pass
-    proc.kill()
-    proc.wait()
 
 
 @pytest.fixture(scope="session")

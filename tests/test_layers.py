@@ -6,6 +6,9 @@ readers check it: import-linter's contracts (pyproject.toml, on the installed pa
 and an import graph read here from the tree's files with ``ast`` (every import, those
 inside functions and under ``TYPE_CHECKING`` too), which also finds circles between
 modules of one room.
+
+The tests mirror the package (docs/LAYOUT.md "Tests"): a root test module is about the
+repository as a whole, and what tests share comes from a package (``tests/helpers``).
 """
 
 from __future__ import annotations
@@ -127,3 +130,57 @@ def test_import_linter_contracts_are_kept():
     """The contracts of pyproject.toml, on the installed package."""
     cli = pytest.importorskip("importlinter.cli")
     assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
+
+
+# --------------------------------------------------------------------------- the tests
+
+TESTS = ROOT / "tests"
+#: The packages of tests/, found on sys.path (``pythonpath`` in pyproject.toml).
+TEST_PACKAGES = {"helpers", "golden"}
+#: Modules of tests/ that register strategies, imported by their bare name as a user's
+#: strategy module is (a spec's ``modules`` names them so).
+STRATEGY_MODULES = {"custom_strategy_example", "signal_state_example", "gpu_extra_strategy",
+                    "gpu_rule_strategy"}
+
+
+def top_level_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, name)`` of every absolute import in ``path`` (inside functions too)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def test_tests_share_code_through_a_package():
+    """What tests share is imported from a package (``helpers.compare``,
+    ``golden.cases``), never from another module of tests/ by its bare name: not from a
+    test module, a conftest or a script beside it (pytest puts a test's folder on
+    sys.path, so such an import works, from that folder only)."""
+    modules = list(TESTS.rglob("*.py"))
+    assert len(modules) > 100  # the tree was read
+    bare = {p.stem for p in modules} - TEST_PACKAGES - STRATEGY_MODULES - {"__init__"}
+    found = [f"{path.relative_to(ROOT)}:{line}: {name}" for path in sorted(modules)
+             for line, name in top_level_imports(path) if name.split(".")[0] in bare]
+    assert found == [], ("import these from tests/helpers (a package), not by bare name:\n"
+                         + "\n".join(found))
+
+
+def test_a_test_of_one_package_lives_in_its_folder():
+    """tests/ mirrors the package: a test module at its root is about the repository as
+    a whole (the docs, the layers, the packaging, CI); one whose imports of barsweep all
+    come from one of datasets/, engine/, pipeline/ (and errors) belongs in that folder of
+    tests/. The root's other modules are conftest.py and mutations.py (run by hand)."""
+    misplaced = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        rooms = {(name.split(".") + ["top"])[1] for _, name in top_level_imports(path)
+                 if name.split(".")[0] == "barsweep"} - {"errors", "version"}
+        if len(rooms) == 1 and rooms <= set(PACKAGES):
+            misplaced.append(f"{path.name} -> tests/{rooms.pop()}/")
+    assert misplaced == []
+    assert {p.name for p in TESTS.glob("*.py")} - {p.name for p in TESTS.glob("test_*.py")} \
+        == {"conftest.py", "mutations.py"}
+    assert {p.name for p in TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"} \
+        >= {*PACKAGES, *TEST_PACKAGES, "gpu"}

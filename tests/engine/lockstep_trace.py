@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-from bars import random_bars  # noqa: E402
+from helpers.bars import random_bars  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
 from barsweep.engine import simulate as sim  # noqa: E402

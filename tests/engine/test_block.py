@@ -1,7 +1,7 @@
 """A block made ready for a kernel: one preparation for sweep, sweep_cuda and backtest."""
 
 import numpy as np
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import Execution, backtest, get_strategy, sweep_block
 from barsweep.engine.block import bar_tuple, locality_order, prepare_block

@@ -3,7 +3,7 @@
 The default, ``opposite``: while a position is open its exit wins, so a rule's exit does
 what it says even where its entry still holds. Each of vectorbt's conflict modes is held
 to vectorbt's ``Portfolio.from_signals`` (``upon_long_conflict``/``upon_short_conflict``)
-on signals that overlap on many bars, and to the reference simulator (tests/reference.py)
+on signals that overlap on many bars, and to the reference simulator (tests/helpers/reference.py)
 with both fills and stops; the builtin strategies, whose entries and exits never hold
 together, give the same metrics, bit for bit, under every mode.
 """
@@ -11,12 +11,12 @@ together, give the same metrics, bit for bit, under every mode.
 import numpy as np
 import pandas as pd
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_reference import ref_portfolio
+from helpers.ref_strategies import EXAMPLES
+from helpers.reference import ref_simulate
 from numba import njit
-from portfolio_reference import ref_portfolio
-from ref_strategies import EXAMPLES
-from reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
 from barsweep.engine.block import prepare_block
@@ -227,7 +227,8 @@ def replay_of(signals):
 @pytest.mark.parametrize("fill", ["close", "next_open"])
 def test_a_portfolio_resolves_each_mode_as_the_reference(fill, mode):
     """A portfolio's rules (long only) under every mode: its kernel equals the portfolio
-    reference (tests/portfolio_reference.py) resolving each symbol's signals the same way."""
+    reference (tests/helpers/portfolio_reference.py) resolving each symbol's signals the
+    same way."""
     universe = {s: random_bars(600, seed=40 + i, gap=0.003) for i, s in enumerate("ABC")}
     params = dict(k=np.array([0.8, 1.5]))
     execution = dict(fill=fill, fees=0.001, conflict=mode)

@@ -9,10 +9,10 @@ import custom_strategy_example
 import numpy as np
 import pytest
 import talib
-from bars import random_bars
-from compare import assert_metrics_match
-from ref_strategies import _crosses, _events
-from reference import ref_simulate
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.ref_strategies import _crosses, _events
+from helpers.reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep_block
 from barsweep.pipeline.config.model import parse_spec

@@ -1,4 +1,4 @@
-"""Indicator kernels against TA-Lib (the oracle) and against tests/reference.py."""
+"""Indicator kernels against TA-Lib (the oracle) and against tests/helpers/reference.py."""
 
 from functools import cache
 from pathlib import Path
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import talib
-from bars import random_bars
-from reference import (
+from helpers.bars import random_bars
+from helpers.reference import (
     ref_atr,
     ref_bbands,
     ref_donchian,

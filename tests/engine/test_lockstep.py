@@ -17,24 +17,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bars import random_bars
-
-from barsweep.engine import METRICS, Execution, get_strategy
-from barsweep.engine.strategies import import_strategy_module, kernels
-from barsweep.engine.sweep import sweep_cpu
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "gpu"))
-
-from gpu_cases import (  # noqa: E402
-    MODULES,
+from helpers.bars import random_bars
+from helpers.gpu_cases import (
     N_SEGMENTS,
     RUIN_BARS,
     SPANS,
     cases,
+    import_modules,
     ruin_bars,
     ruin_cases,
 )
+
+from barsweep.engine import METRICS, Execution, get_strategy
+from barsweep.engine.strategies import kernels
+from barsweep.engine.sweep import sweep_cpu
+
+HERE = Path(__file__).resolve().parent
 
 CASES = cases() + ruin_cases()
 N_BARS = 2_000
@@ -42,8 +40,7 @@ N_BARS = 2_000
 
 @pytest.fixture(scope="module")
 def bars():
-    for module in MODULES.values():
-        import_strategy_module(module)
+    import_modules()
     return random_bars(N_BARS, 11)
 
 

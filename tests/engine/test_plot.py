@@ -1,7 +1,7 @@
 """BacktestResult.plot(): three panels, a readable PNG, no pyplot state."""
 
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import backtest
 

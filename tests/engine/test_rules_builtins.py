@@ -3,7 +3,7 @@ whole runs, walk-forward spans and PBO segments, with every execution setting.""
 
 import numpy as np
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.engine.rules import compile_rule

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 import talib
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine.hoist import hoist
 from barsweep.engine.rules import Rule, RuleError, compile_rule, parse_rule

@@ -1,5 +1,5 @@
 """Rules with lags, nesting and the position state, compiled into the sweep kernel, held
-to the slow reference (tests/rule_reference.py: the rule evaluated bar by bar in Python,
+to the slow reference (tests/helpers/rule_reference.py: the rule evaluated bar by bar in Python,
 its indicators TA-Lib's, its state the reference simulator's) over whole runs, and to
 vectorbt fed the same signals for rules that read no state. The five classic strategies
 of docs/RULES.md are among them, read from the page."""
@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from bars import random_bars
-from compare import assert_metrics_match
-from reference import ref_simulate
-from rule_reference import RuleReference
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.reference import ref_simulate
+from helpers.rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, backtest, sweep_block
 from barsweep.engine.rules import Rule, compile_rule

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import signal_state_example
-from bars import random_bars
-from compare import assert_metrics_match
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.reference import ref_simulate, ref_sma
 from numba import njit
-from reference import ref_simulate, ref_sma
 
 from barsweep.engine import METRICS, Execution, Indicator, Param, Strategy, backtest, sweep_block
 from barsweep.engine.strategies import crossover, kernels

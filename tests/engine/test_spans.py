@@ -4,11 +4,11 @@ and the per-segment return sums of PBO, against the slow reference and scipy."""
 import numpy as np
 import pytest
 import scipy.stats
-from bars import random_bars
-from compare import assert_metrics_match
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.reference import ref_ema_cross_signals, ref_simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ref_ema_cross_signals, ref_simulate
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 from barsweep.engine.simulate import segment_bounds

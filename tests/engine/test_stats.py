@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pandas as pd
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import METRICS, backtest, ema
 from barsweep.engine.simulate import cross_above, cross_below

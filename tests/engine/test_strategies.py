@@ -6,10 +6,10 @@ from importlib import import_module
 
 import numpy as np
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from ref_strategies import EXAMPLES, ref_signals
-from reference import ref_simulate
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.ref_strategies import EXAMPLES, ref_signals
+from helpers.reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, strategy_names, sweep_block
 from barsweep.errors import SpecError

@@ -4,7 +4,7 @@ same metrics and segment sums as one thread."""
 import numba
 import numpy as np
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.engine.sweep import PIECE_COMBOS

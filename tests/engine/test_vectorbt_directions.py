@@ -27,10 +27,10 @@ compared up to the ruin bar, where vectorbt's own position is shown to be worth 
 import numpy as np
 import pandas as pd
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
+from helpers.ref_strategies import ref_signals
+from helpers.reference import ref_simulate
 from numba import njit
-from ref_strategies import ref_signals
-from reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
 

@@ -15,7 +15,7 @@ lacks) is compared.
 import numpy as np
 import pandas as pd
 import pytest
-from bars import random_bars
+from helpers.bars import random_bars
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
 

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 import pytest
-from compare import assert_metrics_match
-from ref_strategies import ref_signals
-from reference import ref_simulate
+from helpers.compare import assert_metrics_match
+from helpers.ref_strategies import ref_signals
+from helpers.reference import ref_simulate
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from golden.cases import EXECUTION, SYMBOLS, YEAR_DAYS, load_bars

@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "engine")]
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
-from gpu_cases import MODULES  # noqa: E402
+from helpers.gpu_cases import import_modules  # noqa: E402
+from helpers.ptx import CC, Device  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution, get_strategy, gpu, strategy_names  # noqa: E402
@@ -28,21 +29,13 @@ from barsweep.engine.block import Bars, Combos  # noqa: E402
 from barsweep.engine.execution import run_settings  # noqa: E402
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
 from barsweep.engine.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
-from barsweep.engine.strategies import import_strategy_module  # noqa: E402
-
-CC = (9, 0)
-
-
-class _Device:
-    compute_capability = CC
 
 
 def main() -> None:
     import numba.cuda.dispatcher as dispatcher
 
-    dispatcher.get_current_device = _Device  # the only question asked of a device
-    for module in MODULES.values():
-        import_strategy_module(module)
+    dispatcher.get_current_device = Device  # the only question asked of a device
+    import_modules()
     n = 8
     bar = typeof(np.zeros(n))
     ind = typeof(np.asfortranarray(np.zeros((2, n))))

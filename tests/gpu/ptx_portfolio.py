@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
+from helpers.gpu_portfolio_cases import strategy  # noqa: E402
+from helpers.ptx import CC, Device  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 from numba.core import types  # noqa: E402
-from portfolio_cases import strategy  # noqa: E402
-from ptx_compile import CC, _Device  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution  # noqa: E402
 from barsweep.engine.block import Bars, Combos  # noqa: E402
@@ -69,7 +69,7 @@ def arg_types(n_sym: int, n_params: int) -> tuple:
 def main(sizes: list[int]) -> None:
     import numba.cuda.dispatcher as dispatcher
 
-    dispatcher.get_current_device = _Device  # the only question asked of a device
+    dispatcher.get_current_device = Device  # the only question asked of a device
     out = os.environ.get("PTX_OUT")
     report = {}
     for name in ("ema_cross", "state_rule"):

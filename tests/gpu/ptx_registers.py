@@ -14,48 +14,22 @@ calls, ``spill_stores``, ``spill_loads`` and ``stack`` (bytes).
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "engine")]
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
+from helpers.ptx import CC, Device, parse, ptxas  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution, get_strategy, gpu  # noqa: E402
 from barsweep.engine.block import Bars, Combos  # noqa: E402
 from barsweep.engine.execution import run_settings  # noqa: E402
 from barsweep.engine.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
-
-CC = (9, 0)
-USED = re.compile(r"Used (\d+) registers")
-PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-
-
-class _Device:
-    compute_capability = CC
-
-
-def ptxas() -> str:
-    """The path of the toolkit wheel's ``ptxas`` (else one on PATH)."""
-    try:
-        import nvidia.cuda_nvcc as nvcc
-
-        for folder in nvcc.__path__:
-            path = Path(folder) / "bin" / "ptxas"
-            if path.exists():
-                return str(path)
-    except ImportError:
-        pass
-    found = shutil.which("ptxas")
-    if found is None:
-        raise SystemExit("no ptxas: install the nvidia-cuda-nvcc-cu12 wheel ([test] extra)")
-    return found
 
 
 def kernel_ptx(name: str) -> str:
@@ -75,16 +49,6 @@ def kernel_ptx(name: str) -> str:
     return ptx
 
 
-def parse(log: str) -> dict[str, int]:
-    """The kernel's registers (the entry function's) and the stack and spill bytes of
-    every function in ``ptxas -v``'s ``log``."""
-    entry = log[log.index("Compiling entry function"):]
-    props = [tuple(map(int, m)) for m in PROPS.findall(log)]
-    return {"registers": int(USED.search(entry).group(1)),
-            "stack": sum(p[0] for p in props), "spill_stores": sum(p[1] for p in props),
-            "spill_loads": sum(p[2] for p in props), "functions": len(props)}
-
-
 def assemble(ptx: str) -> dict[str, int]:
     """``ptxas -v --gpu-name sm_90`` of ``ptx``: :func:`parse` of its report."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,7 +65,7 @@ def assemble(ptx: str) -> dict[str, int]:
 def main(names: list[str]) -> None:
     import numba.cuda.dispatcher as dispatcher
 
-    dispatcher.get_current_device = _Device  # the only question asked of a device
+    dispatcher.get_current_device = Device  # the only question asked of a device
     report = {name: assemble(kernel_ptx(name)) for name in names}
     print("REGISTERS " + json.dumps(report))
 

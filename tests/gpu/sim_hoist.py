@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
-from bars import random_bars  # noqa: E402
-from gpu_cases import BARS_SEED, HOIST_ARGS, HOIST_BARS  # noqa: E402
+from helpers.bars import random_bars  # noqa: E402
+from helpers.gpu_cases import BARS_SEED, HOIST_ARGS, HOIST_BARS  # noqa: E402
 from numba import cuda  # noqa: E402
 
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402

@@ -15,24 +15,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # tests' modules
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
-from bars import random_bars  # noqa: E402
-from gpu_cases import BARS_SEED, N_BARS, SPANS  # noqa: E402
+from helpers.bars import random_bars  # noqa: E402
+from helpers.gpu_cases import BARS_SEED, N_BARS, ORDER_CASES, SPANS  # noqa: E402
 
 from barsweep.engine import Execution, get_strategy, gpu  # noqa: E402
-
-#: (case, strategy, grid out of locality order, execution)
-ORDER_CASES = (
-    ("ema_shuffled", "ema_cross", dict(fast=[7, 3, 9, 3, 5, 7, 2, 9, 5, 2, 4],
-                                       slow=[30, 12, 12, 40, 30, 18, 40, 24, 12, 30, 18]),
-     dict(fill="close", fees=0.001)),
-    ("bollinger_stops_shuffled", "bollinger",
-     dict(period=[20, 10, 15, 10, 20, 15, 10], k=[2.0, 1.5, 2.5, 2.5, 1.5, 2.0, 1.5],
-          stop_loss=[0.02, 0.05, 0.01, 0.03, 0.04, 0.02, 0.06]),
-     dict(fill="next_open", direction="both", fees=0.0005)),
-)
 
 
 def row_checks() -> dict:

@@ -1,5 +1,5 @@
-"""Run every case of ``portfolio_cases.py`` through ``sweep_portfolio(..., backend="cuda")``
-and save the metrics and per-symbol results.
+"""Run every case of ``helpers/gpu_portfolio_cases.py`` through
+``sweep_portfolio(..., backend="cuda")`` and save the metrics and per-symbol results.
 
     NUMBA_ENABLE_CUDASIM=1 NUMBA_DISABLE_JIT=1 python tests/gpu/sim_portfolio.py OUT.npz
 
@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # tests' modules
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
-from portfolio_cases import EXECUTIONS, cases, sized, strategy, universe  # noqa: E402
+from helpers.gpu_portfolio_cases import EXECUTIONS, cases, sized, strategy, universe  # noqa: E402
 
 from barsweep.engine import Execution, gpu  # noqa: E402
 from barsweep.engine.portfolio import sweep_portfolio  # noqa: E402

@@ -1,4 +1,4 @@
-"""Run every case of ``gpu_cases.py`` through ``sweep_cuda`` and save the metrics.
+"""Run every case of ``tests/helpers/gpu_cases.py`` through ``sweep_cuda`` and save the metrics.
 
     NUMBA_ENABLE_CUDASIM=1 NUMBA_DISABLE_JIT=1 python tests/gpu/sim_run.py OUT.npz
 
@@ -15,33 +15,31 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "engine")]  # tests' modules
+sys.path[:0] = [str(HERE.parent)]  # helpers
 
 import numpy as np  # noqa: E402
-from bars import random_bars  # noqa: E402
-from gpu_cases import (  # noqa: E402
+from helpers.bars import random_bars  # noqa: E402
+from helpers.gpu_cases import (  # noqa: E402
     BARS_SEED,
-    MODULES,
     N_BARS,
     N_SEGMENTS,
     RUIN_BARS,
     SPANS,
     cases,
+    import_modules,
     ruin_bars,
     ruin_cases,
 )
 
 from barsweep.engine import Execution, get_strategy, gpu, gpu_hoist  # noqa: E402
 from barsweep.engine.block import bar_tuple  # noqa: E402
-from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 
 
 def main(out: str) -> None:
     from numba import config
 
     assert config.ENABLE_CUDASIM and config.DISABLE_JIT, "run under the CUDA simulator"
-    for module in MODULES.values():
-        import_strategy_module(module)
+    import_modules()
     # small blocks and few of them: several blocks, and the grid-stride loop, in use
     gpu.THREADS_PER_BLOCK = gpu_hoist.THREADS_PER_BLOCK = 8
     gpu.MAX_BLOCKS_PER_SM = 2

@@ -2,17 +2,19 @@
 put back on the device), against the CPU kernel, in numba's CUDA simulator."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
-from bars import random_bars
-from gpu_cases import BARS_SEED, N_BARS, SPANS
-from sim_order import ORDER_CASES
-from test_cuda_sim import HERE, RTOL, assert_same_metrics, run_simulated
+from helpers.bars import random_bars
+from helpers.cuda_sim import RTOL, assert_same_metrics, run_simulated
+from helpers.gpu_cases import BARS_SEED, N_BARS, ORDER_CASES, SPANS
 
 from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.engine.block import is_identity, lane_order
 from barsweep.engine.hoist import plan_rows
+
+HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The CUDA portfolio kernel against the CPU's, in numba's CUDA simulator, and compiled
 for a real GPU (PTX for compute capability 9.0, assembled by ptxas), without one.
 
-``sim_portfolio.py`` runs every case of ``portfolio_cases.py`` through
+``sim_portfolio.py`` runs every case of ``helpers/gpu_portfolio_cases.py`` through
 ``sweep_portfolio(..., backend="cuda")`` in a process of its own (the simulator must be
 switched on before numba is imported); here the compiled CPU kernel runs the same cases:
 identical trade counts per symbol, every metric and each symbol's exposure equal to
@@ -17,8 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from portfolio_cases import EXECUTIONS, LIMITS, PARAMS, cases, sized, strategy, universe
-from test_cuda_sim import RTOL, assert_same_metrics, run_simulated
+from helpers.cuda_sim import RTOL, assert_same_metrics, run_simulated
+from helpers.gpu_portfolio_cases import (
+    EXECUTIONS,
+    LIMITS,
+    PARAMS,
+    cases,
+    sized,
+    strategy,
+    universe,
+)
 
 from barsweep.engine import METRICS, Execution
 from barsweep.engine.gpu_portfolio import MAX_PARAM_BYTES, SYMBOL_PARAM_BYTES, param_bytes

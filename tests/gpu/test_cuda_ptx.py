@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_cases import PARAMS
+from helpers.gpu_cases import PARAMS
 
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS
 

@@ -1,8 +1,8 @@
 """The CUDA kernels against the CPU kernel, in numba's CUDA simulator (no GPU needed).
 
-``sim_run.py`` runs every case of ``gpu_cases.py`` through ``sweep_cuda`` in a process of
-its own (the simulator must be switched on before numba is imported); here the compiled
-CPU kernel runs the same cases. Trade counts must be identical and every metric equal to
+``sim_run.py`` runs every case of ``helpers/gpu_cases.py`` through ``sweep_cuda`` in a
+process of its own (the simulator must be switched on before numba is imported); here the
+compiled CPU kernel runs the same cases. Trade counts must be identical and every metric equal to
 1e-12 relative: in the simulator the device functions run as plain Python, float64 step
 by step like the CPU's (no fused multiply-adds; a real GPU is held to 1e-9 instead, see
 benchmarks/gpu_check.py). ``sim_hoist.py`` hoists every device indicator the same way,
@@ -10,26 +10,26 @@ checked against the CPU kernels.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from bars import random_bars
-from gpu_cases import (
+from helpers.bars import random_bars
+from helpers.cuda_sim import RTOL, assert_same_metrics, run_simulated
+from helpers.gpu_cases import (
     BARS_SEED,
     CONFLICTS,
     EXECUTIONS,
     HOIST_ARGS,
     HOIST_BARS,
-    MODULES,
     N_BARS,
     N_SEGMENTS,
     RUIN_BARS,
     SPANS,
     cases,
+    import_modules,
     ruin_bars,
     ruin_cases,
 )
@@ -37,22 +37,10 @@ from gpu_cases import (
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.gpu_hoist import DEVICE_INDICATORS
 from barsweep.engine.indicators import INDICATORS, compute_indicator
-from barsweep.engine.strategies import import_strategy_module
 
 HERE = Path(__file__).resolve().parent
-RTOL = 1e-12
-SIM_ENV = {"NUMBA_ENABLE_CUDASIM": "1", "NUMBA_DISABLE_JIT": "1"}
 CASES = cases()
 RUIN_CASES = ruin_cases()
-
-
-def run_simulated(*args: str, timeout: float = 900) -> str:
-    """Run ``python *args`` under the CUDA simulator; its stdout (fails with its output)."""
-    env = {**os.environ, **SIM_ENV}
-    proc = subprocess.run([sys.executable, *args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +55,8 @@ def simulated(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bars():
-    example = str(HERE.parent / "engine")  # docs/STRATEGIES.md's example lives there
-    if example not in sys.path:
-        sys.path.insert(0, example)
-    for module in MODULES.values():
-        import_strategy_module(module)
+    import_modules()
     return random_bars(N_BARS, BARS_SEED)
-
-
-def assert_same_metrics(gpu: np.ndarray, cpu: np.ndarray, rtol: float, label: str) -> None:
-    """Identical trade counts and NaN positions; every metric to ``rtol`` relative."""
-    assert gpu.shape == cpu.shape, label
-    trades = METRICS.index("n_trades")
-    np.testing.assert_array_equal(gpu[:, trades], cpu[:, trades], err_msg=label)
-    for m, name in enumerate(METRICS):
-        np.testing.assert_allclose(gpu[:, m], cpu[:, m], rtol=rtol, atol=1e-300,
-                                   equal_nan=True, err_msg=f"{label}: {name}")
 
 
 @pytest.mark.parametrize(("case_id", "strategy", "execution", "params", "kwargs"), CASES,
@@ -113,7 +87,7 @@ RUIN_SPANS_SCRIPT = """
 import sys
 sys.path[:0] = [sys.argv[2]]
 import numpy as np
-from gpu_cases import RUIN_BARS, SPANS, ruin_bars, ruin_cases
+from helpers.gpu_cases import RUIN_BARS, SPANS, ruin_bars, ruin_cases
 from barsweep.engine import Execution, get_strategy, gpu
 _, name, _, params, kwargs = next(c for c in ruin_cases() if c[0] == sys.argv[3])
 spans = [(a, min(z, RUIN_BARS["n_bars"])) for a, z in SPANS]
@@ -128,7 +102,7 @@ def test_cuda_windows_ruined_on_their_first_bar_equal_the_cpu(tmp_path):
     bar, nothing raised (each bar's drawdown under a peak of 0 is no division)."""
     case_id = "ruin-donchian-close_short_slipped"
     out = tmp_path / "spans.npy"
-    run_simulated("-c", RUIN_SPANS_SCRIPT, str(out), str(HERE), case_id, timeout=300)
+    run_simulated("-c", RUIN_SPANS_SCRIPT, str(out), str(HERE.parent), case_id, timeout=300)
     _, name, _, params, kwargs = next(c for c in RUIN_CASES if c[0] == case_id)
     spans = [(a, min(z, RUIN_BARS["n_bars"])) for a, z in SPANS]
     cpu = sweep_block(get_strategy(name), ruin_bars(**RUIN_BARS), params, Execution(**kwargs),
@@ -161,7 +135,7 @@ def test_every_execution_setting_matters_in_the_cases(bars, execution):
     assert used
     for key in kwargs:
         if key == "fill" or (key == "conflict" and kwargs[key] in ("opposite", "exit")):
-            continue  # exit acts as opposite, the default (gpu_cases.CONFLICTS)
+            continue  # exit acts as opposite, the default (helpers.gpu_cases.CONFLICTS)
         reduced = {k: v for k, v in kwargs.items() if k != key}
         changed = False
         for _, strategy, _, params, _ in used:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.ptx import parse
 
 from barsweep.engine import gpu
 
@@ -43,9 +44,6 @@ def test_launch_bounds_allow_the_register_count():
 
 
 def test_parse_reads_ptxas_report():
-    sys.path.insert(0, str(HERE))
-    from ptx_registers import parse
-
     log = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
            "ptxas info    : Function properties for k\n"
            "    8 bytes stack frame, 40 bytes spill stores, 36 bytes spill loads\n"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from compare import assert_same_store
-from runs import run_spec_file, synth
+from helpers.compare import assert_same_store
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.config.model import parse_spec
 from barsweep.pipeline.run.results import PENDING

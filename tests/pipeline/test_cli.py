@@ -1,7 +1,6 @@
 """The CLI's small commands and its error path (no cluster needed)."""
 
 import numpy as np
-import pytest
 import yaml
 
 from barsweep.engine import METRICS
@@ -44,23 +43,6 @@ def test_import_error_exits_2_naming_file_and_row(tmp_path, capsys):
                  "--store", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
     assert "bad.csv" in err and "row 2" in err
-
-
-@pytest.fixture
-def small_store(tmp_path):
-    path = str(tmp_path / "r.zarr")
-    axes = [("fast", np.array([2, 3, 4])), ("slow", np.array([10, 20]))]
-    create_store(path, ["A", "B"], axes, (3, 2), 2, {"spec": "test"})
-    rng = np.random.default_rng(0)
-    metrics = rng.normal(size=(len(METRICS), 2, 3, 2))
-    metrics[METRICS.index("ruined")] = 0.0  # none went bankrupt
-    metrics[METRICS.index("n_trades")] = 5.0  # all traded
-    metrics[:, 0, 0, 0] = np.nan            # an excluded combo
-    metrics[3, 1, 2, 1] = 99.0              # the best sharpe
-    metrics[2, 1, 1, 1] = -99.0             # the lowest volatility
-    for s in range(2):
-        write_block(path, (slice(s, s + 1), slice(0, 3), slice(0, 2)), metrics[:, s:s + 1], s)
-    return path, metrics
 
 
 def test_rank_orders_and_never_puts_nan_first(small_store):

@@ -35,6 +35,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from helpers.processes import DASK
 
 from barsweep.datasets import write_synth
 from barsweep.engine import METRICS
@@ -48,7 +49,6 @@ from barsweep.pipeline.run.results import create_store, open_results, write_bloc
 
 N_BARS = 400
 CLI = [sys.executable, "-m", "barsweep.pipeline.cli"]
-DASK = str(Path(sys.executable).parent / "dask")
 
 
 # --------------------------------------------------------------------------- certificates

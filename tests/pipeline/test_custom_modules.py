@@ -5,28 +5,24 @@ any store or cluster exists, in a few lines naming its module and function."""
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from conftest import stop
-from runs import synth
+from helpers.processes import WITHOUT_PYTHONPATH
+from helpers.runs import synth
 
 from barsweep.engine import METRICS
 from barsweep.pipeline.run.shipping import files_digest, module_files
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "engine" / "custom_strategy_example.py"
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 WRONG_SIGNALS = {
     "three_values": ('''
@@ -70,7 +66,7 @@ register(Strategy(name="wrong", params=(Param("period", "int", 2, 1000),),
 def barsweep(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """The ``barsweep`` command line in ``cwd``, without PYTHONPATH."""
     return subprocess.run([sys.executable, "-m", "barsweep.pipeline.cli", *args], cwd=cwd,
-                          env=ENV, capture_output=True, text=True, timeout=timeout)
+                          env=WITHOUT_PYTHONPATH, capture_output=True, text=True, timeout=timeout)
 
 
 def user_folder(root: Path, module: str = "sma_trend", source: str | None = None,
@@ -100,46 +96,6 @@ def metrics(store: Path) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- item 8
-
-
-@pytest.fixture
-def hand_started(tmp_path):
-    """``start(hide=())``: a `dask scheduler` and one `dask worker` started by hand, as on
-    another machine: in an unrelated folder, without PYTHONPATH, this checkout's Python;
-    with ``hide``, the worker runs in a mount namespace of its own with a tmpfs over each
-    of those folders. Returns the scheduler's address; everything is stopped at the end."""
-    procs = []
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-
-    def start(hide=()) -> str:
-        info = elsewhere / "scheduler.json"
-        dask = [sys.executable, "-m", "dask"]
-        procs.append(subprocess.Popen(
-            [*dask, "scheduler", "--scheduler-file", str(info), "--host", "127.0.0.1",
-             "--port", "0", "--dashboard-address", "127.0.0.1:0"], cwd=elsewhere, env=ENV,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        worker = [*dask, "worker", "--scheduler-file", str(info), "--nthreads", "1",
-                  "--host", "127.0.0.1"]
-        if hide:
-            steps = [f"mount -t tmpfs tmpfs {shlex.quote(str(d))}" for d in hide]
-            worker = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                      " && ".join([*steps, "exec " + shlex.join(worker)])]
-        log = (tmp_path / "worker.log").open("w")
-        procs.append(subprocess.Popen(worker, cwd=elsewhere, env=ENV, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
-        t0 = time.monotonic()
-        while not info.exists():
-            assert time.monotonic() - t0 < 60, "no scheduler file after 60 s"
-            time.sleep(0.05)
-        time.sleep(0.2)  # written whole
-        return json.loads(info.read_text())["address"]
-
-    try:
-        yield start
-    finally:
-        for proc in reversed(procs):
-            stop(proc)
 
 
 def test_modules_beside_the_spec_run_from_anywhere_on_a_hand_started_worker(

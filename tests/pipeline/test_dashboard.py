@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cdp import CHROMIUM, Browser
-from conftest import DASK, stop
-from runs import synth
+from helpers.cdp import CHROMIUM, Browser
+from helpers.processes import DASK, stop
+from helpers.runs import synth
 
 from barsweep.pipeline.analysis.rank import rank
 from barsweep.pipeline.config.grid import Grid

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from compare import assert_metrics_match
-from reference import ref_ema_cross_signals, ref_simulate
+from helpers.compare import assert_metrics_match
+from helpers.reference import ref_ema_cross_signals, ref_simulate
 
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, backtest

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from runs import synth
+from helpers.runs import synth
 
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.run.estimate import (

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 import zarr
-from compare import assert_same_store
+from helpers.compare import assert_same_store
 
 from barsweep.engine import METRICS
 from barsweep.pipeline.cli import main

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
+from helpers.runs import run_spec_file, synth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runs import run_spec_file, synth
 
 from barsweep.engine import Execution, get_strategy, sweep_block
 from barsweep.engine.hoist import hoist, plan_rows

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runs import run_spec_file
-from test_report import browse
+from helpers.cdp import browse
+from helpers.runs import run_spec_file
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from runs import synth
+from helpers.runs import synth
 
 from barsweep.pipeline.analysis.outputs import (
     PICTURE,

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runs import run_spec_file, synth
+from helpers.runs import run_spec_file, synth
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ metric reduced over the other dims, excluded cells blank."""
 
 import numpy as np
 import pytest
-from runs import run_spec_file, synth
+from helpers.runs import run_spec_file, synth
 
 from barsweep.errors import SpecError
 from barsweep.pipeline.analysis.plots import metric_grid

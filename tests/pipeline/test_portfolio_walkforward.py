@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
-from portfolio_reference import ref_portfolio
-from test_portfolio import CASES
+from helpers.portfolio_cases import CASES
+from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, get_strategy

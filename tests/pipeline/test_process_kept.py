@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runs import synth
+from helpers.runs import synth
 
 HERE = Path(__file__).resolve().parent
 

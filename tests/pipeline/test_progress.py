@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from runs import synth
+from helpers.runs import synth
 
 pytestmark = pytest.mark.slow
 

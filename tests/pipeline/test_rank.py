@@ -3,13 +3,12 @@
 from pathlib import Path
 
 import pandas as pd
-from test_cli import small_store  # noqa: F401 (the fixture: a two-symbol store on disk)
 
 from barsweep.pipeline.analysis.rank import rank
 from barsweep.pipeline.run.results import open_results
 
 
-def test_rank_takes_a_path_like_a_str(small_store):  # noqa: F811
+def test_rank_takes_a_path_like_a_str(small_store):
     path, _ = small_store
     by_str = rank(str(path), by="sharpe", top=20)
     assert len(by_str) == 11

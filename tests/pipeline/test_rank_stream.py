@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from compare import pending_copy
-from rank_reference import rank_whole
-from runs import run_spec_file, synth
+from helpers.compare import pending_copy
+from helpers.processes import capped
+from helpers.rank_reference import rank_whole
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis import stream
 from barsweep.pipeline.analysis.rank import rank
@@ -98,21 +99,6 @@ def test_streamed_rank_reads_slabs_not_the_grid(stores, monkeypatch):
 #: The address space `rank` runs in below: the streamed rank of the 10^7-combo store
 #: needs 1.2-1.5 GiB of it (mostly the interpreter, numba and dask), the whole-grid
 #: ranking more than 2.5 GiB.
-CAP_BYTES = int(1.75 * 2**30)
-
-
-def capped(*argv):
-    """``argv`` run in a process whose address space is capped at :data:`CAP_BYTES`."""
-    import resource
-    import subprocess
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
-
-    return subprocess.run(argv, preexec_fn=limit, capture_output=True, text=True,
-                          timeout=600)
-
-
 @pytest.mark.slow
 def test_rank_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
     """A real 10^7-combo store (1000 x 10000 on 120 bars): ranked within a cap under
@@ -129,10 +115,9 @@ def test_rank_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
          "execution": {"fill": "next_open", "fees": 0.001},
          "run": {"out": str(tmp_path / "big.zarr")}},
         tmp_path / "big.yaml", "--cluster", "threads")
-    here = Path(__file__).parent
-    whole = capped(sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:3]; "
-                   "from test_rank_stream import rank_whole; rank_whole(sys.argv[3], by='dsr')",
-                   str(here), str(here.parent), str(out))
+    whole = capped(sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:2]; "
+                   "from helpers.rank_reference import rank_whole; "
+                   "rank_whole(sys.argv[2], by='dsr')", str(Path(__file__).parents[1]), str(out))
     assert whole.returncode != 0 and "MemoryError" in whole.stderr
     streamed = capped(sys.executable, "-m", "barsweep.pipeline.cli", "rank", str(out),
                       "--by", "dsr", "--where", "n_trades >= 1", "--json")

@@ -1,5 +1,5 @@
 """`rank` with ``smooth`` and ``across``, `pareto_front` and `pbo_table` read slab by
-slab equal the whole-grid implementations (tests/rank_reference.py) on stores written
+slab equal the whole-grid implementations (tests/helpers/rank_reference.py) on stores written
 by real runs: several symbols, ``where``, incomplete and walk-forward stores, slabs of a
 block or two (and of one cell's budget)."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from rank_reference import pareto_whole, pbo_whole, rank_whole
-from runs import run_spec_file, synth
+from helpers.processes import capped
+from helpers.rank_reference import pareto_whole, pbo_whole, rank_whole
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis import stream, stream_more
 from barsweep.pipeline.analysis.rank import pareto_front, pbo_table, rank
@@ -211,7 +212,6 @@ def test_smooth_across_pareto_pbo_under_a_memory_cap_of_a_store_bigger_than_it(t
     import subprocess
     import sys
 
-    from test_rank_stream import capped
 
     symbols = [f"S{k:02d}" for k in range(10)]
     for k, symbol in enumerate(symbols):
@@ -231,7 +231,7 @@ def test_smooth_across_pareto_pbo_under_a_memory_cap_of_a_store_bigger_than_it(t
         assert streamed.returncode == 0, (flags, streamed.stderr)
         free = subprocess.run([*cli, *flags], capture_output=True, text=True, timeout=600)
         assert streamed.stdout == free.stdout, flags
-    whole = capped(sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:3]; "
-                   "from rank_reference import pbo_whole; pbo_whole(sys.argv[3])",
-                   str(Path(__file__).parent.parent), str(Path(__file__).parent), str(out))
+    whole = capped(sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:2]; "
+                   "from helpers.rank_reference import pbo_whole; pbo_whole(sys.argv[2])",
+                   str(Path(__file__).parents[1]), str(out))
     assert whole.returncode != 0 and "MemoryError" in whole.stderr

@@ -3,18 +3,16 @@
 screenshot that is not blank, the top combo in the page's text."""
 
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
-from runs import run_spec_file, synth
+from helpers.cdp import browse
+from helpers.runs import run_spec_file, synth
 
 from barsweep.pipeline.analysis.rank import rank
 from barsweep.pipeline.cli import main
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +28,6 @@ def stores(tmp_path_factory):
         run_spec_file({**base, **extra, "run": {"out": str(root / f"{name}.zarr")}},
                       root / f"{name}.yaml")
     return root
-
-
-def browse(page, tmp_path):
-    """Open ``page`` in headless Chromium: its DOM, its console lines, a screenshot."""
-    if CHROMIUM is None:
-        pytest.skip("Chromium is not installed here (.ci/run installs Debian's chromium "
-                    "where apt can); the report was written but not opened in a browser")
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-             "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True,
-                         text=True, timeout=120)
-    shot = tmp_path / "shot.png"
-    subprocess.run([*flags, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
-                   capture_output=True, text=True, timeout=120)
-    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
-    return dom.stdout, console, shot
 
 
 def test_the_report_opens_in_chromium_with_the_top_combo(stores, tmp_path, capsys):

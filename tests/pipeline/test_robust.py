@@ -529,7 +529,7 @@ def test_rank_smooth_and_report_on_a_lazily_read_store_warn_nothing(tmp_path, mo
     """`rank --smooth` and `report` through the CLI on a real run whose constraints
     exclude whole neighbourhoods and whose slowest combos never trade, the store read
     chunk by chunk (as one past the eager size is), every warning an error."""
-    from runs import run_spec_file, synth
+    from helpers.runs import run_spec_file, synth
 
     import barsweep.pipeline.run.results as results
 

@@ -6,7 +6,6 @@ before any store or cluster exists."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +14,8 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from runs import run_spec_file, synth
-from test_custom_modules import hand_started  # noqa: F401  (a fixture)
+from helpers.processes import WITHOUT_PYTHONPATH
+from helpers.runs import run_spec_file, synth
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS, Execution, sweep_block
@@ -27,12 +26,12 @@ RULE = {"entry": "rsi(close, period) < lower and close > sma(close, trend)",
                 "or close < entry_price * (1 - 2 * stdev(close / close[1] - 1, 20))"}
 GRID = {"period": [7, 14], "lower": [40, 45], "upper": [55.0, 65.5], "trend": [20, 50],
         "hold": [5, 12]}
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def barsweep(*args, cwd: Path, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "barsweep.pipeline.cli", *map(str, args)],
-                          cwd=cwd, env=env or ENV, capture_output=True, text=True, timeout=600)
+                          cwd=cwd, env=env or WITHOUT_PYTHONPATH, capture_output=True,
+                          text=True, timeout=600)
 
 
 def spec_of(tmp_path: Path, out: str, **sections) -> dict:
@@ -125,10 +124,11 @@ def test_a_rule_walk_forward_runs_and_is_read_back(plain, tmp_path):
     assert windows
 
 
-def test_a_worker_that_never_saw_the_rule_compiles_it(plain, tmp_path, hand_started):  # noqa: F811
+def test_a_worker_that_never_saw_the_rule_compiles_it(plain, tmp_path, hand_started):
     base, spec = plain
     cache = tmp_path / "worker-cache"
-    address = hand_started_with_cache(hand_started, cache)
+    # compiled kernels and rule modules of the worker's own
+    address = hand_started(env={"NUMBA_CACHE_DIR": str(cache)})
     remote = barsweep("run", base / "plain.yaml", "--scheduler", address, "--out",
                       tmp_path / "remote.zarr", "--no-progress", cwd=tmp_path)
     assert remote.returncode == 0, remote.stderr
@@ -137,19 +137,6 @@ def test_a_worker_that_never_saw_the_rule_compiles_it(plain, tmp_path, hand_star
     for name in METRICS:
         np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
     assert list(cache.glob("barsweep_rules/rule_*.py")), "the worker wrote no rule module"
-
-
-def hand_started_with_cache(start, cache: Path) -> str:
-    """The hand-started scheduler and worker of test_custom_modules, with
-    NUMBA_CACHE_DIR=cache: compiled kernels and rule modules of their own."""
-    import test_custom_modules
-
-    saved = test_custom_modules.ENV
-    test_custom_modules.ENV = {**saved, "NUMBA_CACHE_DIR": str(cache)}
-    try:
-        return start()
-    finally:
-        test_custom_modules.ENV = saved
 
 
 def test_a_bad_rule_is_refused_before_any_store_or_cluster(tmp_path):

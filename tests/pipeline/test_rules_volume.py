@@ -1,7 +1,7 @@
 """A rule that reads ``volume``, bare, k bars ago and inside an indicator, through the
 real command line on bars with a volume column: ``check``, ``run``, ``trades`` and a
 portfolio's ``trades``, ``plot best`` and ``report``; every combo's metrics equal to the
-slow reference (TA-Lib on the bars, a Python loop: tests/rule_reference.py). Bars
+slow reference (TA-Lib on the bars, a Python loop: tests/helpers/rule_reference.py). Bars
 without volume (imported without the column: NaN) are refused in one line naming the
 symbol, before any store exists."""
 
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from compare import assert_metrics_match
-from reference import ref_simulate
-from rule_reference import RuleReference
+from helpers.compare import assert_metrics_match
+from helpers.reference import ref_simulate
+from helpers.rule_reference import RuleReference
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS
@@ -124,7 +124,7 @@ def test_bars_without_volume_are_refused_naming_the_symbol(folder, command):
 
 def test_bare_volume_is_read_by_backtest_equal_to_the_reference():
     """A rule reading volume only bare (no indicator of it) types and runs."""
-    from bars import random_bars
+    from helpers.bars import random_bars
 
     from barsweep.engine import backtest
 
@@ -142,7 +142,7 @@ def test_bare_volume_is_read_by_backtest_equal_to_the_reference():
 
 
 def test_backtest_refuses_a_volume_that_is_nan_throughout():
-    from bars import random_bars
+    from helpers.bars import random_bars
 
     from barsweep.engine import backtest
     from barsweep.errors import SpecError

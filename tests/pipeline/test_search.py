@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from compare import assert_same_store
+from helpers.compare import assert_same_store
 
 from barsweep.engine import METRICS
 from barsweep.errors import SpecError

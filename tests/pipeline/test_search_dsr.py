@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from rank_reference import with_computed
+from helpers.rank_reference import with_computed
 from scipy import stats
 
 from barsweep.pipeline.analysis.rank import rank

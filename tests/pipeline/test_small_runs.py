@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from runs import run_spec_file, synth
+from helpers.runs import run_spec_file, synth
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from barsweep.errors import SpecError

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 import zarr
-from compare import assert_same_store
+from helpers.compare import assert_same_store
 
 from barsweep.errors import ResultsError
 from barsweep.pipeline.cli import main

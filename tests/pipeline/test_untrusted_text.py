@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 import zarr
-from runs import synth
+from helpers.runs import synth
 
 from barsweep.engine.rules import Rule, RuleError, compile_rule, parse_rule
 from barsweep.engine.rules.parse import MAX_BARS, MAX_CHARS, MAX_DEPTH, MAX_NODES

@@ -9,8 +9,8 @@ import warnings
 import numpy as np
 import pytest
 import zarr
-from compare import pending_copy
-from runs import run_spec_file, synth
+from helpers.compare import pending_copy
+from helpers.runs import run_spec_file, synth
 
 from barsweep.engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS
 from barsweep.pipeline.analysis import stream
@@ -229,10 +229,10 @@ def test_x_tick_labels_of_a_wide_heatmap_do_not_overlap(tmp_path, n_x, start):
 def test_heatmap_under_a_memory_cap_of_a_store_bigger_than_it(tmp_path):
     """A real 10^7-combo store (1000 x 10000 on 120 bars; its variables, uncompressed, take
     more than the cap): its heatmap and its median heatmap drawn in a process capped at
-    test_rank_stream.CAP_BYTES, in many small slabs, equal to the whole grid reduced."""
+    helpers.processes.CAP_BYTES, in many small slabs, equal to the whole grid reduced."""
     import sys
 
-    from test_rank_stream import CAP_BYTES, capped
+    from helpers.processes import CAP_BYTES, capped
 
     synth(tmp_path / "bars", 120, seed=1, symbol="AAA")
     out = run_spec_file(

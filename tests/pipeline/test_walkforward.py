@@ -520,13 +520,10 @@ def test_a_walk_forward_window_ruined_on_its_first_bar_runs_and_ranks(tmp_path):
     the run completes, those combos' test metrics are a ruin's (ruined 1, total_return
     and max_drawdown -1, ulcer_index 100: -100% on every bar), nothing raised, and
     walkforward never chooses a combo ruined on its train bars."""
-    import sys
-    from pathlib import Path
+
+    from helpers.gpu_cases import RUIN_BARS, ruin_bars
 
     from barsweep.pipeline.cli import main
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
-    from gpu_cases import RUIN_BARS, ruin_bars
 
     wild = ruin_bars(**RUIN_BARS)  # 300 bars of 12% a bar
     table = synth_bars(len(wild["close"]), 0, timeframe="1h")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from runs import synth
+from helpers.runs import synth
 
 from barsweep.engine import get_strategy
 from barsweep.engine.strategies import strategy_names

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
-from runs import synth
+from helpers.runs import synth
 
 from barsweep.datasets import open_bars
 from barsweep.engine import backtest

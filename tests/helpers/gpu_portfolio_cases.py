@@ -6,10 +6,11 @@ account is ruined."""
 from __future__ import annotations
 
 import numpy as np
-from bars import random_bars
 
 from barsweep.engine import get_strategy
 from barsweep.engine.rules import Rule, compile_rule
+
+from .bars import random_bars
 
 N_BARS = 400
 SYMBOLS = ("AAA", "BBB", "CCC", "DDD")

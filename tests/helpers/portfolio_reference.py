@@ -7,7 +7,7 @@ portfolio trades long only. ``rebalance`` (e.g. ``"1M"``) re-targets the held po
 on the first bar of each calendar period, read from the bars' ``time`` with datetime.
 portfolio trades long only. Stops are checked on each held symbol's own bar after the
 open's fills and before the close's rules, from the entry fill and the highest high
-since entry, written out here rather than taken from the engine or tests/reference.py.
+since entry, written out here rather than taken from the engine or reference.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import math
 import statistics
 
 import numpy as np
-from reference import ref_conflict, ref_metrics
+
+from .reference import ref_conflict, ref_metrics
 
 
 def ref_rebalance_bars(time_ns, period):

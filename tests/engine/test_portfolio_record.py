@@ -1,14 +1,14 @@
 """One portfolio combo in full (:func:`barsweep.engine.portfolio_backtest.backtest_portfolio`):
 its metrics are the sweep's, bit for bit; its recorded equity, shares and trades are the
-slow reference's (tests/portfolio_reference.py) at every bar, with max_positions,
+slow reference's (tests/helpers/portfolio_reference.py) at every bar, with max_positions,
 next_open, costs and ruin; its shares, cash and value are vectorbt's ``from_orders`` on
 real daily stocks; and its picture draws."""
 
 import numpy as np
 import pandas as pd
 import pytest
-from portfolio_reference import ref_portfolio
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS, vectorbt_value
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, vectorbt_value
+from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution, get_strategy
 from barsweep.engine.portfolio import sweep_portfolio
@@ -18,7 +18,7 @@ from barsweep.errors import SpecError
 
 @pytest.fixture(scope="module")
 def universe():
-    from bars import random_bars
+    from helpers.bars import random_bars
 
     return {s: random_bars(1_200, seed=10 + i, gap=0.003) for i, s in enumerate(SYMBOLS)}
 

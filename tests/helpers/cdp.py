@@ -1,6 +1,8 @@
-"""A headless Chromium driven over its DevTools protocol (tornado's websocket client, which
-distributed brings): open a page, evaluate JavaScript in it, take screenshots, and collect
-what its console and uncaught exceptions report as errors."""
+"""A headless Chromium: a page's DOM, console lines and a screenshot from one run of it
+(:func:`browse`); or one driven over its DevTools protocol (:class:`Browser`, with
+tornado's websocket client, which distributed brings): open a page, evaluate JavaScript in
+it, take screenshots, and collect what its console and uncaught exceptions report as
+errors."""
 
 from __future__ import annotations
 
@@ -15,7 +17,25 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browse(page, tmp_path):
+    """Open ``page`` in headless Chromium: its DOM, its console lines, a screenshot."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed here (.ci/run installs Debian's chromium "
+                    "where apt can); the report was written but not opened in a browser")
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True,
+                         text=True, timeout=120)
+    shot = tmp_path / "shot.png"
+    subprocess.run([*flags, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, text=True, timeout=120)
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    return dom.stdout, console, shot
 
 
 class Browser:

@@ -1,15 +1,15 @@
 """Portfolio rebalancing (docs/EXECUTION.md "Portfolios", ``rebalance``): the calendar
 periods held to a datetime reference; the kernel held to the slow reference of
-tests/portfolio_reference.py (1e-12) with fees, fixed fees, slippage, next_open and
+tests/helpers/portfolio_reference.py (1e-12) with fees, fixed fees, slippage, next_open and
 max_positions; the reference and the kernel held to vectorbt's ``from_orders`` with the
 weight as target on rebalance bars while held (1e-9), on random and real daily bars."""
 
 import numpy as np
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio, ref_rebalance_bars
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
+from helpers.portfolio_reference import ref_portfolio, ref_rebalance_bars
 
 from barsweep.engine import METRICS, Execution, get_strategy
 from barsweep.engine.portfolio import sweep_portfolio

@@ -8,11 +8,19 @@ slippage, stop loss, take profit, trailing stop, funding and stops swept as grid
 ``test_cuda_sim.py`` checks that each setting matters. ``ruin_cases`` run on wild bars of
 their own, where many combos are ruined (equity reaches zero: liquidation inside a bar or
 at a gap, exits that cannot pay their fixed fee, funding beyond the equity).
+``ORDER_CASES`` are grids whose combos the kernel runs in another order.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+
+from barsweep.engine.strategies import import_strategy_module
+
+TESTS = Path(__file__).resolve().parents[1]
 
 N_BARS = 500
 N_COMBOS = 64
@@ -72,10 +80,22 @@ PARAMS = {
 }
 
 #: Strategies registered by modules of the tests (docs/STRATEGIES.md's examples, one of
-#: them a signal of the position state; a host-hoisted one; one written as rules).
+#: them a signal of the position state, in tests/engine; a host-hoisted one and one
+#: written as rules, in tests/gpu), each imported by its name as a user's module is.
 MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy",
            "rule_state": "gpu_rule_strategy", "rule_hold": "gpu_rule_strategy",
            "sma_hold": "signal_state_example"}
+MODULE_FOLDERS = (TESTS / "engine", TESTS / "gpu")
+
+
+def import_modules() -> None:
+    """Import every module of :data:`MODULES` (each registers its strategies), with the
+    folders of :data:`MODULE_FOLDERS` first on ``sys.path``."""
+    for folder in reversed(MODULE_FOLDERS):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    for module in MODULES.values():
+        import_strategy_module(module)
 
 
 def cases() -> list[tuple[str, str, str, dict, dict]]:
@@ -148,3 +168,16 @@ HOIST_ARGS = {
     ("fast", "slow", "signal"): [(1, 2, 1), (3, 8, 4), (8, 3, 2), (12, 26, 9)],
 }
 HOIST_BARS = 200
+
+
+#: (case, strategy, grid out of locality order, execution): the combos are gathered into
+#: locality order on the device and their metrics put back in the grid's order there.
+ORDER_CASES = (
+    ("ema_shuffled", "ema_cross", dict(fast=[7, 3, 9, 3, 5, 7, 2, 9, 5, 2, 4],
+                                       slow=[30, 12, 12, 40, 30, 18, 40, 24, 12, 30, 18]),
+     dict(fill="close", fees=0.001)),
+    ("bollinger_stops_shuffled", "bollinger",
+     dict(period=[20, 10, 15, 10, 20, 15, 10], k=[2.0, 1.5, 2.5, 2.5, 1.5, 2.0, 1.5],
+          stop_loss=[0.02, 0.05, 0.01, 0.03, 0.04, 0.02, 0.06]),
+     dict(fill="next_open", direction="both", fees=0.0005)),
+)

@@ -1,14 +1,14 @@
 """Portfolio runs over a span of the bars (walk-forward windows) and the account's PBO
-segment sums, held to the slow reference of tests/portfolio_reference.py: a span is the
+segment sums, held to the slow reference of tests/helpers/portfolio_reference.py: a span is the
 reference run on the span's bars alone, its signals read from the whole series (the
 indicators warmed up), against the equal-weight buy-and-hold bought at the span's first
 bar; the segment sums are those of the reference's equity curve."""
 
 import numpy as np
 import pytest
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS
+from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution
 from barsweep.engine.portfolio import portfolio_runs, sweep_portfolio
@@ -17,7 +17,7 @@ from barsweep.engine.simulate import segment_bounds
 
 @pytest.fixture(scope="module")
 def universe():
-    from bars import random_bars
+    from helpers.bars import random_bars
 
     return {s: random_bars(900, seed=40 + i, gap=0.003) for i, s in enumerate(SYMBOLS)}
 

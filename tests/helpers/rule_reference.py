@@ -3,7 +3,7 @@
 The rule's tree comes from barsweep's parser; everything numeric here is independent
 of the engine: indicators are TA-Lib's Python functions on series built bar by bar,
 arithmetic is Python's on float64, and the position state is the reference simulator's
-(tests/reference.py feeds it through ``signal_at``).
+(reference.py feeds it through ``signal_at``).
 """
 
 from __future__ import annotations

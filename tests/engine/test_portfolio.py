@@ -1,59 +1,21 @@
 """Portfolios (docs/EXECUTION.md "Portfolios"): the kernel held to the slow reference of
-tests/portfolio_reference.py (1e-12) for builtins and a rule with state, max_positions,
+tests/helpers/portfolio_reference.py (1e-12) for builtins and a rule with state, max_positions,
 next_open, fees, fixed fees and slippage; and the reference and the kernel held to
 vectorbt's ``from_orders`` with target percents, one group, cash sharing and an automatic
 call sequence (1e-9), on random and on real daily stock bars."""
 
-import math
-
 import numpy as np
-import pandas as pd
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio
-from ref_strategies import ref_signals
-from rule_reference import RuleReference
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
+from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.cache import is_marked
 from barsweep.engine.portfolio import equal_weight_benchmark, portfolio_kernel, sweep_portfolio
-from barsweep.engine.rules import Rule, compile_rule
 from barsweep.engine.warm import check_portfolio
 from barsweep.errors import SpecError
-
-PPY = 8760.0
-SYMBOLS = ("AAA", "BBB", "CCC", "DDD")
-
-STATE_RULE = Rule("cross_above(close, bbands(close, n, k).upper) and position == 0",
-                  "bars_held >= hold or close < entry_price * (1 - stop)")
-STATE_KINDS = {"n": "int", "k": "float", "hold": "int", "stop": "float"}
-
-#: name -> (strategy, combos, reference signals of one symbol's bars and one combo)
-CASES = {
-    "ema_cross": (lambda: get_strategy("ema_cross"),
-                  [dict(fast=5, slow=20), dict(fast=12, slow=40), dict(fast=3, slow=9)],
-                  lambda bars, combo: _fixed(ref_signals("ema_cross", bars, combo))),
-    "rsi": (lambda: get_strategy("rsi"),
-            [dict(period=14, lower=30.0, upper=70.0), dict(period=7, lower=40.0, upper=60.0)],
-            lambda bars, combo: _fixed(ref_signals("rsi", bars, combo))),
-    "state_rule": (lambda: compile_rule(STATE_RULE, STATE_KINDS),
-                   [dict(n=10, k=1.0, hold=5, stop=0.01), dict(n=20, k=0.5, hold=12, stop=0.03)],
-                   lambda bars, combo: RuleReference(STATE_RULE, STATE_KINDS, combo,
-                                                     bars).signal_at),
-}
-
-EXECUTIONS = {
-    "close": dict(fill="close"),
-    "close_costs": dict(fill="close", fees=0.001, fixed_fee=2.0, slippage=0.0005),
-    "next_open_costs": dict(fill="next_open", fees=0.0005, slippage=0.0003),
-}
-
-
-def _fixed(signals):
-    """Signals that read no state, as ``signal_at(t, position, entry_price, entry_bar)``."""
-    rows = list(zip(*signals, strict=True))
-    return lambda t, position, entry_price, entry_bar: rows[t]
 
 
 @pytest.fixture(scope="module")
@@ -193,29 +155,7 @@ def test_benchmark_is_equal_weight_buy_and_hold():
 
 # ------------------------------------------------------------------------- vectorbt
 
-vbt = pytest.importorskip("vectorbt")
-
-
-def engine_way(value, init_cash, ppy):
-    """total_return, max_drawdown and sharpe of a value series, as the engine computes
-    them (returns against the previous value, the first against init_cash)."""
-    value = np.asarray(value, dtype=np.float64)
-    r = value / np.concatenate([[init_cash], value[:-1]]) - 1
-    return {"total_return": value[-1] / init_cash - 1,
-            "max_drawdown": float(np.min(value / np.maximum.accumulate(value) - 1)),
-            "sharpe": r.mean() / r.std(ddof=1) * math.sqrt(ppy)}
-
-
-def vectorbt_value(universe, targets, fees, init_cash, slippage=0.0, fixed_fee=0.0):
-    n = len(next(iter(universe.values()))["close"])
-    index = pd.date_range("2000-01-01", periods=n, freq="1D")
-    close = pd.DataFrame({s: b["close"] for s, b in universe.items()}, index=index)
-    size = pd.DataFrame(targets, index=index, columns=close.columns)
-    pf = vbt.Portfolio.from_orders(close, size=size, size_type="targetpercent", group_by=True,
-                                   cash_sharing=True, call_seq="auto", fees=fees,
-                                   fixed_fees=fixed_fee, slippage=slippage,
-                                   init_cash=init_cash, freq="1D")
-    return pf.value().to_numpy()
+pytest.importorskip("vectorbt")
 
 
 def _vectorbt_check(universe, name, combos, costs, ppy):

@@ -1,23 +1,21 @@
 """Stops per position in a portfolio (docs/EXECUTION.md "Portfolios"): the kernel held to
-the slow reference of tests/portfolio_reference.py (1e-12) for each stop kind, with gaps,
+the slow reference of tests/helpers/portfolio_reference.py (1e-12) for each stop kind, with gaps,
 fees, slippage, ``next_open`` and ``max_positions``, stops as grid axes; and tied to the
 single-symbol engine: a portfolio of one symbol is the single-symbol run with the same
 stops, and one of three copies of a symbol without costs is that run too."""
 
 import numpy as np
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio
-from ref_strategies import ref_signals
-from rule_reference import RuleReference
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import EXECUTIONS, PPY, SYMBOLS, fixed_signals
+from helpers.portfolio_reference import ref_portfolio
+from helpers.ref_strategies import ref_signals
+from helpers.rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.portfolio import sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
-
-PPY = 8760.0
-SYMBOLS = ("AAA", "BBB", "CCC", "DDD")
 
 #: A rule that reads the position state the stops change (a stopped symbol is flat).
 STATE_RULE = Rule("cross_above(close, sma(close, n)) and position == 0",
@@ -28,7 +26,7 @@ STATE_KINDS = {"n": "int", "hold": "int", "gain": "float"}
 CASES = {
     "ema_cross": (lambda: get_strategy("ema_cross"),
                   [dict(fast=5, slow=20), dict(fast=3, slow=9)],
-                  lambda bars, combo: _fixed(ref_signals("ema_cross", bars, combo))),
+                  lambda bars, combo: fixed_signals(ref_signals("ema_cross", bars, combo))),
     "state_rule": (lambda: compile_rule(STATE_RULE, STATE_KINDS),
                    [dict(n=10, hold=30, gain=0.05), dict(n=5, hold=12, gain=0.02)],
                    lambda bars, combo: RuleReference(STATE_RULE, STATE_KINDS, combo,
@@ -42,21 +40,9 @@ STOPS = {
     "all": dict(stop_loss=0.02, take_profit=0.04, trailing_stop=0.03),
 }
 
-EXECUTIONS = {
-    "close": dict(fill="close"),
-    "close_costs": dict(fill="close", fees=0.001, fixed_fee=2.0, slippage=0.0005),
-    "next_open_costs": dict(fill="next_open", fees=0.0005, slippage=0.0003),
-}
-
 #: the exit reasons each stop setting must produce in the reference's runs
 REASONS = {"stop_loss": {"stop"}, "take_profit": {"target"}, "trailing_stop": {"trail"},
            "all": {"stop", "target", "trail"}}
-
-
-def _fixed(signals):
-    """Signals that read no state, as ``signal_at(t, position, entry_price, entry_bar)``."""
-    rows = list(zip(*signals, strict=True))
-    return lambda t, position, entry_price, entry_bar: rows[t]
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,16 @@
 """Portfolio weights and entry priority (docs/EXECUTION.md "Portfolios"): the volatility
 held to numpy and pandas written plainly; ``weight: inverse_vol``, ``lookback`` (one
 value or one per combo) and ``priority`` held to the slow reference of
-tests/portfolio_reference.py (1e-12); the reference held to vectorbt's ``from_orders``
+tests/helpers/portfolio_reference.py (1e-12); the reference held to vectorbt's ``from_orders``
 with the inverse-volatility targets (1e-9) on real daily stock bars."""
 
 import numpy as np
 import pandas as pd
 import pytest
-from bars import random_bars
-from compare import assert_metrics_match
-from portfolio_reference import ref_portfolio, ref_vol, ref_weights
-from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS
+from helpers.bars import random_bars
+from helpers.compare import assert_metrics_match
+from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way
+from helpers.portfolio_reference import ref_portfolio, ref_vol, ref_weights
 
 from barsweep.engine import METRICS, Execution, get_strategy
 from barsweep.engine.portfolio import sweep_portfolio
@@ -204,7 +204,6 @@ def test_inverse_vol_equals_vectorbt_from_orders_on_real_stocks():
     the kernel's metrics are the reference's."""
     pytest.importorskip("bokeh_sampledata")
     from golden.cases import load_bars
-    from test_portfolio import engine_way
 
     raw = {s: load_bars(s) for s in ("AAPL", "MSFT", "IBM", "GOOG")}
     common = sorted(set.intersection(*(set(b["time"].tolist()) for b in raw.values())))
