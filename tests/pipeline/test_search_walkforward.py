@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from compare import assert_same_store
+from helpers.compare import assert_same_store
 
 from barsweep.datasets import open_bars
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
