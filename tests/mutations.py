@@ -97,8 +97,8 @@ MUTATIONS = (
     Mutation(
         "walk-forward's choice ignores idleness (no trades)",
         "pipeline/analysis/walkforward.py",
-        "ascending or by in BEST_WHEN_IDLE, dims, list(METRICS), done)",
-        "False, dims, list(METRICS), done)",
+        "ascending or by in BEST_WHEN_IDLE, dims, names, done)",
+        "False, dims, names, done)",
         ("tests/pipeline/test_walkforward.py::"
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
     Mutation(
@@ -204,8 +204,8 @@ MUTATIONS = (
     Mutation(
         "halving promotes the worst of each rung",
         "pipeline/run/search.py",
-        "        reach[s, candidates[order[:size]]] = rung",
-        "        reach[s, candidates[order[::-1][:size]]] = rung",
+        "        reach[lane, candidates[order[:size]]] = rung",
+        "        reach[lane, candidates[order[::-1][:size]]] = rung",
         ("tests/pipeline/test_search.py::"
          "test_promotion_keeps_the_best_of_each_symbol_as_rank_orders_them",)),
     Mutation(
