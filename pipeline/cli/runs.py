@@ -196,8 +196,11 @@ def cmd_check(args) -> int:
         sizes = rung_sizes(search.first_rung(), search.eta, search.n_rungs)
         rungs = (f" in {len(sizes)} rungs of {', '.join(f'{n:,}' for n in sizes)}"
                  if len(sizes) > 1 else "")
-        print(f"  search: {search.method}, seed {search.seed}: {sizes[0]:,} combos drawn per "
-              f"symbol{rungs}")
+        lane = ("the portfolio" if spec.portfolio is not None else "each symbol")
+        if prepared.windows is not None:
+            lane = f"each of the {len(prepared.windows):,} walk-forward windows of {lane}"
+        print(f"  search: {search.method}, seed {search.seed}: {sizes[0]:,} combos drawn, "
+              f"searched in {lane}{rungs}")
     print(f"  results: {prepared.out}" + (" holds earlier results: `barsweep run` needs "
                                           "--overwrite or --resume" if earlier else ""))
     print(f"  run: {check_size_line(prepared)}")

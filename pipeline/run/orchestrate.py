@@ -291,7 +291,7 @@ def prepared_size_line(prepared: Prepared, segments: int, n_threads: int) -> str
     (:func:`~barsweep.pipeline.run.estimate.size_line`); a search's, the combos it
     draws and evaluates, as it says when it starts (:func:`~.search.search_size_line`)."""
     if prepared.spec.search.method != "grid":
-        return search_size_line(prepared.spec, prepared.symbol_bars, n_threads,
+        return search_size_line(prepared.spec, prepared.account_bars, n_threads,
                                 prepared.windows)
     n_symbols = 1 if prepared.spec.portfolio else len(prepared.spec.data.symbols)
     runs = 1 if prepared.windows is None else 2 * len(prepared.windows)

@@ -65,6 +65,12 @@ class Prepared:
         within its counting budget), counted once for the run."""
         return self.grid.estimate_valid()[0]
 
+    @property
+    def account_bars(self) -> tuple[int, ...]:
+        """The bars of each account the run ranks on its own: each symbol's, or a
+        portfolio's one account's (its members' common bars)."""
+        return self.symbol_bars[:1] if self.spec.portfolio is not None else self.symbol_bars
+
     def combo_bars(self) -> float:
         """The work of the run: combos (estimated) x the bars each one runs, summed over
         the symbols and, with walk-forward, over every window's train and test runs."""

@@ -30,10 +30,9 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     spec, out = prepared.spec, prepared.out
     wait_for_workers(client, spec.run.worker_timeout)
     backend = resolve_backend(spec.run.backend, client)
-    lanes = prepared.symbol_bars  # each symbol's bars, or a portfolio's one account's
+    lanes = prepared.account_bars  # each symbol's bars, or a portfolio's one account's
     if spec.portfolio is not None:
         backend = portfolio_backend(len(spec.data.symbols), backend)
-        lanes = lanes[:1]
     workers = list(client.scheduler_info(n_workers=-1).get("workers", {}).values())
     n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
     resumed = prepared.resume_chunks is not None

@@ -104,9 +104,9 @@ def test_the_rungs_it_suggests_pass_the_check(bars, tmp_path):
 
 
 @pytest.mark.parametrize(("search", "drawn"), [
-    ({"method": "random", "budget": 300, "seed": 2}, "300 combos drawn per symbol"),
+    ({"method": "random", "budget": 300, "seed": 2}, "300 combos drawn, searched in each symbol"),
     ({"method": "halving", "budget": 300, "rungs": 3, "eta": 3},
-     "900 combos drawn per symbol in 3 rungs of 900, 300, 100"),
+     "900 combos drawn, searched in each symbol in 3 rungs of 900, 300, 100"),
 ])
 def test_check_sizes_what_a_search_evaluates_as_its_run_says(bars, tmp_path, capsys, search,
                                                              drawn):
