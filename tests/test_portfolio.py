@@ -17,7 +17,11 @@ from rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.cache import is_marked
-from barsweep.engine.portfolio import equal_weight_benchmark, portfolio_kernel, sweep_portfolio
+from barsweep.engine.portfolio.sweep import (
+    equal_weight_benchmark,
+    portfolio_kernel,
+    sweep_portfolio,
+)
 from barsweep.engine.rules import Rule, compile_rule
 from barsweep.engine.warm import check_portfolio
 from barsweep.errors import SpecError

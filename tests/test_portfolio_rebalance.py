@@ -12,8 +12,8 @@ from portfolio_reference import ref_portfolio, ref_rebalance_bars
 from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
 
 from barsweep.engine import METRICS, Execution, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
-from barsweep.engine.portfolio_periods import parse_period, rebalance_bars, rebalance_table
+from barsweep.engine.portfolio.periods import parse_period, rebalance_bars, rebalance_table
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.errors import SpecError
 
 

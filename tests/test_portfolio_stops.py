@@ -13,7 +13,7 @@ from ref_strategies import ref_signals
 from rule_reference import RuleReference
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
-from barsweep.engine.portfolio import sweep_portfolio
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
 
 PPY = 8760.0

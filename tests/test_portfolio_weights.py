@@ -13,8 +13,8 @@ from portfolio_reference import ref_portfolio, ref_vol, ref_weights
 from test_portfolio import CASES, EXECUTIONS, PPY, SYMBOLS
 
 from barsweep.engine import METRICS, Execution, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
-from barsweep.engine.portfolio_weights import (
+from barsweep.engine.portfolio.sweep import sweep_portfolio
+from barsweep.engine.portfolio.weights import (
     hoist_sizing,
     lookback_column,
     rolling_vol,

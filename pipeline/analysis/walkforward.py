@@ -25,8 +25,7 @@ from numba import njit
 
 from ...datasets.timeframes import times_text
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
-from ...engine.execution import split_combo
-from ...engine.metrics import (
+from ...engine.core import (
     DD_ACC0,
     METRIC_INDEX,
     N_METRICS,
@@ -35,6 +34,7 @@ from ...engine.metrics import (
     acc_drawdown,
     acc_returns,
     finalize,
+    split_combo,
 )
 from ...errors import DataError, SpecError
 from ..config.windows import BOUND_NAMES
@@ -121,7 +121,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     symbol : str, optional
         Required when the store holds several symbols.
     bars : optional
-        The symbol's bars (anything :func:`barsweep.engine.backtest` takes; for a
+        The symbol's bars (anything :func:`barsweep.engine.backtest.single` takes; for a
         portfolio store, its members' as
         :func:`~barsweep.pipeline.analysis.portfolio_parts.member_bars` gives them); by
         default opened from the spec's ``data`` (store, timeframe, start, end).

@@ -198,7 +198,7 @@ def test_every_cached_function_goes_to_the_engine_versions_folder(tmp_path):
     import custom_strategy_example
 
     for function in (plain_numba_module.twice, custom_strategy_example.signal,
-                     barsweep.engine.simulate.cross_above):
+                     barsweep.engine.core.simulate.cross_above):
         assert Path(function.stats.cache_path).parent == cache.CACHE_DIR
 
 

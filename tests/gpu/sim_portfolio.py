@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 from portfolio_cases import EXECUTIONS, cases, sized, strategy, universe  # noqa: E402
 
 from barsweep.engine import Execution, gpu  # noqa: E402
-from barsweep.engine.portfolio import sweep_portfolio  # noqa: E402
+from barsweep.engine.portfolio.sweep import sweep_portfolio  # noqa: E402
 
 
 def main(out: str) -> None:

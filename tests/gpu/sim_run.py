@@ -32,7 +32,7 @@ from gpu_cases import (  # noqa: E402
 )
 
 from barsweep.engine import Execution, get_strategy, gpu, gpu_hoist  # noqa: E402
-from barsweep.engine.block import bar_tuple  # noqa: E402
+from barsweep.engine.core.block import bar_tuple  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 
 

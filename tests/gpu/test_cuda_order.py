@@ -11,8 +11,8 @@ from sim_order import ORDER_CASES
 from test_cuda_sim import HERE, RTOL, assert_same_metrics, run_simulated
 
 from barsweep.engine import Execution, get_strategy, sweep_block
-from barsweep.engine.block import is_identity, lane_order
-from barsweep.engine.hoist import plan_rows
+from barsweep.engine.core.block import is_identity, lane_order
+from barsweep.engine.core.hoist import plan_rows
 
 
 @pytest.fixture(scope="module")

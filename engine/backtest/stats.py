@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import METRIC_INFO
+from ..core.metrics import METRIC_INFO
 
 #: What each entry of ``stats()`` that is not a metric is: ``(description, units)``.
 #: Units "time" and "duration" are pandas Timestamps and Timedeltas when the bars carry

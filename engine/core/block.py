@@ -1,7 +1,7 @@
 """One block of combos made ready for a kernel, whichever runs it (``sweep`` on the CPU,
 ``sweep_cuda`` on a GPU, ``backtest`` for one combo): the bars as the kernels' read-only
 :class:`Bars` record, the combos' parameters and stops as a :class:`Combos` record, the
-execution settings as a :class:`~barsweep.engine.execution.RunSettings`, and the order
+execution settings as a :class:`~barsweep.engine.core.execution.RunSettings`, and the order
 of the combos that keeps indicator rows in cache."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import SpecError
+from ...errors import SpecError
+from ..strategies.base import Strategy
 from .execution import (
     Execution,
     RunSettings,
@@ -23,7 +24,6 @@ from .execution import (
     stop_columns,
 )
 from .hoist import param_matrix
-from .strategies.base import Strategy
 
 BAR_COLUMNS = ("open", "high", "low", "close")
 

@@ -9,9 +9,9 @@ period below 1 gives all NaN (kernels never raise); where TA-Lib refuses a perio
 of 1 (RSI, BBANDS, STDDEV, MAX/MIN, MACD's fast and slow) the kernels give the
 formula's plain value (STDDEV's is 0, MAX's and MIN's the series itself).
 
-The kernels live in :mod:`barsweep.engine.indicators_ma` (the moving averages and
+The kernels live in :mod:`barsweep.engine.indicators.ma` (the moving averages and
 what is built from them: SMA, EMA, WMA, TRIX, MACD) and
-:mod:`barsweep.engine.indicators_osc` (oscillators and ranges: RSI, ROC, STOCH,
+:mod:`barsweep.engine.indicators.osc` (oscillators and ranges: RSI, ROC, STOCH,
 Bollinger bands, STDDEV, ATR, MAX/MIN, Donchian) and are re-exported here: import every indicator
 from this module. This module holds :data:`INDICATORS`, each name's CPU kernel and
 device fill (the allocation-free row function the GPU hoists it with), and
@@ -28,8 +28,8 @@ from functools import cache
 import numpy as np
 from numba import njit
 
-from ..errors import SpecError
-from .indicators_ma import (
+from ...errors import SpecError
+from .ma import (
     ema,
     ema_row,
     macd,
@@ -42,7 +42,7 @@ from .indicators_ma import (
     trix_signal_row,
     wma,
 )
-from .indicators_osc import (
+from .osc import (
     atr,
     bbands,
     bbands_rows,
@@ -176,7 +176,7 @@ class IndicatorFn:
     ``fn(*[bars[c] for c in inputs], *args)`` computes it on the CPU; ``output``
     indexes the tuple a multi-output kernel returns, None for a single-output kernel.
     ``fill(high, low, close, args, out, s1, s2)`` computes the same row on a GPU
-    (:mod:`barsweep.engine.gpu_hoist`) with the row function ``fn`` wraps; None where
+    (:mod:`barsweep.engine.gpu.hoist`) with the row function ``fn`` wraps; None where
     there is none (the GPU hoists such an indicator on the host).
     """
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import SpecError
-from .backtest import _columns, _infer_ppy, _strategy, _time_index
-from .execution import Execution, execution_of
-from .fills import EXIT_REASONS
-from .metrics import METRICS
-from .portfolio import sweep_portfolio
-from .portfolio_orders import SYMBOL_METRICS
-from .portfolio_record import portfolio_record
+from ...errors import SpecError
+from ..core.execution import Execution, execution_of
+from ..core.fills import EXIT_REASONS
+from ..core.metrics import METRICS
+from ..portfolio.orders import SYMBOL_METRICS
+from ..portfolio.record import portfolio_record
+from ..portfolio.sweep import sweep_portfolio
+from .single import _columns, _infer_ppy, _strategy, _time_index
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,17 +123,17 @@ def backtest_portfolio(
     Parameters
     ----------
     bars : mapping of symbol to bars, or xarray.Dataset with a ``symbol`` dim
-        Each symbol's bars as :func:`~barsweep.engine.backtest` takes them, aligned: the
+        Each symbol's bars as :func:`~barsweep.engine.backtest.single` takes them, aligned: the
         same number of bars, and the same times when they carry times.
     strategy : str, Strategy, Rule or mapping
-        As :func:`~barsweep.engine.backtest`'s.
+        As :func:`~barsweep.engine.backtest.single`'s.
     params : mapping of parameter name to value
     ppy, year_days : float, optional
-        As :func:`~barsweep.engine.backtest`'s (measured from the times by default).
+        As :func:`~barsweep.engine.backtest.single`'s (measured from the times by default).
     max_positions : int, optional
         At most this many positions open at once, each ``1 / K`` of the value.
     rebalance, weight, lookback, priority
-        As :func:`~barsweep.engine.portfolio.sweep_portfolio`'s.
+        As :func:`~barsweep.engine.portfolio.sweep.sweep_portfolio`'s.
     span : (start, end), optional
         Run over bars ``[start, end)`` only (a walk-forward window's sample): flat with
         ``init_cash`` at ``start``, the indicators warmed up on the bars before, against
@@ -202,7 +202,7 @@ def backtest_portfolio(
 
 
 def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray | None]:
-    """Each symbol's bar columns (:func:`~barsweep.engine.backtest._columns`) and the
+    """Each symbol's bar columns (:func:`~barsweep.engine.backtest.single._columns`) and the
     times they share; SpecError when they are not aligned."""
     if hasattr(bars, "data_vars") and "symbol" in bars.dims:  # xarray.Dataset
         bars = {str(s): bars.sel(symbol=s) for s in bars["symbol"].values}

@@ -1,7 +1,7 @@
 """The metric table (docs/RESULTS.md): names, ranking direction and the accumulators.
 
 The accumulators are plain functions on scalars and tuples, compiled with numba
-for the CPU and, by :mod:`barsweep.engine.gpu`, as numba.cuda device functions: one
+for the CPU and, by :mod:`barsweep.engine.gpu.sweep`, as numba.cuda device functions: one
 arithmetic source.
 Per-bar returns are ``r_t = equity_t / equity_(t-1) - 1`` with
 ``equity_(-1) = init_cash``; ``b_t`` are the buy-and-hold returns of the same bars.

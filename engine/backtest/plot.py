@@ -32,7 +32,7 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     Parameters
     ----------
     result : BacktestResult
-        From :func:`barsweep.engine.backtest`.
+        From :func:`barsweep.engine.backtest.single`.
     path : str or path-like, optional
         Where to save the figure as PNG (100 dpi); nothing is written when omitted.
     title : str, optional

@@ -1,8 +1,8 @@
 """What one portfolio combo's run records, written by the sweep kernel itself.
 
-:func:`barsweep.engine.portfolio_sim.simulate_portfolio` takes a :class:`PortfolioRecord`
+:func:`barsweep.engine.portfolio.sim.simulate_portfolio` takes a :class:`PortfolioRecord`
 when one combo is rebuilt in full
-(:func:`barsweep.engine.portfolio_backtest.backtest_portfolio`), None in a sweep. The
+(:func:`barsweep.engine.backtest.portfolio.backtest_portfolio`), None in a sweep. The
 ``record_*`` functions write array elements from scalars; the simulation calls them where
 its values are final, so the record holds the very numbers the metrics were accumulated
 from. Compiled, each is overloaded on its record's type: with None (a sweep) it is

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..errors import SpecError
+from ...errors import SpecError
 
 #: The values of ``weight``.
 WEIGHTS = ("equal", "inverse_vol")

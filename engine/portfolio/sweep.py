@@ -1,12 +1,12 @@
 """Sweep a strategy over a portfolio: N aligned symbols traded from one cash account.
 
-The per-bar arithmetic is :mod:`barsweep.engine.portfolio_sim`; the contract is
+The per-bar arithmetic is :mod:`barsweep.engine.portfolio.sim`; the contract is
 docs/EXECUTION.md, "Portfolios". As for single-symbol sweeps
 (:mod:`barsweep.engine.strategies.kernels`), each signal's portfolio kernel is written
 once as a small module of its own that imports the signal by name (:data:`KIND`, written
 by :func:`~barsweep.engine.strategies.kernels.write_kernels`), so numba caches it across
 processes. ``backend="cuda"`` runs the same per-bar functions on a GPU
-(:mod:`barsweep.engine.gpu_portfolio`).
+(:mod:`barsweep.engine.gpu.portfolio`).
 """
 
 from __future__ import annotations
@@ -19,26 +19,26 @@ from types import ModuleType
 import numba
 import numpy as np
 
-from ..errors import SpecError
-from .block import Bars, locality_order, prepare_block, read_only
-from .execution import Execution, RunSettings, execution_of, over_span, run_settings
-from .hoist import hoist
-from .metrics import N_METRICS
-from .portfolio_book import Book
-from .portfolio_periods import rebalance_table
-from .portfolio_record import PortfolioRecord
-from .portfolio_sim import N_SYMBOL_METRICS
-from .portfolio_weights import hoist_sizing, lookback_column
-from .strategies import kernels
-from .strategies.base import Strategy
+from ...errors import SpecError
+from ..core.block import Bars, locality_order, prepare_block, read_only
+from ..core.execution import Execution, RunSettings, execution_of, over_span, run_settings
+from ..core.hoist import hoist
+from ..core.metrics import N_METRICS
+from ..strategies import kernels
+from ..strategies.base import Strategy
+from .book import Book
+from .periods import rebalance_table
+from .record import PortfolioRecord
+from .sim import N_SYMBOL_METRICS
+from .weights import hoist_sizing, lookback_column
 
 #: The portfolio's kernel module: ``step``, ``scan`` and ``portfolio_kernel``.
 KIND = kernels.KernelKind("portfolio kernel", "The portfolio kernel", """\
 import numpy as np
 from numba import njit
 
-from {engine}.portfolio_sim import N_STATE, member_bars, simulate_portfolio
-from {engine}.simulate import scan_flat
+from {engine}.portfolio.sim import N_STATE, member_bars, simulate_portfolio
+from {engine}.core.simulate import scan_flat
 """, """
 
 @njit(nogil=True, cache={cache})
@@ -58,7 +58,7 @@ def portfolio_kernel(signal):
     8 arguments), written and imported once per process.
 
     It is called ``portfolio_kernel(stacked, px, ind, combos, book, run, bench, out,
-    per_symbol, segs, rec)`` (:func:`barsweep.engine.portfolio_sim.simulate_portfolio`),
+    per_symbol, segs, rec)`` (:func:`barsweep.engine.portfolio.sim.simulate_portfolio`),
     ``stacked`` the members' bars as :func:`stack_bars` gives them: its types, and so its
     one compiled specialisation, do not depend on the number of members.
     """
@@ -69,12 +69,12 @@ def portfolio_kernel(signal):
 
 
 def stack_bars(members: Sequence[Bars], px: np.ndarray) -> Bars:
-    """The members' :class:`~barsweep.engine.block.Bars` as one Bars whose fields are
+    """The members' :class:`~barsweep.engine.core.block.Bars` as one Bars whose fields are
     read-only C-contiguous arrays, shape (N, n_bars), its prices views of ``px`` (shape
     (4, N, n_bars): open, close, high, low): what the CPU portfolio kernel takes
-    (:func:`barsweep.engine.portfolio_sim.member_bars` gives each member's back).
+    (:func:`barsweep.engine.portfolio.sim.member_bars` gives each member's back).
 
-    >>> from barsweep.engine.block import bar_tuple
+    >>> from barsweep.engine.core.block import bar_tuple
     >>> one = bar_tuple(dict(open=np.ones(3), high=np.ones(3), low=np.ones(3),
     ...                      close=np.arange(1.0, 4.0)))
     >>> px = np.stack([[one[k], one[k]] for k in (0, 3, 1, 2)])
@@ -169,7 +169,7 @@ def sweep_portfolio(
         every symbol may be held.
     rebalance : None, str, or sequence of (str or None), one per combo
         The period (``"1W"``, ``"1M"``, ``"3M"``, ...:
-        :mod:`barsweep.engine.portfolio_periods`) on whose first bar the held positions
+        :mod:`barsweep.engine.portfolio.periods`) on whose first bar the held positions
         are re-targeted to their weight; None: never. Needs each symbol's ``time``
         (int64 nanoseconds since the epoch).
     weight : {"equal", "inverse_vol"}
@@ -195,10 +195,10 @@ def sweep_portfolio(
         kernel (``kernel``; on ``cuda`` with the copies to and from the device).
     record : PortfolioRecord, optional
         With one combo: written with its equity, cash, shares and trades
-        (:func:`~barsweep.engine.portfolio_record.portfolio_record`); CPU only.
+        (:func:`~barsweep.engine.portfolio.record.portfolio_record`); CPU only.
     backend : {"cpu", "cuda"}, default "cpu"
         ``cuda`` runs the same simulation on a GPU
-        (:func:`barsweep.engine.gpu_portfolio.run_portfolio_cuda`).
+        (:func:`barsweep.engine.gpu.portfolio.run_portfolio_cuda`).
 
     Returns
     -------
@@ -262,7 +262,7 @@ def sweep_portfolio(
     t1 = time.perf_counter()
     for k, (run, bench) in enumerate(runs):
         if kernel is None:
-            from .gpu_portfolio import run_portfolio_cuda  # numba.cuda: imported when used
+            from ..gpu.portfolio import run_portfolio_cuda  # numba.cuda: imported when used
 
             run_portfolio_cuda(strategy.signal, sbars, px, ind, combos, book, run, bench,
                                metrics[k], per_symbol[k], segs)

@@ -9,7 +9,7 @@ another indicator) shift the warm-up rather than poison the output.
 The ``*_into`` kernels write into an ``out`` array the caller allocated and take
 ``first``, the index of the first value to write; everything before it is set to
 NaN. They let composite indicators (TRIX, MACD, STOCH) chain steps through their
-own output arrays without allocating. :mod:`barsweep.engine.indicators` uses them
+own output arrays without allocating. :mod:`barsweep.engine.indicators.registry` uses them
 too and re-exports the public kernels; import indicators from there.
 """
 

@@ -1,9 +1,9 @@
 """Portfolio sweeps on a GPU: the CPU's per-bar portfolio simulation compiled by
 numba.cuda, one thread per combo.
 
-One arithmetic source, as for single-symbol sweeps (:mod:`barsweep.engine.gpu`): the
+One arithmetic source, as for single-symbol sweeps (:mod:`barsweep.engine.gpu.sweep`): the
 CUDA kernel calls the very
-:func:`~barsweep.engine.portfolio_sim.simulate_portfolio` (and through it the signal's
+:func:`~barsweep.engine.portfolio.sim.simulate_portfolio` (and through it the signal's
 ``step`` and ``scan``, ``fills`` and the ``metrics`` accumulators) that the CPU
 portfolio kernel inlines; numba.cuda compiles each as a device function.
 
@@ -19,7 +19,7 @@ Device layout, per thread and per symbol:
   neighbours in memory, and combos run in indicator-locality order), the N tables a
   tuple indexed by symbol; the tables are hoisted on the host (once per symbol and
   value, as the CPU's) and copied;
-- each symbol's bars are a :class:`~barsweep.engine.block.Bars` of device arrays, the N
+- each symbol's bars are a :class:`~barsweep.engine.core.block.Bars` of device arrays, the N
   of them a tuple, as the signals read them; the prices as one ``(2, N, n_bars)``
   array.
 
@@ -33,13 +33,13 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..errors import BackendError
-from .block import Combos
-from .gpu import device_bars, launch_shape, require_cuda
-from .portfolio_book import Book
-from .portfolio_sim import N_STATE, simulate_portfolio
-from .portfolio_weights import Sizing
-from .strategies import kernels
+from ...errors import BackendError
+from ..core.block import Combos
+from ..portfolio.book import Book
+from ..portfolio.sim import N_STATE, simulate_portfolio
+from ..portfolio.weights import Sizing
+from ..strategies import kernels
+from .sweep import device_bars, launch_shape, require_cuda
 
 #: Kernel parameter bytes a launch may take: CUDA 12.1+ on compute capability 7.0+
 #: (4,096 before).
@@ -101,9 +101,9 @@ def column_major(table: np.ndarray) -> np.ndarray:
 
 def run_portfolio_cuda(signal, sbars, px, ind, combos, book, run, bench, metrics,
                        per_symbol, segs) -> None:
-    """:func:`~barsweep.engine.portfolio.run_portfolio_kernel` on the GPU: the same
+    """:func:`~barsweep.engine.portfolio.sweep.run_portfolio_kernel` on the GPU: the same
     arrays (on the host) but the members' bars, ``sbars``, a tuple of each one's
-    :class:`~barsweep.engine.block.Bars` (the kernel is compiled for each number of
+    :class:`~barsweep.engine.core.block.Bars` (the kernel is compiled for each number of
     members, which its parameter space bounds); ``signal``'s CUDA kernel, ``metrics``
     and ``per_symbol`` written.
 

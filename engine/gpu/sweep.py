@@ -13,7 +13,7 @@ Data flow of :func:`sweep_cuda` (docs/EXECUTION.md "On a GPU": the bars move by 
   there, keyed by the caller's ``bars_key`` (the pipeline passes the store's fingerprint
   and the time range), for the worker's later blocks;
 - the indicators are hoisted on the device, one thread per distinct row
-  (:mod:`barsweep.engine.gpu_hoist`: the CPU's own allocation-free row functions), so
+  (:mod:`barsweep.engine.gpu.hoist`: the CPU's own allocation-free row functions), so
   only the bars cross PCIe;
 - the indicator table lives on the device in column-major order: at bar ``t`` the
   threads of a warp read neighbouring rows (combos are in :func:`~.block.lane_order`:
@@ -49,14 +49,14 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 from numba import config, cuda
 
-from ..errors import BackendError, SpecError
-from .block import Bars, Combos, is_identity, lane_order, prepare_block
-from .execution import Execution
-from .gpu_hoist import device_indicators
-from .metrics import N_METRICS
-from .simulate import N_TRADE_FIELDS, Outputs, simulate
-from .strategies import kernels
-from .strategies.base import Strategy
+from ...errors import BackendError, SpecError
+from ..core.block import Bars, Combos, is_identity, lane_order, prepare_block
+from ..core.execution import Execution
+from ..core.metrics import N_METRICS
+from ..core.simulate import N_TRADE_FIELDS, Outputs, simulate
+from ..strategies import kernels
+from ..strategies.base import Strategy
+from .hoist import device_indicators
 
 #: Threads per CUDA block: a few warps, enough registers for the long per-thread state.
 THREADS_PER_BLOCK = 128
@@ -147,7 +147,7 @@ def _build_kernel(step, scan, lockstep):
 
 
 def device_bars(columns: Bars, key: Hashable | None) -> Bars:
-    """The bar columns on the device, as :class:`~barsweep.engine.block.Bars`: cached
+    """The bar columns on the device, as :class:`~barsweep.engine.core.block.Bars`: cached
     under ``key`` (None: copied, not cached).
 
     The cache keeps the MAX_CACHED_BARS most recently used sets; it is shared by the

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .portfolio_weights import Sizing
+from .weights import Sizing
 
 
 class Book(NamedTuple):
@@ -23,9 +23,9 @@ class Book(NamedTuple):
     rebalance : ndarray, shape (n_combos,), int64
         The combo's row of ``rebalance_bars``; -1 for never.
     sizing : Sizing
-        The entries' weights and order (:mod:`barsweep.engine.portfolio_weights`).
+        The entries' weights and order (:mod:`barsweep.engine.portfolio.weights`).
     rebalance_bars : ndarray of bool, shape (n_periods, n_bars)
-        The rebalance bars of each period (:mod:`barsweep.engine.portfolio_periods`).
+        The rebalance bars of each period (:mod:`barsweep.engine.portfolio.periods`).
     """
 
     max_positions: np.ndarray

@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import SpecError
-from .block import BAR_COLUMNS, Block, prepare_block
-from .execution import Execution, execution_of, split_combo
-from .fills import EXIT_REASONS
-from .hoist import hoist
-from .metrics import METRICS, N_METRICS
-from .rules import Rule, compile_rule
-from .simulate import N_TRADE_FIELDS, Outputs, no_segments
-from .strategies import get_strategy
-from .strategies.base import Strategy
-from .year import bars_in_year, bars_per_year
+from ...errors import SpecError
+from ..core.block import BAR_COLUMNS, Block, prepare_block
+from ..core.execution import Execution, execution_of, split_combo
+from ..core.fills import EXIT_REASONS
+from ..core.hoist import hoist
+from ..core.metrics import METRICS, N_METRICS
+from ..core.simulate import N_TRADE_FIELDS, Outputs, no_segments
+from ..core.year import bars_in_year, bars_per_year
+from ..rules import Rule, compile_rule
+from ..strategies import get_strategy
+from ..strategies.base import Strategy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +64,7 @@ class BacktestResult:
         ``buy_and_hold_return``, ``max_drawdown_duration``, ``n_open_trades``,
         ``best_trade``, ``worst_trade``, ``avg_winning_trade``, ``avg_losing_trade``,
         ``avg_trade_duration``, ``max_trade_duration``, ``sqn`` and ``fees_paid``
-        (each described in :data:`barsweep.engine.stats.STATS_INFO`). Times and
+        (each described in :data:`barsweep.engine.backtest.stats.STATS_INFO`). Times and
         durations are pandas Timestamps and Timedeltas when the bars carry times.
 
         Parameters
@@ -75,7 +75,7 @@ class BacktestResult:
         Returns
         -------
         pandas.Series, dtype object, in the order of
-        :data:`barsweep.engine.stats.STATS`.
+        :data:`barsweep.engine.backtest.stats.STATS`.
 
         Examples
         --------
@@ -146,7 +146,7 @@ def backtest(
     ppy : float, optional
         Bars per year; by default ``year_days * 1 day / median bar spacing``, or,
         without ``year_days``, measured from the bars' times as a run measures them
-        (:func:`~barsweep.engine.year.bars_per_year`: 365 days of bars for bars on every
+        (:func:`~barsweep.engine.core.year.bars_per_year`: 365 days of bars for bars on every
         day, else the bars counted per calendar year, ~252 for daily stocks).
     year_days : float, optional
         365 for markets that trade every day, 252 for daily equities.

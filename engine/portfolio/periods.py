@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import SpecError
+from ...errors import SpecError
 
 #: The units of a rebalance period.
 PERIOD_UNITS = ("D", "W", "M", "Q", "Y")

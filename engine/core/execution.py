@@ -14,7 +14,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..errors import SpecError, refusals
+from ...errors import SpecError, refusals
 from .fills import CONFLICT_MODES
 
 #: Execution settings that may also be grid axes (swept like strategy parameters).

@@ -2,7 +2,7 @@
 buy and hold, each symbol's holding beneath it, and the drawdown, on one shared x axis.
 
 matplotlib draws it on an Agg canvas of its own (no pyplot state, GUI backend or global
-style is touched), as :mod:`barsweep.engine.plot`.
+style is touched), as :mod:`barsweep.engine.backtest.plot`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def plot_portfolio(result, path: str | os.PathLike | None = None, title: str | N
     Parameters
     ----------
     result : PortfolioResult
-        From :func:`barsweep.engine.portfolio_backtest.backtest_portfolio`.
+        From :func:`barsweep.engine.backtest.portfolio.backtest_portfolio`.
     path : str or path-like, optional
         Where to save the figure as PNG (100 dpi); nothing is written when omitted.
     title : str, optional
@@ -43,7 +43,7 @@ def plot_portfolio(result, path: str | os.PathLike | None = None, title: str | N
     Examples
     --------
     >>> import numpy as np
-    >>> from barsweep.engine.portfolio_backtest import backtest_portfolio
+    >>> from barsweep.engine.backtest.portfolio import backtest_portfolio
     >>> rng = np.random.default_rng(0)
     >>> bars = {s: dict(open=c, high=c, low=c, close=c) for s, c in
     ...         (("A", 100 + np.cumsum(rng.normal(size=300))),

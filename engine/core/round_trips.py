@@ -1,6 +1,6 @@
 """A round trip booked: its result, its row in ``backtest()``'s trades record, and the
-trade metrics (:func:`~barsweep.engine.metrics.acc_trade`). Plain functions of scalars,
-compiled for the CPU and, through :func:`~barsweep.engine.simulate.simulate`, as
+trade metrics (:func:`~barsweep.engine.core.metrics.acc_trade`). Plain functions of scalars,
+compiled for the CPU and, through :func:`~barsweep.engine.core.simulate.simulate`, as
 numba.cuda device functions.
 """
 

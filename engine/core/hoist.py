@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .indicators import compute_indicator
-from .strategies.base import Strategy
+from ..indicators.registry import compute_indicator
+from ..strategies.base import Strategy
 
 
 def hoist(

@@ -4,7 +4,7 @@ standard deviation, ATR, rolling highest and lowest, Donchian channels.
 Each public kernel takes float64 arrays and scalars and returns new float64 arrays of
 the same length, NaN through the warm-up, and names the TA-Lib call it equals; the
 ``*_row``/``*_rows`` kernels write the same values into arrays the caller allocated
-(allocation-free: also CUDA device functions). :mod:`barsweep.engine.indicators`
+(allocation-free: also CUDA device functions). :mod:`barsweep.engine.indicators.registry`
 re-exports them with the registry; import indicators from there.
 """
 
@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .indicators_ma import fill_nan, first_valid, first_valid3, roc_into, sma_into
+from .ma import fill_nan, first_valid, first_valid3, roc_into, sma_into
 
 # Rolling variance (stdev, bbands): re-centre the shifted sums on the window mean when
 # the variance falls below _CANCELLING of the mean squared deviation, when a departing

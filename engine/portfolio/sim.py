@@ -2,7 +2,7 @@
 
 Everything here is a plain function of scalars, tuples and array elements (no
 allocation, no numpy calls, no Python objects), compiled with ``njit`` for the CPU
-and as numba.cuda device functions by :mod:`barsweep.engine.gpu_portfolio` (the
+and as numba.cuda device functions by :mod:`barsweep.engine.gpu.portfolio` (the
 per-symbol scratch ``state`` is an argument: a thread's slice of a device array there).
 The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar ``t``:
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from numba import njit
 
-from .block import Bars
-from .fills import (
+from ..core.block import Bars
+from ..core.fills import (
     CONFLICT_ENTRY,
     EXIT_END,
     EXIT_RUIN,
@@ -40,7 +40,7 @@ from .fills import (
     resolve_signals,
     stop_exit,
 )
-from .metrics import (
+from ..core.metrics import (
     DD_ACC0,
     RET_ACC0,
     TRADE_ACC0,
@@ -49,7 +49,8 @@ from .metrics import (
     acc_returns,
     finalize,
 )
-from .portfolio_orders import (
+from ..core.simulate import book_segments, segment_end
+from .orders import (
     N_STATE,
     N_SYMBOL_METRICS,
     S_BAR,
@@ -65,15 +66,14 @@ from .portfolio_orders import (
     rebalance_fill,
     sell,
 )
-from .portfolio_record import record_bar, record_flat
-from .portfolio_weights import entry_symbol, target_weight
-from .simulate import book_segments, segment_end
+from .record import record_bar, record_flat
+from .weights import entry_symbol, target_weight
 
 
 @njit(cache=True)
 def member_bars(stacked):
-    """Each member's :class:`~barsweep.engine.block.Bars`, a list indexed by member, from
-    the members' bars stacked (:func:`barsweep.engine.portfolio.stack_bars`: each field
+    """Each member's :class:`~barsweep.engine.core.block.Bars`, a list indexed by member, from
+    the members' bars stacked (:func:`barsweep.engine.portfolio.sweep.stack_bars`: each field
     shape (N, n_bars)): row views, no copy.
 
     The kernel takes the members' bars stacked, so that one compiled kernel serves any
@@ -236,7 +236,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     ----------
     step : njit function, the strategy's signal in its 8-argument form
     scan : njit function, the strategy's flat-stretch search
-        (:func:`barsweep.engine.simulate.scan_flat`)
+        (:func:`barsweep.engine.core.simulate.scan_flat`)
     sbars : list (CPU) or tuple (GPU) of Bars, one per symbol (aligned, same length), as
         the signals read them (:func:`member_bars`)
     px : ndarray, shape (4, N, n_bars): each symbol's open (``px[0]``), close (``px[1]``),
@@ -244,7 +244,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     ind : ndarray, shape (N, n_rows, n_bars): each symbol's hoisted indicator rows (on
         the GPU a tuple of N such tables, column-major)
     combos : Combos (rows, fparams and the stops are read)
-    book : Book (:mod:`barsweep.engine.portfolio_book`): the combo's ``max_positions``
+    book : Book (:mod:`barsweep.engine.portfolio.book`): the combo's ``max_positions``
         (each entry then ``1 / min(K, N)`` of the value with equal weights), lookback
         and rebalance period, and the tables they index
     c : int
@@ -256,7 +256,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     segs : ndarray, shape (n_combos, S, 2) or (n_combos, 0, 2)
         When S > 0: the sums of the account's bar returns and of their squares over S
         equal segments of the bars run, as ``simulate`` writes them
-        (:func:`barsweep.engine.simulate.segment_bounds`).
+        (:func:`barsweep.engine.core.simulate.segment_bounds`).
     rec : PortfolioRecord (:mod:`.portfolio_record`), or None: nothing is recorded
     """
     rows = combos.rows[c]

@@ -10,13 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from ..errors import SpecError
+from ...errors import SpecError
+from ..strategies.base import Strategy
 from .block import locality_order, prepare_block
 from .execution import Execution
 from .hoist import hoist
 from .metrics import N_METRICS
 from .simulate import Outputs, no_record, no_segments
-from .strategies.base import Strategy
 
 
 def sweep_block(
@@ -45,7 +45,7 @@ def sweep_block(
     ppy : float
         Bars per year, for annualized metrics.
     backend : {"cpu", "cuda"}, default "cpu"
-        ``cuda`` runs :func:`barsweep.engine.gpu.sweep_cuda` (same arithmetic, same
+        ``cuda`` runs :func:`barsweep.engine.gpu.sweep.sweep_cuda` (same arithmetic, same
         result), keeping the bars on the device under ``bars_key`` for later calls in
         this process (None: copied each call).
     spans : sequence of (start, end), optional
@@ -79,7 +79,7 @@ def sweep_block(
     if seg_sums is not None and spans is not None:
         raise ValueError("seg_sums are summed over one run of every bar: not with spans")
     if backend == "cuda":
-        from .gpu import sweep_cuda  # imports numba.cuda: only where it is asked for
+        from ..gpu.sweep import sweep_cuda  # imports numba.cuda: only where it is asked for
 
         return sweep_cuda(strategy, bars, params, execution, ppy, bars_key, timings,
                           spans=spans, seg_sums=seg_sums)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .fills import EXIT_SIGNAL
-from .metrics import acc_trade
-from .portfolio_record import record_trade
-from .portfolio_weights import target_weight
+from ..core.fills import EXIT_SIGNAL
+from ..core.metrics import acc_trade
+from .record import record_trade
+from .weights import target_weight
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
 S_POS = 0  # shares held (0.0 when flat)

@@ -1,6 +1,6 @@
 """Indicator hoisting on the GPU: one thread per distinct indicator row.
 
-Each indicator that :data:`barsweep.engine.indicators.INDICATORS` gives a device
+Each indicator that :data:`barsweep.engine.indicators.registry.INDICATORS` gives a device
 *fill* (one signature, ``fill(high, low, close, args, out, s1, s2)``, calling the CPU's
 own allocation-free row function: ``ema_row``, ``bbands_rows``, ...) is hoisted here, a
 kernel per indicator; the others are hoisted on the host and their table copied. Nothing
@@ -16,11 +16,11 @@ from collections.abc import Mapping
 import numpy as np
 from numba import cuda
 
-from ..errors import SpecError
-from .block import Bars
-from .hoist import hoist, plan_rows
-from .indicators import INDICATORS
-from .strategies.base import Strategy
+from ...errors import SpecError
+from ..core.block import Bars
+from ..core.hoist import hoist, plan_rows
+from ..indicators.registry import INDICATORS
+from ..strategies.base import Strategy
 
 THREADS_PER_BLOCK = 128
 
@@ -64,7 +64,7 @@ def device_indicators(strategy: Strategy, bars: Mapping[str, np.ndarray],
     Parameters
     ----------
     d_bars : Bars
-        The bars on the device (:func:`barsweep.engine.gpu.device_bars`).
+        The bars on the device (:func:`barsweep.engine.gpu.sweep.device_bars`).
 
     Returns
     -------

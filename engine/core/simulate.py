@@ -169,16 +169,16 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t``,
         the strategy's :func:`scan_flat` (the first bar from ``t`` that opens from flat).
     bars : Bars
-        :class:`barsweep.engine.block.Bars`: open, high, low, close, funding rate and
+        :class:`barsweep.engine.core.block.Bars`: open, high, low, close, funding rate and
         benchmark returns, shape (n_bars,), float64.
     ind : ndarray, shape (n_rows, n_bars), float64
         Hoisted indicator rows.
     combos : Combos
-        :class:`barsweep.engine.block.Combos`: each combo's indicator rows, strategy
+        :class:`barsweep.engine.core.block.Combos`: each combo's indicator rows, strategy
         parameters and stops; combo ``c`` is run.
     c : int
     run : RunSettings
-        :class:`barsweep.engine.execution.RunSettings`: the execution settings, the
+        :class:`barsweep.engine.core.execution.RunSettings`: the execution settings, the
         bars simulated and their benchmark sums.
     out : Outputs
         Written: ``metrics[c]``, ``segs[c]`` when S > 0, with segment ``k`` holding
