@@ -127,3 +127,11 @@ def test_import_linter_contracts_are_kept():
     """The contracts of pyproject.toml, on the installed package."""
     cli = pytest.importorskip("importlinter.cli")
     assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
+
+
+def test_the_pipeline_imports_the_engine_through_its_faces():
+    """``barsweep.engine`` or one of its folders (``barsweep.engine.core``), whose
+    ``__init__`` is the face: never a module inside a folder of the engine."""
+    deep = sorted(f"{a} -> {b}" for a, targets in graph().items() if a.startswith("barsweep.pipeline")
+                  for b in targets if b.startswith("barsweep.engine.") and b.count(".") >= 3)
+    assert deep == []

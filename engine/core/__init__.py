@@ -15,7 +15,7 @@ from .execution import (
     split_combo,
 )
 from .fills import EXIT_REASONS
-from .hoist import hoist, plan_rows, warm_up
+from .hoist import plan_rows, warm_up
 from .metrics import (
     BEST_WHEN_IDLE,
     DD_ACC0,
@@ -30,7 +30,7 @@ from .metrics import (
     acc_returns,
     finalize,
 )
-from .simulate import N_TRADE_FIELDS, TRADE_FIELDS, Outputs, segment_bounds, simulate
+from .simulate import N_TRADE_FIELDS, TRADE_FIELDS, Outputs, segment_bounds
 from .sweep import sweep_block
 from .year import bars_in_year, bars_per_year
 
@@ -39,7 +39,7 @@ __all__ = [
     "Execution", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO", "N_METRICS",
     "N_TRADE_FIELDS", "Outputs", "RET_ACC0", "RunSettings", "STOP_PARAMS", "TRADE_ACC0",
     "TRADE_FIELDS", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
-    "benchmark_returns", "check_stop", "execution_of", "finalize", "hoist", "plan_rows",
-    "prepare_block", "read_only", "run_settings", "segment_bounds", "simulate", "split_combo",
+    "benchmark_returns", "check_stop", "execution_of", "finalize", "plan_rows",
+    "prepare_block", "read_only", "run_settings", "segment_bounds", "split_combo",
     "sweep_block", "warm_up",
 ]
