@@ -13,5 +13,5 @@ from .builtins import BUILTIN_RULES
 from .functions import FUNCTIONS, SERIES, STATE
 from .parse import RuleError, parse_rule
 
-__all__ = ["BUILTIN_RULES", "FUNCTIONS", "RULE_KEYS", "SERIES", "STATE", "Rule", "RuleError", "columns_read",
-           "compile_rule", "lookback", "parse_rule"]
+__all__ = ["BUILTIN_RULES", "FUNCTIONS", "RULE_KEYS", "SERIES", "STATE", "Rule", "RuleError",
+           "columns_read", "compile_rule", "lookback", "parse_rule"]
