@@ -235,10 +235,10 @@ def report(sides: dict[str, list[dict]], load: tuple[float, float], unit: str = 
 
 
 #: (attribute of barsweep.engine.backtest.single, phase) timed in one warm ``backtest()``
-BACKTEST_STAGES = [("execution_of", "arguments"), ("_strategy", "arguments"),
-                   ("_columns", "arguments"), ("_infer_ppy", "ppy from times"),
+BACKTEST_STAGES = [("execution_of", "arguments"), ("strategy_of", "arguments"),
+                   ("bar_columns", "arguments"), ("infer_ppy", "ppy from times"),
                    ("prepare_block", "prepare block (benchmark returns, packing)"),
-                   ("hoist", "signal (indicators)"), ("_time_index", "outputs: time index"),
+                   ("hoist", "signal (indicators)"), ("time_index", "outputs: time index"),
                    ("_trades_frame", "outputs: trades table")]
 
 

@@ -60,7 +60,7 @@ def plot_backtest(result, path: str | os.PathLike | None = None, title: str | No
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
 
-    x = _x_values(result.close.index)
+    x = x_values(result.close.index)
     close = result.close.to_numpy()
     equity = result.equity.to_numpy()
 
@@ -151,7 +151,7 @@ def _drawdown_panel(ax, x: np.ndarray, equity: np.ndarray) -> None:
     ax.set_xlabel("time (UTC)" if np.issubdtype(x.dtype, np.datetime64) else "bar")
 
 
-def _x_values(index: pd.Index) -> np.ndarray:
+def x_values(index: pd.Index) -> np.ndarray:
     """The x coordinates: naive UTC datetime64[ns] for a DatetimeIndex, else bar numbers
     (a span's own, from its first bar)."""
     if isinstance(index, pd.DatetimeIndex):

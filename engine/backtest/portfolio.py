@@ -17,7 +17,7 @@ from ..core.metrics import METRICS
 from ..portfolio.orders import SYMBOL_METRICS
 from ..portfolio.record import portfolio_record
 from ..portfolio.sweep import sweep_portfolio
-from .single import _columns, _infer_ppy, _strategy, _time_index
+from .single import bar_columns, infer_ppy, strategy_of, time_index
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -157,14 +157,14 @@ def backtest_portfolio(
     """
     exe = execution_of(execution)
     params = dict(params or {})
-    strat = _strategy(strategy, params)
+    strat = strategy_of(strategy, params)
     strat.validate(params)
     columns, time_ns = _member_columns(bars)
     n_bars = len(next(iter(columns.values()))["close"])
     if n_bars == 0:
         raise SpecError("backtest_portfolio(): the bars are empty; metrics need a bar")
     if ppy is None:
-        ppy = _infer_ppy(time_ns, year_days)
+        ppy = infer_ppy(time_ns, year_days)
     start, end = (0, n_bars) if span is None else (int(span[0]), int(span[1]))
     if not 0 <= start < end <= n_bars:
         raise SpecError(f"backtest_portfolio(): span must be (start, end) with 0 <= start "
@@ -183,7 +183,7 @@ def backtest_portfolio(
     import pandas as pd  # lazily: the sweep path never needs pandas
 
     symbols = list(columns)
-    index = _time_index(time_ns, 0, n_bars)  # the trades' bars index it whole
+    index = time_index(time_ns, 0, n_bars)  # the trades' bars index it whole
     values = dict(zip(METRICS, metrics[0].tolist(), strict=True))
     frame = pd.DataFrame  # every column below is this call's own array
     part, at = index[start:end], slice(start, end)
@@ -202,7 +202,7 @@ def backtest_portfolio(
 
 
 def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray | None]:
-    """Each symbol's bar columns (:func:`~barsweep.engine.backtest.single._columns`) and the
+    """Each symbol's bar columns (:func:`~barsweep.engine.backtest.single.bar_columns`) and the
     times they share; SpecError when they are not aligned."""
     if hasattr(bars, "data_vars") and "symbol" in bars.dims:  # xarray.Dataset
         bars = {str(s): bars.sel(symbol=s) for s in bars["symbol"].values}
@@ -211,7 +211,7 @@ def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray 
                         "bars, at least one symbol")
     columns, times = {}, {}
     for symbol, one in bars.items():
-        columns[str(symbol)], times[str(symbol)] = _columns(one, False)
+        columns[str(symbol)], times[str(symbol)] = bar_columns(one, False)
     lengths = {s: len(c["close"]) for s, c in columns.items()}
     first = next(iter(times))
     for symbol, time in times.items():

@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 
-from .plot import TITLE_CHARS, _x_values, equity_axis
+from .plot import TITLE_CHARS, equity_axis, x_values
 
 #: The most members drawn in a panel each; more share one stacked panel.
 MAX_PANELS = 8
@@ -56,7 +56,7 @@ def plot_portfolio(result, path: str | os.PathLike | None = None, title: str | N
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
 
-    x = _x_values(result.equity.index)
+    x = x_values(result.equity.index)
     symbols = list(result.shares.columns)
     panels = len(symbols) if len(symbols) <= MAX_PANELS else 1
     ratios = [3.0] + [0.9 if panels > 1 else 2.0] * panels + [1.2]

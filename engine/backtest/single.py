@@ -171,14 +171,14 @@ def backtest(
     """
     exe = execution_of(execution)
     params = dict(params or {})
-    strat = _strategy(strategy, params)
+    strat = strategy_of(strategy, params)
     strat.validate(params)
 
-    columns, time_ns = _columns(bars, exe.funding)
+    columns, time_ns = bar_columns(bars, exe.funding)
     if len(columns["close"]) == 0:
         raise SpecError("backtest(): the bars are empty; metrics need at least one bar")
     if ppy is None:
-        ppy = _infer_ppy(time_ns, year_days)
+        ppy = infer_ppy(time_ns, year_days)
     one = {name: np.array([value]) for name, value in params.items()}
     block = prepare_block(strat, columns, one, exe, ppy)
     n_bars = len(block.bars.close)
@@ -191,7 +191,7 @@ def backtest(
 
     import pandas as pd  # lazily: the sweep path never needs pandas
 
-    index = _time_index(time_ns, start, end)
+    index = time_index(time_ns, start, end)
     # rec_equity is this call's own buffer: the Series keeps it; close is the caller's, copied
     equity = pd.Series(rec_equity[start:end], index=index, name="equity", copy=False)
     trades = _trades_frame(rec_trades, index, start)
@@ -202,7 +202,7 @@ def backtest(
                           _bars=(columns, time_ns, start, end))
 
 
-def _strategy(strategy, params: Mapping[str, float]) -> Strategy:
+def strategy_of(strategy, params: Mapping[str, float]) -> Strategy:
     """The Strategy that ``backtest`` runs: registered, given, or compiled from rules
     (the parameters other than the stops are theirs)."""
     if isinstance(strategy, str):
@@ -231,7 +231,7 @@ def _run_one(strategy: Strategy, block: Block,
     return metrics, out.equity, out.trades[: int(metrics["n_trades"])]
 
 
-def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def bar_columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Bar columns as 1-D arrays and the times: int64 ns for datetime64 and integer
     times, other times (floats, strings) as given, None without times."""
     names = BAR_COLUMNS + ("volume",) + (("funding_rate",) if funding else ())
@@ -262,7 +262,7 @@ def _columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | N
     return cols, time
 
 
-def _infer_ppy(time_ns: np.ndarray | None, year_days: float | None) -> float:
+def infer_ppy(time_ns: np.ndarray | None, year_days: float | None) -> float:
     if time_ns is None or len(time_ns) < 2:
         raise SpecError("backtest(): pass ppy= (bars per year); the bars carry no times")
     steps = np.diff(time_ns)
@@ -274,7 +274,7 @@ def _infer_ppy(time_ns: np.ndarray | None, year_days: float | None) -> float:
     return bars_in_year(step_ns, year_days)
 
 
-def _time_index(time, start: int, end: int):
+def time_index(time, start: int, end: int):
     """The pandas index of bars ``[start, end)``, named ``time``: UTC times, or the bar
     numbers when the bars carry no times.
 
@@ -297,7 +297,7 @@ _EXIT_REASONS = np.array(EXIT_REASONS, dtype=object)
 
 def _trades_frame(rec: np.ndarray, index, start: int):
     """The trades table from the kernel's record ``rec`` (shape (n_trades,
-    N_TRADE_FIELDS)); ``index`` is :func:`_time_index` of bars ``[start, ...)``."""
+    N_TRADE_FIELDS)); ``index`` is :func:`time_index` of bars ``[start, ...)``."""
     import pandas as pd
 
     fields = rec.T.copy()  # one contiguous row per field: the columns are views of it
