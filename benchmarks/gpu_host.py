@@ -43,10 +43,11 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 
 def stages(n: int, bars: dict, repeat: int, shuffle: bool) -> dict[str, float]:
     """Median seconds of each host stage for ``n`` ema_cross combos."""
-    from barsweep.engine import Execution, get_strategy, gpu
+    from barsweep.engine import Execution, get_strategy
     from barsweep.engine.core.block import locality_order, prepare_block
     from barsweep.engine.core.hoist import plan_rows
     from barsweep.engine.core.metrics import N_METRICS
+    from barsweep.engine.gpu import sweep as gpu
 
     strategy, execution = get_strategy("ema_cross"), Execution(fill="close", fees=0.001)
     params = ema_params(n)

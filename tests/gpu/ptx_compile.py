@@ -23,10 +23,11 @@ import numpy as np  # noqa: E402
 from gpu_cases import MODULES  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
-from barsweep.engine import N_METRICS, Execution, get_strategy, gpu, strategy_names  # noqa: E402
+from barsweep.engine import N_METRICS, Execution, get_strategy, strategy_names  # noqa: E402
 from barsweep.engine.core.block import Bars, Combos  # noqa: E402
 from barsweep.engine.core.execution import run_settings  # noqa: E402
 from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 from barsweep.engine.gpu.hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
 from barsweep.engine.strategies import import_strategy_module  # noqa: E402
 

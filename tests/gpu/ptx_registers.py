@@ -27,10 +27,11 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "engine")]
 import numpy as np  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
-from barsweep.engine import N_METRICS, Execution, get_strategy, gpu  # noqa: E402
+from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
 from barsweep.engine.core.block import Bars, Combos  # noqa: E402
 from barsweep.engine.core.execution import run_settings  # noqa: E402
 from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 
 CC = (9, 0)
 USED = re.compile(r"Used (\d+) registers")

@@ -19,7 +19,8 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # tests' modules
 import numpy as np  # noqa: E402
 from portfolio_cases import EXECUTIONS, cases, sized, strategy, universe  # noqa: E402
 
-from barsweep.engine import Execution, gpu  # noqa: E402
+from barsweep.engine import Execution  # noqa: E402
+from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 from barsweep.engine.portfolio.sweep import sweep_portfolio  # noqa: E402
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from barsweep.engine import gpu
+from barsweep.engine.gpu import sweep as gpu
 
 HERE = Path(__file__).resolve().parent
 MAX_REGISTERS = 128
