@@ -1,5 +1,5 @@
 """One portfolio combo in full: the account's equity and cash, each symbol's shares, the
-trades, and a picture; recorded by the sweep's own kernel (:mod:`.portfolio_record`), so
+trades, and a picture; recorded by the sweep's own kernel (:mod:`..portfolio.record`), so
 its metrics are the sweep's for that combo."""
 
 from __future__ import annotations

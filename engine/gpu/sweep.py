@@ -16,9 +16,9 @@ Data flow of :func:`sweep_cuda` (docs/EXECUTION.md "On a GPU": the bars move by 
   (:mod:`barsweep.engine.gpu.hoist`: the CPU's own allocation-free row functions), so
   only the bars cross PCIe;
 - the indicator table lives on the device in column-major order: at bar ``t`` the
-  threads of a warp read neighbouring rows (combos are in :func:`~.block.lane_order`:
-  a warp's lanes hold neighbouring values of the finest axis and share the others'
-  rows), so the reads coalesce and the lanes branch alike;
+  threads of a warp read neighbouring rows (combos are in
+  :func:`~barsweep.engine.core.block.lane_order`: a warp's lanes hold neighbouring values
+  of the finest axis and share the others' rows), so the reads coalesce and the lanes branch alike;
 - the combos go over as the grid gives them; when the kernel's lane order differs,
   they are gathered into it on the device (:func:`device_combos`), and the metrics put
   back in the grid's order there (:func:`restore_order`): the host permutes nothing;

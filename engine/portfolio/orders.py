@@ -1,7 +1,7 @@
 """The orders of a portfolio combo: the per-symbol scratch's columns, buying and selling,
 booking a closed trade, and a rebalance bar's fills (docs/EXECUTION.md, "Portfolios").
 
-Plain functions of scalars and array elements, as :mod:`.portfolio_sim`, which runs them;
+Plain functions of scalars and array elements, as :mod:`.sim`, which runs them;
 they compile for the CPU and as numba.cuda device functions.
 """
 
@@ -97,7 +97,7 @@ def rebalance_fill(px, column, t, state, order_col, cash, n_open, max_open, sizi
                    trade_acc, sym, rec):
     """Fill a rebalance bar's orders (``state[:, order_col]``) at ``px[column, i, t]``:
     the exits, entries and every other held position re-targeted to its target weight
-    ``w_i`` (:func:`~.portfolio_weights.target_weight`, read where the orders were
+    ``w_i`` (:func:`~.weights.target_weight`, read where the orders were
     decided, as :func:`fill_orders`) of the account's value ``V`` marked at these prices
     before any of these orders.
 

@@ -90,14 +90,14 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
     """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
     or the close): every exit, then the entries in the order of ``sizing`` while fewer
     than ``max_open`` positions are open, each with its target weight
-    (:func:`~.portfolio_weights.target_weight`, lookback index ``lb``; none when 0) of
+    (:func:`~.weights.target_weight`, lookback index ``lb``; none when 0) of
     the account's value marked at these prices before any of these orders. The order
     and the weights are read at the close where the orders were decided: ``t`` (close)
     or ``t - 1`` (open).
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
     symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked);
-    each closed trade goes into the record ``rec`` (:mod:`.portfolio_record`).
+    each closed trade goes into the record ``rec`` (:mod:`.record`).
     """
     n_sym = state.shape[0]
     value = cash
@@ -257,7 +257,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         When S > 0: the sums of the account's bar returns and of their squares over S
         equal segments of the bars run, as ``simulate`` writes them
         (:func:`barsweep.engine.core.simulate.segment_bounds`).
-    rec : PortfolioRecord (:mod:`.portfolio_record`), or None: nothing is recorded
+    rec : PortfolioRecord (:mod:`.record`), or None: nothing is recorded
     """
     rows = combos.rows[c]
     fparams = combos.fparams[c]

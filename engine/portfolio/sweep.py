@@ -175,12 +175,12 @@ def sweep_portfolio(
     weight : {"equal", "inverse_vol"}
         Each entry's target share of the value: ``1 / K`` (``1 / N`` without
         ``max_positions``), or the inverse-volatility weight
-        (:func:`~.portfolio_weights.target_weight`).
+        (:func:`~.weights.target_weight`).
     lookback : None, int, or ndarray of int, shape (n_combos,)
         The bars of the volatility (and momentum) of ``inverse_vol`` and a data-driven
-        ``priority``, >= 2; None: :data:`~.portfolio_weights.DEFAULT_LOOKBACK`.
+        ``priority``, >= 2; None: :data:`~.weights.DEFAULT_LOOKBACK`.
     priority : None, "low_vol", "momentum", or a sequence of symbols
-        The order of same-bar entries (:func:`~.portfolio_weights.hoist_sizing`); None:
+        The order of same-bar entries (:func:`~.weights.hoist_sizing`); None:
         the symbols' order.
     spans : sequence of (start, end), optional
         Runs over bars ``[start, end)`` only, one per span (walk-forward windows): each
