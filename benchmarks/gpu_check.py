@@ -180,7 +180,7 @@ def fit_size(n: int, prev: tuple[int, float] | None, deadline: float) -> tuple[i
 def speed(args) -> int:
     """The ema_cross sweep timed at each of ``args.sizes`` combos."""
     from barsweep.engine import Execution, get_strategy, sweep_block
-    from barsweep.engine.gpu import sweep_cuda
+    from barsweep.engine.gpu.sweep import sweep_cuda
 
     bars = synth_bars(args.bars)
     strategy, execution = get_strategy("ema_cross"), Execution(fill="close", fees=0.001)
@@ -239,7 +239,7 @@ def own_pace(args, strategy, bars, params, execution, lockstep_out, lockstep_s) 
     lockstep kernel's speed over it, and whether the two agree: identical trade counts,
     metrics within RTOL (the two kernels are compiled apart, and NVVM may fuse their
     multiply-adds differently)."""
-    from barsweep.engine.gpu import sweep_cuda
+    from barsweep.engine.gpu.sweep import sweep_cuda
 
     n = len(params["fast"])
     timings: dict[str, float] = {}
@@ -313,7 +313,7 @@ def check_on_gpu(args, cpu: dict) -> bool:
     """:func:`check`'s GPU side: each pair's metrics against the CPU's (``cpu``: futures
     by pair); a row per pair. True if all ran and agree."""
     from barsweep.engine import Execution, get_strategy
-    from barsweep.engine.gpu import sweep_cuda
+    from barsweep.engine.gpu.sweep import sweep_cuda
 
     bars, grids = synth_bars(args.bars), strategy_grids(args.combos)
     ok, slowest, started = True, 0.0, {}
@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.step not in ("probe", "table"):
-        from barsweep.engine.gpu import require_cuda
+        from barsweep.engine.gpu.sweep import require_cuda
 
         require_cuda()
     return STEPS[args.step](args)

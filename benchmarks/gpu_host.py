@@ -7,7 +7,7 @@ of the GPU check (``gpu_check.ema_params``: fast 2.. x slow 502..2501, fast-majo
 26,280 bars, or those grids in a random order (``--shuffle``): ``prepare_block``,
 ``plan_rows``, ``locality_order``, the combos packed for the kernel and the metrics (18
 per combo) put back in the grid's order. Where ``sweep_cuda`` gathers the combos and
-puts the metrics back on the device (``barsweep.engine.gpu.device_combos``), the host's
+puts the metrics back on the device (``barsweep.engine.gpu.sweep.device_combos``), the host's
 share of those two is what is timed (the order checked, the block's own arrays handed
 over); otherwise ``Block.combos(rows, order)`` and ``out[:, order] = result``. The
 copies over PCIe cannot be timed here; ``metrics_back`` counts, besides any scatter,
@@ -43,10 +43,11 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 
 def stages(n: int, bars: dict, repeat: int, shuffle: bool) -> dict[str, float]:
     """Median seconds of each host stage for ``n`` ema_cross combos."""
-    from barsweep.engine import Execution, get_strategy, gpu
-    from barsweep.engine.block import locality_order, prepare_block
-    from barsweep.engine.hoist import plan_rows
-    from barsweep.engine.metrics import N_METRICS
+    from barsweep.engine import Execution, get_strategy
+    from barsweep.engine.core.block import locality_order, prepare_block
+    from barsweep.engine.core.hoist import plan_rows
+    from barsweep.engine.core.metrics import N_METRICS
+    from barsweep.engine.gpu import sweep as gpu
 
     strategy, execution = get_strategy("ema_cross"), Execution(fill="close", fees=0.001)
     params = ema_params(n)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from barsweep.engine import get_strategy
-from barsweep.engine.hoist import hoist
+from barsweep.engine.core.hoist import hoist
 
 
 def main() -> None:

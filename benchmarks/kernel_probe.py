@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from barsweep.engine import Execution, get_strategy, sweep_block
-from barsweep.engine.hoist import hoist
+from barsweep.engine.core.hoist import hoist
 
 
 @njit(cache=True)

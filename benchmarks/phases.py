@@ -234,11 +234,11 @@ def report(sides: dict[str, list[dict]], load: tuple[float, float], unit: str = 
     return "\n".join(lines)
 
 
-#: (attribute of barsweep.engine.backtest, phase) timed in one warm ``backtest()``
-BACKTEST_STAGES = [("execution_of", "arguments"), ("_strategy", "arguments"),
-                   ("_columns", "arguments"), ("_infer_ppy", "ppy from times"),
+#: (attribute of barsweep.engine.backtest.single, phase) timed in one warm ``backtest()``
+BACKTEST_STAGES = [("execution_of", "arguments"), ("strategy_of", "arguments"),
+                   ("bar_columns", "arguments"), ("infer_ppy", "ppy from times"),
                    ("prepare_block", "prepare block (benchmark returns, packing)"),
-                   ("hoist", "signal (indicators)"), ("_time_index", "outputs: time index"),
+                   ("hoist", "signal (indicators)"), ("time_index", "outputs: time index"),
                    ("_trades_frame", "outputs: trades table")]
 
 
@@ -252,7 +252,7 @@ def backtest_phases(n_bars: int, repeat: int) -> list[dict]:
     import barsweep.engine  # noqa: F401 - its `backtest` is the function: the module by name
     from barsweep.engine.strategies import get_strategy
 
-    bt = sys.modules["barsweep.engine.backtest"]
+    bt = sys.modules["barsweep.engine.backtest.single"]
 
     bars = bl.make_bars(n_bars)
     bt.backtest(bars, "ema_cross", bl.PARAMS, **bl.EXECUTION)  # warm

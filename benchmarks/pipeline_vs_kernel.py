@@ -43,7 +43,7 @@ def tight_parallel(close, ind, rows, fee, out, n_chunks):
 def time_tight(strategy, bars, params, n: int) -> tuple[float, float]:
     """Seconds of the tight kernel over ``params`` with its indicators hoisted first, and
     of the kernel alone."""
-    from barsweep.engine.hoist import hoist
+    from barsweep.engine.core.hoist import hoist
 
     t0 = time.perf_counter()
     ind, rows = hoist(strategy, bars, params, n)

@@ -67,7 +67,7 @@ def periods_per_year(tf: str, year_days: float = 365.0) -> float:
     -------
     float
         ``year_days * 86400 / timeframe_seconds(tf)``: the rule of
-        ``barsweep.engine.year.bars_in_year`` (bars given by their spacing), for a
+        ``barsweep.engine.core.year.bars_in_year`` (bars given by their spacing), for a
         timeframe, in seconds (the pipeline's runs and the synthetic bars use this one).
 
     Raises

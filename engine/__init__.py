@@ -3,11 +3,17 @@ metrics; numba kernels that take arrays and scalars only."""
 
 from . import cache  # noqa: F401  (first: numba caches in a folder per engine source)
 from .backtest import BacktestResult, backtest
-from .execution import Execution, benchmark_returns
+from .core import (
+    BEST_WHEN_IDLE,
+    LOWER_IS_BETTER,
+    METRICS,
+    N_METRICS,
+    Execution,
+    benchmark_returns,
+    sweep_block,
+)
 from .indicators import INDICATORS, ema, sma
-from .metrics import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, N_METRICS
 from .strategies import Indicator, Param, Strategy, get_strategy, register, strategy_names
-from .sweep import sweep_block
 
 __all__ = [
     "BEST_WHEN_IDLE",

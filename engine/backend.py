@@ -31,7 +31,7 @@ def cuda_problem_here() -> str | None:
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and not any(
             Path(p).exists() for p in DRIVER_TRACES):
         return f"no NVIDIA driver on this machine (none of {', '.join(DRIVER_TRACES)})"
-    from .gpu import cuda_problem
+    from .gpu.sweep import cuda_problem
 
     return cuda_problem()
 

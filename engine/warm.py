@@ -26,7 +26,7 @@ from numba.core.errors import NumbaError
 
 from ..errors import SpecError
 from .cache import is_marked, mark_compiled
-from .execution import Execution
+from .core.execution import Execution
 from .strategies import kernels
 from .strategies.base import Strategy
 
@@ -48,13 +48,13 @@ def is_compiled(strategy: Strategy) -> bool:
 def portfolio_compiled(strategy: Strategy) -> bool:
     """Whether :func:`check_portfolio` compiled ``strategy``'s portfolio kernel into
     numba's cache (True for a strategy without a signal: it has no portfolio kernel)."""
-    from .portfolio import portfolio_kernel
+    from .portfolio.sweep import portfolio_kernel
 
     return strategy.signal is None or is_marked(portfolio_kernel(strategy.signal))
 
 
 #: The mark of a portfolio kernel's specialisation for a recording run (one combo in
-#: full: :func:`~barsweep.engine.portfolio_backtest.backtest_portfolio`), a compile of
+#: full: :func:`~barsweep.engine.backtest.portfolio.backtest_portfolio`), a compile of
 #: its own: a sweep's kernel records nothing (its record is None).
 RECORDING = "record"
 
@@ -71,7 +71,7 @@ def rebuild_kernels(strategy: Strategy, portfolio: bool) -> tuple[tuple[str, obj
     >>> [(name, variant) for name, _, variant in rebuild_kernels(get_strategy("rsi"), True)]
     [('rsi', 'record'), ('buy_and_hold', 'record')]
     """
-    from .portfolio import portfolio_kernel
+    from .portfolio.sweep import portfolio_kernel
     from .strategies import get_strategy
 
     kernels = {}
@@ -129,7 +129,7 @@ def warm(strategy: Strategy) -> tuple[float, bool]:
     """Run ``strategy``'s kernels once on 300 synthetic bars (compiling them into numba's
     cache if it does not hold them) and mark the kernel compiled; returns the seconds it
     took and whether it was marked before."""
-    from .sweep import sweep_block
+    from .core.sweep import sweep_block
 
     compiled = is_compiled(strategy)
     t0 = time.perf_counter()
@@ -178,7 +178,7 @@ def check(strategy: Strategy, *, kernel: bool = True) -> float | None:
 def check_portfolio(strategy: Strategy) -> float | None:
     """Compile ``strategy``'s portfolio kernel into numba's cache, unless it is marked
     compiled, by a run on two synthetic members, and mark it: one compiled kernel serves
-    a portfolio of any number of members (:func:`barsweep.engine.portfolio_sim.
+    a portfolio of any number of members (:func:`barsweep.engine.portfolio.sim.
     member_bars`), so a run's blocks load it.
 
     Returns
@@ -191,7 +191,7 @@ def check_portfolio(strategy: Strategy) -> float | None:
     SpecError
         As :func:`check`, when the kernel does not compile.
     """
-    from .portfolio import portfolio_kernel, sweep_portfolio
+    from .portfolio.sweep import portfolio_kernel, sweep_portfolio
 
     if strategy.signal is None:
         return None
@@ -229,8 +229,8 @@ def signal_problem(strategy: Strategy) -> str | None:
     """Why ``strategy``'s signal cannot run in its kernel (None: it can): numba's typing
     error on the kernel's argument types, cut to its essentials, or a return value that
     is not :data:`SIGNAL_RETURNS`."""
-    from .block import prepare_block
-    from .hoist import hoist
+    from .core.block import prepare_block
+    from .core.hoist import hoist
 
     signal = strategy.signal
     if not hasattr(signal, "compile"):  # a plain function (NUMBA_DISABLE_JIT)

@@ -37,7 +37,7 @@ class Mutation:
 MUTATIONS = (
     Mutation(
         "bars per year: always 365 days (daily stocks annualised as 24/7)",
-        "engine/year.py",
+        "engine/core/year.py",
         "    if (n - 1) * float(step_ns) >= CONTINUOUS_COVERAGE * span:",
         "    if True:",
         ("tests/engine/test_year.py", "tests/pipeline/test_year_days.py")),
@@ -103,19 +103,19 @@ MUTATIONS = (
          "test_walkforward_never_chooses_a_ruined_or_idle_train_combo",)),
     Mutation(
         "an exit that its entry holds with is dropped while a position is open",
-        "engine/fills.py",
+        "engine/core/fills.py",
         "            return False, held\n",
         "            return False, False\n",
         ("tests/engine/test_conflict.py::test_an_exit_fires_while_the_entry_still_holds",)),
     Mutation(
         "a cross above counts a tie on the previous bar",
-        "engine/simulate.py",
+        "engine/core/simulate.py",
         "    return (a_prev < b_prev) & (a > b)\n",
         "    return (a_prev <= b_prev) & (a > b)\n",
         ("tests/engine/test_vectorbt_oracle.py",)),
     Mutation(
         "EMA seeded with its first value, not the mean of the first n",
-        "engine/indicators_ma.py",
+        "engine/indicators/ma.py",
         "    value = total / period\n    fill_nan(out, first)\n    out[first] = value\n",
         "    value = x[first - period + 1]\n    fill_nan(out, first)\n    out[first] = value\n",
         ("tests/engine/test_vectorbt_oracle.py",)),
@@ -134,14 +134,14 @@ MUTATIONS = (
          "test_the_source_hash_covers_every_engine_file_cheaply",)),
     Mutation(
         "an entry at the close of a bar where a stop fired is dropped (vectorbt's rule)",
-        "engine/simulate.py",
+        "engine/core/simulate.py",
         "            if enter_side != 0 and position == 0.0:\n                entry_equity = cash",
         "            if enter_side != 0 and position == 0.0 and (exit_now or not filled):\n"
         "                entry_equity = cash",
         ("tests/engine/test_vectorbt_directions.py::test_matches_vectorbt",)),
     Mutation(
         "the close's signal is told a stopped-out position is still held",
-        "engine/simulate.py",
+        "engine/core/simulate.py",
         "                                                                position, entry_fill, "
         "entry_bar)",
         "                                                                position if not filled "
@@ -149,7 +149,7 @@ MUTATIONS = (
         ("tests/engine/test_signal_state.py",)),
     Mutation(
         "the held stretch's signal gets the bar after the entry as its entry bar",
-        "engine/simulate.py",
+        "engine/core/simulate.py",
         "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar)",
         "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar + 1)",
         ("tests/engine/test_signal_state.py",)),
@@ -264,7 +264,7 @@ MUTATIONS = (
         ("tests/pipeline/test_search_dsr.py",)),
     Mutation(
         "a run ruined on its first bar divides its drawdown by a peak of 0",
-        "engine/metrics.py",
+        "engine/core/metrics.py",
         "    if peak == 0.0:\n        return -1.0, float(n_bars)\n",
         "",
         ("tests/engine/test_ruin.py::test_a_window_ruined_on_its_first_bar",)),

@@ -5,7 +5,7 @@ The README stays a newcomer's page of at most 250 lines whose test command is th
 heading, for a ``#anchor``); every ``barsweep`` command, in a bash block or in inline code,
 parses with the real command-line parser; every YAML block validates with the real spec
 loader, as a whole spec or as a part of one; every Python block compiles and its imports
-run; every dotted name of the package in code (``barsweep.engine.backtest``) exists.
+run; every dotted name of the package in code (``barsweep.engine.backtest.single``) exists.
 docs/CLI.md names every command and every option the parser has. (docs/deploy.md's ``dask`` and
 ``kubectl`` commands and job scripts are held to the code by
 ``tests/pipeline/test_deploy.py``.)
@@ -300,7 +300,7 @@ def test_every_import_of_a_python_block_runs(page):
                     pytest.fail(f"{name_of(page)}: `{statement}` fails: {err}")
 
 
-#: a dotted name of the package in the docs' code: ``barsweep.engine.backtest``, or one
+#: a dotted name of the package in the docs' code: ``barsweep.engine.backtest.single``, or one
 #: relative to it (``engine.portfolio_periods.rebalance_table``); a file name
 #: (``engine.py``) is not one
 DOTTED = re.compile(r"(?<![\w./-])(?:barsweep|engine|pipeline|datasets)(?:\.[A-Za-z_]\w*)+")

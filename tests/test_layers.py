@@ -184,3 +184,26 @@ def test_a_test_of_one_package_lives_in_its_folder():
         == {"conftest.py", "mutations.py"}
     assert {p.name for p in TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"} \
         >= {*PACKAGES, *TEST_PACKAGES, "gpu"}
+
+
+def test_the_pipeline_imports_the_engine_through_its_faces():
+    """``barsweep.engine`` or one of its folders (``barsweep.engine.core``), whose
+    ``__init__`` is the face: never a module inside a folder of the engine."""
+    deep = sorted(f"{a} -> {b}" for a, targets in graph().items()
+                  if a.startswith("barsweep.pipeline")
+                  for b in targets if b.startswith("barsweep.engine.") and b.count(".") >= 3)
+    assert deep == []
+
+
+def test_the_pipeline_compiles_nothing():
+    """numba is the engine's: the pipeline's modules never import it (their kernels are
+    the engine's, barsweep.engine.analysis)."""
+    found = []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] == "numba"]
+    assert found == []

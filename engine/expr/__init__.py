@@ -7,10 +7,10 @@ where the text comes from and what is wrong at which column, then the text with 
 under the fault (:func:`~.read.caret`). The rule language
 (:mod:`barsweep.engine.rules.parse`) is a dialect of it; constraints and filters take
 the core as it is (:mod:`barsweep.pipeline.config.expr`). Conditions are evaluated over
-whole arrays by :mod:`.evaluate`: a block's combos masked by its constraints.
+whole arrays by :mod:`.arrays`: a block's combos masked by its constraints.
 """
 
-from .evaluate import UFUNCS, evaluate, holds, program
+from .arrays import UFUNCS, evaluate, holds, program
 from .read import ARITHMETIC, COMPARISONS, ExprError, Node, Reader, caret
 
 

@@ -9,8 +9,9 @@ The language is documented in docs/RULES.md.
 """
 
 from .build import RULE_KEYS, Rule, columns_read, compile_rule, lookback
+from .builtins import BUILTIN_RULES
 from .functions import FUNCTIONS, SERIES, STATE
 from .parse import RuleError, parse_rule
 
-__all__ = ["FUNCTIONS", "RULE_KEYS", "SERIES", "STATE", "Rule", "RuleError", "columns_read",
-           "compile_rule", "lookback", "parse_rule"]
+__all__ = ["BUILTIN_RULES", "FUNCTIONS", "RULE_KEYS", "SERIES", "STATE", "Rule", "RuleError",
+           "columns_read", "compile_rule", "lookback", "parse_rule"]

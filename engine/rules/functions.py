@@ -4,7 +4,7 @@ argument orders, and the per-bar helpers (``abs min max cross_above cross_below`
 An indicator takes its series first (any numeric expression of the bars), then its
 scalar arguments (int periods, float multipliers), in the order of TA-Lib's Python
 function; a multi-output one is read through an attribute (``bbands(close, 20, 2).lower``).
-Each output is one entry of :data:`barsweep.engine.indicators.INDICATORS`, computed by
+Each output is one entry of :data:`barsweep.engine.indicators.registry.INDICATORS`, computed by
 its kernel (the same numbers as a builtin strategy's).
 """
 

@@ -16,7 +16,7 @@ import ast
 import difflib
 from collections.abc import Collection, Mapping
 
-from ..execution import STOP_PARAMS
+from ..core.execution import STOP_PARAMS
 from ..expr.read import MAX_CHARS, MAX_DEPTH, MAX_NODES, ExprError, Node, Reader, combine, instead
 from .functions import FUNCTIONS, HELPERS, SERIES, STATE, known_names
 

@@ -10,7 +10,7 @@ from math import nan
 
 from numba import njit
 
-from ..simulate import cross_above, cross_below
+from ..core.simulate import cross_above, cross_below
 
 __all__ = ["at", "at_row", "cross_above", "cross_below", "fmax", "fmin", "held", "ne", "price",
            "side"]

@@ -3,9 +3,9 @@
 A strategy module defines its ``signal``, a module-level ``@njit(cache=True)`` function,
 and builds one :class:`Strategy` value naming it. The Strategy compiles the signal into
 the shared simulation: ``scan`` (the flat-stretch search,
-:func:`barsweep.engine.simulate.scan_flat`) and the sweep ``kernel``, an
+:func:`barsweep.engine.core.simulate.scan_flat`) and the sweep ``kernel``, an
 ``@njit(nogil=True, cache=True)`` loop over combos calling
-:func:`barsweep.engine.simulate.simulate`, both written once per signal by
+:func:`barsweep.engine.core.simulate.simulate`, both written once per signal by
 :mod:`barsweep.engine.strategies.kernels` so that numba caches them across processes,
 when one of them is first read (defining a strategy writes nothing).
 """
@@ -62,7 +62,7 @@ def _number(x: float) -> str:
 class Indicator:
     """One indicator slot a strategy needs, hoisted per distinct parameter value.
 
-    ``name`` is a key of :data:`barsweep.engine.indicators.INDICATORS`; ``params``
+    ``name`` is a key of :data:`barsweep.engine.indicators.registry.INDICATORS`; ``params``
     names the strategy parameters passed to it, in order. Two slots with the same
     name and the same values share one computed row. A slot of a rule names its
     expression instead (``ema(rsi(close, n), m)``) and computes it with ``program(columns,
@@ -84,7 +84,7 @@ class Strategy:
     short_exit)`` is the rule, a module-level ``@njit`` function (see ``bollinger.py``;
     the crossover strategies share ``crossover.py``'s). It may take the position state
     too, ``signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
-    (:func:`barsweep.engine.simulate.simulate` says what they hold); any other number of
+    (:func:`barsweep.engine.core.simulate.simulate` says what they hold); any other number of
     arguments is refused here (:func:`~.kernels.signal_arity`). From it the Strategy takes
     ``scan`` and ``kernel(bars, ind, combos, run, out)``, the sweep kernel that
     ``sweep_block()`` and ``backtest()`` run

@@ -4,7 +4,7 @@ below. One compiled kernel serves them all; each strategy only declares its line
 
 from numba import njit
 
-from ..simulate import cross_above, cross_below
+from ..core.simulate import cross_above, cross_below
 
 
 @njit(cache=True)

@@ -2,16 +2,16 @@
 
 A signal takes 5 arguments, ``(ind, rows, fparams, bars, t)``, or 8, ``(ind, rows,
 fparams, bars, t, position, entry_price, entry_bar)``: the second form also sees the
-position state at the close of bar ``t`` (:func:`barsweep.engine.simulate.simulate`
+position state at the close of bar ``t`` (:func:`barsweep.engine.core.simulate.simulate`
 says which values). The simulation always calls the 8-argument form, ``step``: the
 signal itself when it takes 8 arguments, else a wrapper inlined into the kernel that
 drops the last three (a 5-argument signal compiles to the same code as before it
 existed). :func:`signal_arity` tells the two apart and refuses any other.
 
 All three are a few lines that only name the signal: ``scan`` searches flat stretches
-(:func:`barsweep.engine.simulate.scan_flat`), ``kernel`` runs
-:func:`barsweep.engine.simulate.simulate` over the combos, serially and without the GIL
-(:func:`barsweep.engine.sweep.run_kernel` runs pieces of them on threads). A fourth,
+(:func:`barsweep.engine.core.simulate.scan_flat`), ``kernel`` runs
+:func:`barsweep.engine.core.simulate.simulate` over the combos, serially and without the GIL
+(:func:`barsweep.engine.core.sweep.run_kernel` runs pieces of them on threads). A fourth,
 ``lockstep_kernel``, runs it as the GPU does, one bar per iteration (the same results;
 compiled only when called: the tests hold it to ``kernel``). numba caches
 a function on disk only when it is a module-level function of a file, and a kernel
@@ -119,7 +119,7 @@ class KernelKind:
 SWEEP = KernelKind("sweep kernel", "step, scan and sweep kernel", """\
 from numba import njit
 
-from {engine}.simulate import scan_flat, simulate
+from {engine}.core.simulate import scan_flat, simulate
 """, """
 
 @njit(nogil=True, cache={cache})
@@ -166,9 +166,9 @@ def compiled(signal) -> ModuleType:
     (the signal in its 8-argument form), ``scan(ind, rows, fparams, bars, t, n,
     allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out)``, which
     runs every combo of ``combos`` and writes ``out`` (the records
-    :class:`~barsweep.engine.block.Bars`, :class:`~barsweep.engine.block.Combos`,
-    :class:`~barsweep.engine.execution.RunSettings` and
-    :class:`~barsweep.engine.simulate.Outputs`; ``ind`` the indicator table).
+    :class:`~barsweep.engine.core.block.Bars`, :class:`~barsweep.engine.core.block.Combos`,
+    :class:`~barsweep.engine.core.execution.RunSettings` and
+    :class:`~barsweep.engine.core.simulate.Outputs`; ``ind`` the indicator table).
 
     Raises
     ------

@@ -3,7 +3,7 @@ negative (TA-Lib MACD(fast, slow, signal))."""
 
 from numba import njit
 
-from ..simulate import cross_above, cross_below
+from ..core.simulate import cross_above, cross_below
 from .base import Indicator, Param, Strategy
 
 

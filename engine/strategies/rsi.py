@@ -6,7 +6,7 @@ Shorts mirror it: enter when RSI crosses above ``upper``, exit when it crosses b
 
 from numba import njit
 
-from ..simulate import cross_above, cross_below
+from ..core.simulate import cross_above, cross_below
 from .base import Indicator, Param, Strategy
 
 

@@ -4,11 +4,11 @@ combo is read against.
 A portfolio store's one row (``symbol`` portfolio; one per window and sample of a
 walk-forward one) is the equal-weight buy and hold of its members: ``1 / N`` of the
 account bought in each at the first bar (of the part) and held
-(:func:`barsweep.engine.portfolio.sweep_portfolio` of ``buy_and_hold``), with the run's
+(:func:`barsweep.engine.portfolio.sweep.sweep_portfolio` of ``buy_and_hold``), with the run's
 fill, fees and cash.
 
 Computed, not stored: for each symbol, the ``buy_and_hold`` strategy through
-:func:`barsweep.engine.backtest` over the bars the run used (the stored spec's store and
+:func:`barsweep.engine.backtest.single` over the bars the run used (the stored spec's store and
 range, checked against the run's fingerprint), with the run's fill, fees, slippage,
 fixed fee, initial cash and funding (long only; no stop, target or trailing stop) and
 the store's ``periods_per_year``. In a walk-forward store, once per window and sample,
@@ -98,7 +98,7 @@ def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
 def buy_and_hold_run(ds, symbol: str, span: tuple[int, int] | None = None):
     """Buy and hold of ``symbol`` over the run's bars (``span``: bars ``[start, end)``
     of them), as :func:`buy_and_hold` runs it: the
-    :class:`~barsweep.engine.backtest.BacktestResult`."""
+    :class:`~barsweep.engine.backtest.single.BacktestResult`."""
     spec, ppy = stored_spec(ds, "buy and hold", strategy=False)
     return _hold(_run_bars(ds, spec, symbol), span, ppy, _execution(spec))
 

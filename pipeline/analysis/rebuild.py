@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 
 from ...engine import METRICS, backtest
-from ...engine.execution import split_combo
+from ...engine.core import split_combo
 from ...errors import BarsweepError, MismatchError, ResultsError, SpecError
 
 logger = logging.getLogger(__name__)
@@ -111,9 +111,9 @@ def best_backtest(results, rank: int = 1, by: str = "sharpe", where: str | None 
                   symbol: str | None = None, *, window: int | None = None,
                   sample: str | None = None):
     """Combo number ``rank`` of the ranking by ``by`` (as ``barsweep rank``, of
-    ``symbol``'s combos when given), rebuilt with :func:`barsweep.engine.backtest`:
+    ``symbol``'s combos when given), rebuilt with :func:`barsweep.engine.backtest.single`:
     equity, trades and close in full (of a portfolio store, a
-    :class:`~barsweep.engine.portfolio_backtest.PortfolioResult`: the account's equity,
+    :class:`~barsweep.engine.backtest.portfolio.PortfolioResult`: the account's equity,
     each member's shares, the trades). In a walk-forward store, ``window`` names the
     window (required there) and ``sample`` its train (default) or test sample: the
     ranking is of that sample's cells, the combo run over its bars.
@@ -165,7 +165,7 @@ def window_view(ds, window: int | None, sample: str | None):
 def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store", *,
                   window: int | None = None, sample: str | None = None):
     """The combo ``params`` (every parameter's value) of ``symbol`` in results Dataset
-    ``ds``, rebuilt with :func:`barsweep.engine.backtest` from the stored spec over the
+    ``ds``, rebuilt with :func:`barsweep.engine.backtest.single` from the stored spec over the
     bars its cell ran (:meth:`~.kinds.StoreKind.cell`: every bar, a walk-forward ``window``'s
     ``sample``, a search rung's most recent bars); in a portfolio store (``symbol``
     portfolio), with

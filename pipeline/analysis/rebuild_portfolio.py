@@ -1,6 +1,6 @@
 """One combo of a portfolio store rebuilt in full: the members' bars, the execution
 settings and the portfolio's sizing from the spec stored with the results, run by
-:func:`barsweep.engine.portfolio_backtest.backtest_portfolio`, its account's metrics and
+:func:`barsweep.engine.backtest.portfolio.backtest_portfolio`, its account's metrics and
 each member's ``n_trades`` and ``exposure`` checked against the store's."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 from ...engine import METRICS
-from ...engine.portfolio_backtest import PortfolioResult, backtest_portfolio
-from ...engine.portfolio_orders import SYMBOL_METRICS
+from ...engine.backtest import PortfolioResult, backtest_portfolio
+from ...engine.portfolio import SYMBOL_METRICS
 from ...errors import MismatchError
 from ..config.portfolio import PORTFOLIO_AXES, rebalance_periods
 

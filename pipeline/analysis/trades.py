@@ -13,9 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ...datasets.timeframes import times_text
-from ...engine.backtest import BacktestResult
-from ...engine.portfolio_backtest import PortfolioResult
-from ...engine.stats import stat_units
+from ...engine.backtest import BacktestResult, PortfolioResult, stat_units
 from ...errors import ResultsError, SpecError
 from ..run.results import open_results
 from .rank import combo_params, param_dims
@@ -50,7 +48,7 @@ class Combo:
 def combo_backtest(results, params: Mapping | None = None, *, rank: int | None = None,
                    symbol: str | None = None, by: str = "sharpe", where: str | None = None,
                    window: int | None = None, sample: str | None = None) -> Combo:
-    """A combo of a results store rebuilt with :func:`barsweep.engine.backtest`: the one
+    """A combo of a results store rebuilt with :func:`barsweep.engine.backtest.single`: the one
     with parameter values ``params``, or number ``rank`` of the ranking by ``by`` among
     those passing ``where`` (``rank 1`` when neither is given).
 

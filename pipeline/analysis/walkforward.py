@@ -21,21 +21,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
 from ...datasets.timeframes import times_text
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER, METRICS, backtest
-from ...engine.execution import split_combo
-from ...engine.metrics import (
-    DD_ACC0,
-    METRIC_INDEX,
-    N_METRICS,
-    RET_ACC0,
-    TRADE_ACC0,
-    acc_drawdown,
-    acc_returns,
-    finalize,
-)
+from ...engine.analysis import curve_metrics_cpu
+from ...engine.core import METRIC_INDEX, N_METRICS, split_combo
 from ...errors import DataError, SpecError
 from ..config.windows import BOUND_NAMES
 from . import stream
@@ -121,7 +111,7 @@ def walkforward(results: str | os.PathLike | Any, by: str = "sharpe",
     symbol : str, optional
         Required when the store holds several symbols.
     bars : optional
-        The symbol's bars (anything :func:`barsweep.engine.backtest` takes; for a
+        The symbol's bars (anything :func:`barsweep.engine.backtest.single` takes; for a
         portfolio store, its members' as
         :func:`~barsweep.pipeline.analysis.portfolio_parts.member_bars` gives them); by
         default opened from the spec's ``data`` (store, timeframe, start, end).
@@ -279,32 +269,15 @@ def _check_bars(index, stored, w: int, bar: int) -> None:
 def _curve_metrics(growth: np.ndarray, ppy: float) -> dict:
     """total_return, cagr, sharpe, max_drawdown of an equity curve ``growth`` (in units
     of the starting cash), by the engine's accumulators and ``metrics.finalize``
-    (:func:`_curve_metrics_cpu`); NaN for an empty curve."""
+    (:func:`~barsweep.engine.analysis.curve_metrics_cpu`); NaN for an empty curve."""
     if not len(growth):
         return dict.fromkeys(_CURVE_METRICS, math.nan)
     out = np.empty(N_METRICS)
-    _curve_metrics_cpu(np.ascontiguousarray(growth, dtype=np.float64), float(ppy), out)
+    curve_metrics_cpu(np.ascontiguousarray(growth, dtype=np.float64), float(ppy), out)
     return {name: float(out[METRIC_INDEX[name]]) for name in _CURVE_METRICS}
 
 
 _CURVE_METRICS = ("total_return", "cagr", "sharpe", "max_drawdown")
-
-
-@njit(cache=True)
-def _curve_metrics_cpu(growth, ppy, out):
-    """Write the metrics of the equity curve ``growth`` (float64, shape (n,), n >= 1, in
-    units of the starting cash) into ``out`` (shape (N_METRICS,)), as a backtest's are
-    made: bar returns against the previous bar (the first against 1), 0 after a ruin;
-    the drawdown against the running peak. No trades, no benchmark (their metrics NaN)."""
-    ret_acc = RET_ACC0
-    dd_acc = DD_ACC0
-    prev = 1.0
-    for value in growth:
-        ret_acc = acc_returns(ret_acc, value / prev - 1.0 if prev > 0.0 else 0.0, 0.0)
-        dd_acc = acc_drawdown(dd_acc, value)
-        prev = value
-    finalize(out, len(growth), ppy, 1.0, prev, ret_acc, dd_acc, TRADE_ACC0, 0,
-             (0.0, 0.0), prev <= 0.0)
 
 
 def format_walkforward(wf: WalkForward) -> str:

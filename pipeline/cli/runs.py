@@ -80,7 +80,7 @@ def add_strategies_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_strategies(args) -> int:
     """Each registered strategy: its parameters, then its rules (builtins) or its doc."""
-    from ...engine.rules.builtins import BUILTIN_RULES
+    from ...engine.rules import BUILTIN_RULES
     from ...engine.strategies import get_strategy, strategy_names
 
     for name in strategy_names():

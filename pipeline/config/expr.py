@@ -22,7 +22,7 @@ Arithmetic takes numbers and gives numbers, comparisons take numbers and give bo
 and/or/not take booleans; an expression whose mix of these makes no sense (``fast + 1``
 as a whole, ``(a < b) + 1``, ``fast and slow``) is refused when it is parsed. Any
 comparison with NaN on either side is False, ``!=`` included. Evaluation is the engine's
-(:mod:`barsweep.engine.expr.evaluate`: numpy over whole arrays), the same a block's task
+(:mod:`barsweep.engine.expr.arrays`: numpy over whole arrays), the same a block's task
 masks its combos with.
 
 :meth:`Expr.truth` decides an expression over whole boxes of values at once by interval

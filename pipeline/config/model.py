@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from ...engine.execution import STOP_PARAMS, Execution, check_stop
+from ...engine.core import STOP_PARAMS, Execution, check_stop
 from ...engine.rules import Rule, compile_rule
 from ...engine.strategies import (
     Strategy,

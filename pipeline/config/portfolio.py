@@ -13,9 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from ...engine.portfolio import check_portfolio_execution
-from ...engine.portfolio_periods import parse_period
-from ...engine.portfolio_weights import PRIORITIES
+from ...engine.portfolio import PRIORITIES, check_portfolio_execution, parse_period
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
 
@@ -46,7 +44,7 @@ class PortfolioSpec(BaseModel):
     (default 20; it may be a grid axis). Same-bar entries are taken in the order of
     ``priority``: the symbols' order (default), a list of symbols first, ``low_vol``
     or ``momentum`` (over ``vol_lookback``). ``rebalance`` (e.g. ``1W``, ``1M``,
-    ``3M``, ``1Y``: :mod:`barsweep.engine.portfolio_periods`) re-targets the held
+    ``3M``, ``1Y``: :mod:`barsweep.engine.portfolio.periods`) re-targets the held
     positions to their weight on the first bar of each period; absent: never. It may
     instead be a grid axis of one unit (:data:`REBALANCE_AXES`).
     """
@@ -171,7 +169,7 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
     if section.vol_lookback is not None and not section.reads_lookback():
         problems.append(("portfolio.vol_lookback", _UNREAD))
     if spec.run.backend == "cuda":
-        from ...engine.gpu_portfolio import portfolio_cuda_problem  # imports numba.cuda
+        from ...engine.gpu import portfolio_cuda_problem  # imports numba.cuda
 
         problem = portfolio_cuda_problem(len(members(spec)))
         if problem:

@@ -30,7 +30,7 @@ class DataSpec(BaseModel):
     ``start`` and ``end`` are ISO dates or datetimes (YAML dates are accepted and kept as
     ISO strings). ``year_days`` sets the days a year of the timeframe's bars (365 for
     crypto, 252 for daily equities); unset, the run measures it from the bars
-    (:func:`barsweep.engine.year.bars_per_year`) and stores what it used. ``align``: ``own``
+    (:func:`barsweep.engine.core.year.bars_per_year`) and stores what it used. ``align``: ``own``
     (default) runs each symbol over its own bars within start/end, however many; ``inner``
     over the range every symbol covers (from the latest first bar to the earliest last).
     """

@@ -80,7 +80,7 @@ class BlockTask:
         Threads the kernel may use in this task (1: Dask's workers are the parallelism,
         so cores are not oversubscribed).
     backend : {"cpu", "cuda"}
-        Where the kernel runs (``cuda``: ``barsweep.engine.gpu.sweep_cuda``, the bars
+        Where the kernel runs (``cuda``: ``barsweep.engine.gpu.sweep.sweep_cuda``, the bars
         cached on the worker's device under ``bars``).
     store_id : str
         The results store's ``store_id`` attribute: a worker writes only the store it

@@ -22,7 +22,7 @@ from bokeh.models import (
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
-from ...engine.metrics import METRIC_INFO
+from ...engine.core import METRIC_INFO
 from .internals import bokeh_page_look
 from .progress import eta_text
 from .watch import PLUGIN

@@ -3,7 +3,7 @@ that keeps every block of a grid within a budget (:func:`fit_chunks`), and the b
 worker thread gets (:func:`worker_budget`).
 
 A block's peak is its indicator table (one row of ``n_bars`` float64 per distinct
-indicator value, :func:`barsweep.engine.hoist.plan_rows`), the bars, and per combo its
+indicator value, :func:`barsweep.engine.core.hoist.plan_rows`), the bars, and per combo its
 parameters, indicator rows, metrics (``N_METRICS`` x runs, held a few times between the
 kernel's output and the store's region) and segment sums.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ...engine.metrics import N_METRICS
-from ...engine.strategies.base import Strategy
+from ...engine.core import N_METRICS
+from ...engine.strategies import Strategy
 from ...errors import SpecError
 from ..config.sizes import size_text
 
@@ -25,7 +25,7 @@ from ..config.sizes import size_text
 MEMORY_SHARE = 0.25
 
 #: float64 columns of ``n_bars`` held besides the table: the bars as read (open, high,
-#: low, close, volume, funding), the kernels' :class:`~barsweep.engine.block.Bars`
+#: low, close, volume, funding), the kernels' :class:`~barsweep.engine.core.block.Bars`
 #: (six), and an indicator's temporaries while it computes one row.
 BAR_WORDS = 16
 

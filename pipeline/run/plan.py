@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...datasets import periods_per_year, to_ns
-from ...engine.portfolio_weights import sizing_rows
-from ...engine.simulate import segment_bounds
+from ...engine.core import segment_bounds
+from ...engine.portfolio import sizing_rows
 from ...engine.strategies import resolve
 from ..config.dims import SAMPLES
 from ..config.grid import Grid

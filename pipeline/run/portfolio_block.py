@@ -1,5 +1,5 @@
 """A portfolio's block: a box of the grid run on every member symbol from one account
-(:func:`barsweep.engine.portfolio.sweep_portfolio`), its region of the store by name.
+(:func:`barsweep.engine.portfolio.sweep.sweep_portfolio`), its region of the store by name.
 
 The block's metrics are the account's, over ``(symbol, *params)`` with the one
 ``symbol`` ``portfolio``; each member's ``n_trades`` and ``exposure`` are
@@ -16,8 +16,7 @@ import time
 import numpy as np
 
 from ...engine import N_METRICS
-from ...engine.portfolio import sweep_portfolio
-from ...engine.portfolio_orders import N_SYMBOL_METRICS, SYMBOL_METRICS
+from ...engine.portfolio import N_SYMBOL_METRICS, SYMBOL_METRICS, sweep_portfolio
 from ...engine.strategies import resolve
 from ..config.portfolio import rebalance_periods
 
@@ -33,7 +32,7 @@ SEGMENT_SUMS = ("seg_sum_r", "seg_sum_r2")
 def task_portfolio_sweep(task, bars: dict[str, dict[str, np.ndarray]],
                     params: dict[str, np.ndarray], seg_sums: np.ndarray | None = None,
                     timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~barsweep.engine.portfolio.sweep_portfolio` of ``task``'s strategy on
+    """:func:`~barsweep.engine.portfolio.sweep.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``,
     ``vol_lookback`` and rebalance columns, when the grid sweeps them, are the
     portfolio's (else its section's;
@@ -59,7 +58,7 @@ def portfolio_backend(n_members: int, backend: tuple[str, str]) -> tuple[str, st
     ``auto`` gets there: the spec refuses such a ``run.backend: cuda``)."""
     if backend[0] != "cuda":
         return backend
-    from ...engine.gpu_portfolio import portfolio_cuda_problem  # imports numba.cuda
+    from ...engine.gpu import portfolio_cuda_problem  # imports numba.cuda
 
     problem = portfolio_cuda_problem(n_members)
     return ("cpu", f"auto: CPU, since {problem}") if problem else backend

@@ -24,10 +24,9 @@ import yaml
 from ...datasets import fingerprint, open_bars, periods_per_year, timeframe_seconds
 from ...datasets.timeframes import time_text
 from ...engine import METRICS
-from ...engine.hoist import warm_up
+from ...engine.core import bars_per_year, warm_up
 from ...engine.rules import columns_read, lookback
 from ...engine.warm import check, check_portfolio, is_compiled, portfolio_compiled
-from ...engine.year import bars_per_year
 from ...errors import ResultsError, SpecError
 from ...version import __version__
 from ..config.dims import NON_PARAM_DIMS
@@ -168,7 +167,7 @@ def measured_year(spec: Spec, times: list[np.ndarray]) -> tuple[Spec, str]:
     """``spec`` with ``data.year_days`` set, and the sentence a run prints about it.
 
     A spec that sets ``year_days`` keeps it. Otherwise each symbol's bars are measured
-    (:func:`~barsweep.engine.year.bars_per_year`); the median over the symbols becomes
+    (:func:`~barsweep.engine.core.year.bars_per_year`); the median over the symbols becomes
     ``year_days = bars a year x timeframe / 1 day`` (so ``periods_per_year`` gives those
     bars back, and walk-forward's ``"6M"`` is half of them). Symbols that disagree by
     more than 5 % (a 24/7 market beside a weekday one) are refused: one year cannot

@@ -23,7 +23,7 @@ import numpy as np
 import zarr
 
 from ...engine import LOWER_IS_BETTER, METRICS
-from ...engine.metrics import METRIC_INFO
+from ...engine.core import METRIC_INFO
 from ...errors import ResultsError, RunError
 from .integrity import COMPUTED as COMPUTED  # re-exported: the flags, read and said
 from .integrity import EXCLUDED as EXCLUDED

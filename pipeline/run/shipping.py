@@ -29,7 +29,7 @@ import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ...datasets import bars_problem, mapped_arrays
-from ...engine.block import read_only
+from ...engine.core import read_only
 from ...errors import DataError, SpecError
 
 #: Shipped bars kept per worker process (each run names its own).
@@ -215,8 +215,7 @@ class ModuleShipper(WorkerPlugin):
     def setup(self, worker=None) -> None:
         import sys
 
-        from ...engine.strategies import forget_modules
-        from ...engine.strategies.sources import serve
+        from ...engine.strategies import forget_modules, serve
 
         folder = module_folder(self.root, self.files, self.digest)
         for top in self.tops:
@@ -233,7 +232,7 @@ def module_files(root: str, tops: Iterable[str]) -> dict[str, bytes]:
     ``root/top.py``, by path relative to ``root`` (``/``-separated), as
     :func:`~barsweep.engine.strategies.sources.module_sources` lists them (DataError for
     what it refuses: links out of the package, more than its bytes, not a module)."""
-    from ...engine.strategies.sources import module_sources
+    from ...engine.strategies import module_sources
 
     try:
         listed = module_sources(root, tops)

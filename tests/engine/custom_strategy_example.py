@@ -3,7 +3,7 @@
 from numba import njit
 
 from barsweep.engine import Indicator, Param, Strategy, register
-from barsweep.engine.simulate import cross_above, cross_below
+from barsweep.engine.core.simulate import cross_above, cross_below
 
 
 @njit(cache=True)

@@ -17,10 +17,10 @@ import numpy as np  # noqa: E402
 from helpers.bars import random_bars  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
-from barsweep.engine import simulate as sim  # noqa: E402
-from barsweep.engine.block import prepare_block  # noqa: E402
-from barsweep.engine.hoist import hoist  # noqa: E402
-from barsweep.engine.simulate import Outputs, no_record, no_segments  # noqa: E402
+from barsweep.engine.core import simulate as sim  # noqa: E402
+from barsweep.engine.core.block import prepare_block  # noqa: E402
+from barsweep.engine.core.hoist import hoist  # noqa: E402
+from barsweep.engine.core.simulate import Outputs, no_record, no_segments  # noqa: E402
 from barsweep.engine.strategies import kernels  # noqa: E402
 
 N_BARS = 600

@@ -4,7 +4,7 @@ import numpy as np
 from helpers.bars import random_bars
 
 from barsweep.engine import Execution, backtest, get_strategy, sweep_block
-from barsweep.engine.block import bar_tuple, locality_order, prepare_block
+from barsweep.engine.core.block import bar_tuple, locality_order, prepare_block
 
 
 def test_bar_tuple_hands_the_kernels_read_only_columns():

@@ -31,7 +31,8 @@ IMPORT = textwrap.dedent("""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         import barsweep.engine
-        from barsweep.engine import cache, fills
+        from barsweep.engine import cache
+        from barsweep.engine.core import fills
     print(json.dumps(dict(folder=os.environ["NUMBA_CACHE_DIR"], base=str(cache.BASE),
                           numba=fills.open_position.stats.cache_path,
                           warnings=[str(w.message) for w in caught

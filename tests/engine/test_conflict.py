@@ -19,12 +19,12 @@ from helpers.reference import ref_simulate
 from numba import njit
 
 from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
-from barsweep.engine.block import prepare_block
-from barsweep.engine.hoist import hoist
-from barsweep.engine.portfolio import sweep_portfolio
+from barsweep.engine.core.block import prepare_block
+from barsweep.engine.core.hoist import hoist
+from barsweep.engine.core.sweep import sweep_cpu
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.engine.rules import Rule
 from barsweep.engine.strategies import kernels
-from barsweep.engine.sweep import sweep_cpu
 from barsweep.errors import SpecError
 
 MODES = ("opposite", "ignore", "entry", "exit", "adjacent")
@@ -199,7 +199,7 @@ def test_builtins_never_hold_an_entry_and_its_exit_together(name):
 
 def test_an_unknown_mode_is_one_line():
     with pytest.raises(SpecError, match="execution.conflict"):
-        from barsweep.engine.execution import execution_of
+        from barsweep.engine.core.execution import execution_of
         execution_of(dict(conflict="exits"))
 
 

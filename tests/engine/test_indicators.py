@@ -24,7 +24,7 @@ from helpers.reference import (
 )
 
 from barsweep.engine import ema, sma
-from barsweep.engine.indicators import (
+from barsweep.engine.indicators.registry import (
     INDICATORS,
     atr,
     bbands,

@@ -80,7 +80,7 @@ def test_an_engine_edit_recompiles_and_an_unchanged_tree_loads(tmp_path):
     assert again["stats"] == {"kernel": [1, 0], "signal": [0, 0]}  # loaded, nothing compiled
     assert again["total_return"] == first["total_return"]
 
-    fills = engine / "fills.py"
+    fills = engine / "core" / "fills.py"
     source = fills.read_text()
     fee = "size = (cash - fixed_fee) / (fill * (1.0 + fee_rate))"
     assert source.count(fee) == 1
@@ -100,7 +100,8 @@ def test_a_user_cache_dir_holds_everything(tmp_path):
     code = textwrap.dedent("""
         import json, os
         import barsweep.engine as engine
-        from barsweep.engine import cache, fills
+        from barsweep.engine import cache
+        from barsweep.engine.core import fills
         kernel = engine.get_strategy("rsi").kernel
         print(json.dumps([fills.open_position.stats.cache_path, kernel.stats.cache_path,
                           kernel.py_func.__code__.co_filename, os.environ["NUMBA_CACHE_DIR"],
@@ -165,7 +166,8 @@ def test_numba_imported_before_the_engine_caches_in_its_folder(tmp_path):
         import json
         import numba
         before = numba.config.CACHE_DIR
-        from barsweep.engine import cache, fills
+        from barsweep.engine import cache
+        from barsweep.engine.core import fills
         print(json.dumps([before, numba.config.CACHE_DIR, str(cache.CACHE_DIR),
                           fills.open_position.stats.cache_path]))
     """)
@@ -198,7 +200,7 @@ def test_every_cached_function_goes_to_the_engine_versions_folder(tmp_path):
     import custom_strategy_example
 
     for function in (plain_numba_module.twice, custom_strategy_example.signal,
-                     barsweep.engine.simulate.cross_above):
+                     barsweep.engine.core.simulate.cross_above):
         assert Path(function.stats.cache_path).parent == cache.CACHE_DIR
 
 

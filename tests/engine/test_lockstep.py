@@ -29,8 +29,8 @@ from helpers.gpu_cases import (
 )
 
 from barsweep.engine import METRICS, Execution, get_strategy
+from barsweep.engine.core.sweep import sweep_cpu
 from barsweep.engine.strategies import kernels
-from barsweep.engine.sweep import sweep_cpu
 
 HERE = Path(__file__).resolve().parent
 
@@ -113,9 +113,9 @@ def test_lockstep_records_the_same_equity_and_trades(bars, name, params, kwargs,
     """What ``backtest()`` records (the equity at every close, every trade), from both
     kernels on one combo, byte for byte: whole runs and a window starting at bar 300."""
     from barsweep.engine import N_METRICS
-    from barsweep.engine.block import prepare_block
-    from barsweep.engine.hoist import hoist
-    from barsweep.engine.simulate import N_TRADE_FIELDS, Outputs, no_segments
+    from barsweep.engine.core.block import prepare_block
+    from barsweep.engine.core.hoist import hoist
+    from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs, no_segments
 
     strategy = get_strategy(name)
     data = ruin_bars(n_bars=N_BARS, seed=23, vol=0.12) if "slippage" in kwargs and \

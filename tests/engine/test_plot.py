@@ -38,7 +38,7 @@ def test_equity_reads_on_one_axis_rule_for_a_symbol_and_a_portfolio(tmp_path, gr
     what the panel draws spans more than 10x, linear otherwise (plot best, report)."""
     import numpy as np
 
-    from barsweep.engine.portfolio_backtest import backtest_portfolio
+    from barsweep.engine.backtest.portfolio import backtest_portfolio
 
     close = 100.0 * np.exp(np.linspace(0.0, np.log(growth), 600)
                            + 0.01 * np.sin(np.arange(600)))

@@ -13,7 +13,11 @@ from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
 from barsweep.engine.cache import is_marked
-from barsweep.engine.portfolio import equal_weight_benchmark, portfolio_kernel, sweep_portfolio
+from barsweep.engine.portfolio.sweep import (
+    equal_weight_benchmark,
+    portfolio_kernel,
+    sweep_portfolio,
+)
 from barsweep.engine.warm import check_portfolio
 from barsweep.errors import SpecError
 

@@ -1,4 +1,4 @@
-"""One portfolio combo in full (:func:`barsweep.engine.portfolio_backtest.backtest_portfolio`):
+"""One portfolio combo in full (:func:`barsweep.engine.backtest.portfolio.backtest_portfolio`):
 its metrics are the sweep's, bit for bit; its recorded equity, shares and trades are the
 slow reference's (tests/helpers/portfolio_reference.py) at every bar, with max_positions,
 next_open, costs and ruin; its shares, cash and value are vectorbt's ``from_orders`` on
@@ -11,8 +11,8 @@ from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, vectorbt_va
 from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
-from barsweep.engine.portfolio_backtest import backtest_portfolio
+from barsweep.engine.backtest.portfolio import backtest_portfolio
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.errors import SpecError
 
 

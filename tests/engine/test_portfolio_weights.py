@@ -13,8 +13,8 @@ from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way
 from helpers.portfolio_reference import ref_portfolio, ref_vol, ref_weights
 
 from barsweep.engine import METRICS, Execution, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
-from barsweep.engine.portfolio_weights import (
+from barsweep.engine.portfolio.sweep import sweep_portfolio
+from barsweep.engine.portfolio.weights import (
     hoist_sizing,
     lookback_column,
     rolling_vol,

@@ -11,8 +11,8 @@ from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS
 from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution
-from barsweep.engine.portfolio import portfolio_runs, sweep_portfolio
-from barsweep.engine.simulate import segment_bounds
+from barsweep.engine.core.simulate import segment_bounds
+from barsweep.engine.portfolio.sweep import portfolio_runs, sweep_portfolio
 
 
 @pytest.fixture(scope="module")

@@ -153,8 +153,8 @@ def test_a_window_ruined_on_its_first_bar(end):
     """A walk-forward window (span) whose first bar enters the short slipped by 60%:
     ruined there, equity 0 on every bar of the window, drawdown -100% on each; the CPU
     kernel, the lockstep (GPU) kernel, backtest() and the reference agree, no exception."""
+    from barsweep.engine.core.sweep import sweep_cpu
     from barsweep.engine.strategies import kernels
-    from barsweep.engine.sweep import sweep_cpu
 
     bars = squeeze_bars(100.0)
     execution = dict(fill="close", direction="short", slippage=0.6)

@@ -8,7 +8,7 @@ import pytest
 import talib
 from helpers.bars import random_bars
 
-from barsweep.engine.hoist import hoist
+from barsweep.engine.core.hoist import hoist
 from barsweep.engine.rules import Rule, RuleError, compile_rule, parse_rule
 from barsweep.engine.rules.lower import text
 from barsweep.errors import SpecError

@@ -115,7 +115,7 @@ def test_backtest_infers_ppy_from_times():
 
 
 def test_hoisting_shares_rows():
-    from barsweep.engine.hoist import hoist
+    from barsweep.engine.core.hoist import hoist
 
     bars = random_bars(100, seed=1)
     ind, rows = hoist(get_strategy("ema_cross"), bars,

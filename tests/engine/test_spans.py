@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
-from barsweep.engine.simulate import segment_bounds
+from barsweep.engine.core.simulate import segment_bounds
 
 PPY = 8760.0
 PAIRS = [(3, 12), (5, 20), (8, 30), (2, 7)]

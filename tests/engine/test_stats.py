@@ -11,8 +11,8 @@ import pytest
 from helpers.bars import random_bars
 
 from barsweep.engine import METRICS, backtest, ema
-from barsweep.engine.simulate import cross_above, cross_below
-from barsweep.engine.stats import STATS, STATS_INFO
+from barsweep.engine.backtest.stats import STATS, STATS_INFO
+from barsweep.engine.core.simulate import cross_above, cross_below
 
 PPY = 8760.0
 FEES = 0.001

@@ -1,4 +1,4 @@
-"""The serial sweep kernel split over threads (engine.sweep.run_kernel) gives the very
+"""The serial sweep kernel split over threads (engine.core.sweep.run_kernel) gives the very
 same metrics and segment sums as one thread."""
 
 import numba
@@ -7,7 +7,7 @@ import pytest
 from helpers.bars import random_bars
 
 from barsweep.engine import Execution, get_strategy, sweep_block
-from barsweep.engine.sweep import PIECE_COMBOS
+from barsweep.engine.core.sweep import PIECE_COMBOS
 
 
 @pytest.fixture

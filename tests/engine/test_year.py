@@ -1,10 +1,10 @@
-"""Bars per year measured from the bars' times (engine.year)."""
+"""Bars per year measured from the bars' times (engine.core.year)."""
 
 import numpy as np
 import pytest
 
 from barsweep.engine import backtest
-from barsweep.engine.year import bars_per_year
+from barsweep.engine.core.year import bars_per_year
 
 pytest.importorskip("bokeh_sampledata")
 from golden.cases import load_bars  # noqa: E402

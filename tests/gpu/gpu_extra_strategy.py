@@ -4,7 +4,7 @@ simulator tests cover that fallback too. Registered on import."""
 from numba import njit
 
 from barsweep.engine import Indicator, Param, Strategy, register
-from barsweep.engine.simulate import cross_above, cross_below
+from barsweep.engine.core.simulate import cross_above, cross_below
 
 
 @njit(cache=True)

@@ -24,11 +24,12 @@ from helpers.gpu_cases import import_modules  # noqa: E402
 from helpers.ptx import CC, Device  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
-from barsweep.engine import N_METRICS, Execution, get_strategy, gpu, strategy_names  # noqa: E402
-from barsweep.engine.block import Bars, Combos  # noqa: E402
-from barsweep.engine.execution import run_settings  # noqa: E402
-from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
-from barsweep.engine.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine import N_METRICS, Execution, get_strategy, strategy_names  # noqa: E402
+from barsweep.engine.core.block import Bars, Combos  # noqa: E402
+from barsweep.engine.core.execution import run_settings  # noqa: E402
+from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine.gpu import sweep as gpu  # noqa: E402
+from barsweep.engine.gpu.hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
 
 
 def main() -> None:

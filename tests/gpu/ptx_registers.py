@@ -3,7 +3,7 @@
     python tests/gpu/ptx_registers.py [STRATEGY ...]     # default: ema_cross
 
 No GPU needed: numba.cuda lowers the kernel to PTX for compute capability 9.0 (an H200),
-with the launch bounds its dispatcher is built with (``barsweep.engine.gpu``), as
+with the launch bounds its dispatcher is built with (``barsweep.engine.gpu.sweep``), as
 ``ptx_compile.py`` does; then ``ptxas -v --gpu-name sm_90`` of the toolkit wheel
 (``nvidia-cuda-nvcc-cu12``, which also brings NVVM) assembles it and reports, per
 function, its registers, stack frame and spilled bytes. Prints one JSON line: per
@@ -26,10 +26,11 @@ import numpy as np  # noqa: E402
 from helpers.ptx import CC, Device, parse, ptxas  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
-from barsweep.engine import N_METRICS, Execution, get_strategy, gpu  # noqa: E402
-from barsweep.engine.block import Bars, Combos  # noqa: E402
-from barsweep.engine.execution import run_settings  # noqa: E402
-from barsweep.engine.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
+from barsweep.engine.core.block import Bars, Combos  # noqa: E402
+from barsweep.engine.core.execution import run_settings  # noqa: E402
+from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 
 
 def kernel_ptx(name: str) -> str:

@@ -21,8 +21,8 @@ from helpers.bars import random_bars  # noqa: E402
 from helpers.gpu_cases import BARS_SEED, HOIST_ARGS, HOIST_BARS  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from barsweep.engine.gpu_hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
-from barsweep.engine.indicators import INDICATORS  # noqa: E402
+from barsweep.engine.gpu.hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
+from barsweep.engine.indicators.registry import INDICATORS  # noqa: E402
 
 THREADS = 2
 

@@ -21,7 +21,8 @@ import numpy as np  # noqa: E402
 from helpers.bars import random_bars  # noqa: E402
 from helpers.gpu_cases import BARS_SEED, N_BARS, ORDER_CASES, SPANS  # noqa: E402
 
-from barsweep.engine import Execution, get_strategy, gpu  # noqa: E402
+from barsweep.engine import Execution, get_strategy  # noqa: E402
+from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 
 
 def row_checks() -> dict:

@@ -29,8 +29,8 @@ from helpers.gpu_portfolio_cases import (
 )
 
 from barsweep.engine import METRICS, Execution
-from barsweep.engine.gpu_portfolio import MAX_PARAM_BYTES, SYMBOL_PARAM_BYTES, param_bytes
-from barsweep.engine.portfolio import sweep_portfolio
+from barsweep.engine.gpu.portfolio import MAX_PARAM_BYTES, SYMBOL_PARAM_BYTES, param_bytes
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 
 HERE = Path(__file__).resolve().parent
 PPY = 8760.0
@@ -176,7 +176,7 @@ def test_pipeline_portfolio_on_the_gpu_equals_the_cpu(tmp_path):
 
 def test_too_many_symbols_for_the_cuda_kernel():
     """Past the kernel's parameter space: refused on cuda, auto falls back to the CPU."""
-    from barsweep.engine.gpu_portfolio import portfolio_cuda_problem
+    from barsweep.engine.gpu.portfolio import portfolio_cuda_problem
     from barsweep.pipeline.run.portfolio_block import portfolio_backend
 
     most = (MAX_PARAM_BYTES - param_bytes(0)) // SYMBOL_PARAM_BYTES

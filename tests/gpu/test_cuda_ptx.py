@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers.gpu_cases import PARAMS
 
-from barsweep.engine.gpu_hoist import DEVICE_INDICATORS
+from barsweep.engine.gpu.hoist import DEVICE_INDICATORS
 
 HERE = Path(__file__).resolve().parent
 

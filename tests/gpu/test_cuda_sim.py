@@ -35,8 +35,8 @@ from helpers.gpu_cases import (
 )
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
-from barsweep.engine.gpu_hoist import DEVICE_INDICATORS
-from barsweep.engine.indicators import INDICATORS, compute_indicator
+from barsweep.engine.gpu.hoist import DEVICE_INDICATORS
+from barsweep.engine.indicators.registry import INDICATORS, compute_indicator
 
 HERE = Path(__file__).resolve().parent
 CASES = cases()

@@ -20,7 +20,7 @@ import xarray as xr
 import yaml
 
 from barsweep.engine import Execution, get_strategy
-from barsweep.engine.gpu import cuda_problem, sweep_cuda
+from barsweep.engine.gpu.sweep import cuda_problem, sweep_cuda
 from barsweep.errors import BackendError
 from barsweep.pipeline.cli import main
 
@@ -32,7 +32,7 @@ REFUSAL = re.compile(r"barsweep: error: run\.backend: 'cuda' needs a CUDA GPU on
                      r"worker: (?P<worker>\S+): (?P<reason>.+)\. Use backend 'cpu' or 'auto'")
 PROBE = """
 import json
-from barsweep.engine.gpu import cuda_problem, require_cuda
+from barsweep.engine.gpu.sweep import cuda_problem, require_cuda
 from barsweep.errors import BackendError
 try:
     require_cuda()
@@ -106,7 +106,7 @@ def test_sweep_cuda_without_a_gpu_names_the_problem():
 def test_a_strategy_without_its_signal_and_scan_is_refused_for_the_gpu():
     from dataclasses import replace
 
-    from barsweep.engine.gpu import strategy_functions
+    from barsweep.engine.gpu.sweep import strategy_functions
     from barsweep.errors import SpecError
 
     bare = replace(get_strategy("ema_cross"), signal=None, scan=None)

@@ -1,7 +1,7 @@
 """The ema_cross CUDA sweep kernel fits 128 registers per thread for sm_90, without spills.
 
 ``ptx_registers.py`` (its own process: it answers numba's one question to a device with
-9.0) lowers the kernel to PTX with the launch bounds ``barsweep.engine.gpu`` builds it
+9.0) lowers the kernel to PTX with the launch bounds ``barsweep.engine.gpu.sweep`` builds it
 with, and assembles it with the toolkit wheel's ``ptxas -v --gpu-name sm_90``. At 128
 registers 16 warps fit on a multiprocessor (65,536 registers); above, 12 or fewer.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.ptx import parse
 
-from barsweep.engine import gpu
+from barsweep.engine.gpu import sweep as gpu
 
 HERE = Path(__file__).resolve().parent
 MAX_REGISTERS = 128

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from barsweep.engine import Execution, get_strategy, sweep_block
-from barsweep.engine.hoist import hoist, plan_rows
-from barsweep.engine.indicators import compute_indicator
+from barsweep.engine.core.hoist import hoist, plan_rows
+from barsweep.engine.indicators.registry import compute_indicator
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.grid import box_combos

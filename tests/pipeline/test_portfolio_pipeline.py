@@ -1,5 +1,5 @@
 """A portfolio sweep end to end: its spec, a real LocalCluster run whose every cell is
-:func:`barsweep.engine.portfolio.sweep_portfolio` called directly on the same bars,
+:func:`barsweep.engine.portfolio.sweep.sweep_portfolio` called directly on the same bars,
 ``max_positions`` as a grid axis, ``rank`` on the store, and the same store from a
 threads cluster."""
 
@@ -12,7 +12,7 @@ import yaml
 
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec
@@ -157,7 +157,7 @@ def test_best_combo_rebuilt_plotted_and_its_trades(local, tmp_path, store, capsy
     """best_backtest of a portfolio store is backtest_portfolio of the ranked combo on
     the members' common bars (metrics equal to the store's, checked); plot best and
     trades work on it; a store whose values differ is refused."""
-    from barsweep.engine.portfolio_backtest import backtest_portfolio
+    from barsweep.engine.backtest.portfolio import backtest_portfolio
     from barsweep.errors import MismatchError
     from barsweep.pipeline.analysis.rank import rank
     from barsweep.pipeline.analysis.rebuild import best_backtest

@@ -1,6 +1,6 @@
 """Walk-forward and PBO over a portfolio (one account over several symbols), end to end
 on real stores: a LocalCluster walk-forward run whose every window's train and test
-cells are :func:`barsweep.engine.portfolio.sweep_portfolio` run directly over that
+cells are :func:`barsweep.engine.portfolio.sweep.sweep_portfolio` run directly over that
 window's spans; ``barsweep walkforward``, ``rank`` and buy and hold on it; a resumed
 store; and ``rank --pbo`` of a portfolio store equal to ``robust.pbo`` of the account's
 segment sums made from the slow reference's equity curves."""
@@ -17,8 +17,8 @@ from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
-from barsweep.engine.simulate import segment_bounds
+from barsweep.engine.core.simulate import segment_bounds
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.pipeline.analysis import robust
 from barsweep.pipeline.cli import main
 
@@ -257,7 +257,7 @@ def test_a_window_of_a_portfolio_walk_forward_is_rebuilt(walk, store, tmp_path, 
     """``trades --window`` and ``plot best --window`` rebuild a walk-forward portfolio's
     cell over its window's sample: backtest_portfolio over that span, equal to the store's
     cell (checked by the rebuild, and here against the slow reference's account)."""
-    from barsweep.engine.portfolio_backtest import backtest_portfolio
+    from barsweep.engine.backtest.portfolio import backtest_portfolio
     from barsweep.pipeline.analysis.rebuild import best_backtest
     from barsweep.pipeline.analysis.trades import combo_backtest
 

@@ -1,5 +1,5 @@
 """A portfolio run with ``weight: inverse_vol``, ``priority`` and ``vol_lookback`` as a
-grid axis: every cell of the store is :func:`barsweep.engine.portfolio.sweep_portfolio`
+grid axis: every cell of the store is :func:`barsweep.engine.portfolio.sweep.sweep_portfolio`
 called directly on the same bars; and the section's refusals."""
 
 import json
@@ -11,7 +11,7 @@ import yaml
 
 from barsweep.datasets import open_bars, periods_per_year
 from barsweep.engine import METRICS, get_strategy
-from barsweep.engine.portfolio import sweep_portfolio
+from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec

@@ -11,7 +11,7 @@ import pytest
 
 import barsweep.pipeline
 from barsweep.engine import Execution
-from barsweep.engine.execution import execution_of
+from barsweep.engine.core.execution import execution_of
 from barsweep.engine.strategies import Param, Strategy, register
 from barsweep.errors import SpecError
 from barsweep.pipeline.config.model import (

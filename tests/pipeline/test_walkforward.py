@@ -443,7 +443,7 @@ def test_one_test_window_equals_vectorbt_fed_talib_signals(tmp_path):
     talib = pytest.importorskip("talib")
     import pandas as pd
 
-    from barsweep.engine.simulate import cross_above, cross_below
+    from barsweep.engine.core.simulate import cross_above, cross_below
 
     execution = dict(fill="close", fees=0.001)
     bounds = window_bounds(N_BARS, 300, 100, 100)

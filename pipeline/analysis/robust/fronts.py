@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ....engine import LOWER_IS_BETTER
+from ....engine.analysis import front_cpu
 
 __all__ = ["pareto"]
 
@@ -43,7 +43,7 @@ def pareto(data, metrics) -> np.ndarray:
     if pts.shape[1] == 2:
         return np.sort(candidates[order[_front_2d(pts[order])]])
     front = np.empty(len(order), dtype=np.int64)
-    n_front = _front_cpu(np.ascontiguousarray(pts[order]), front)
+    n_front = front_cpu(np.ascontiguousarray(pts[order]), front)
     front = order[front[:n_front]]
     return np.sort(candidates[front])
 
@@ -63,30 +63,3 @@ def _front_2d(pts: np.ndarray) -> np.ndarray:
     best_before = np.r_[-np.inf, np.maximum.accumulate(head_b)[:-1]]
     dominated = (best_before[group] >= b) | (head_b[group] > b)
     return np.flatnonzero(~dominated)
-
-
-@njit(cache=True)
-def _front_cpu(pts, out_front):
-    """The non-dominated rows of ``pts`` (shape (n, k), higher is better, sorted best
-    first lexicographically, so that only earlier rows can dominate a row): written to
-    ``out_front[:m]``, returns m. Each row is checked against the front found so far."""
-    n_front = 0
-    for i in range(pts.shape[0]):
-        dominated = False
-        for j in range(n_front):
-            f = out_front[j]
-            at_least = True
-            better = False
-            for k in range(pts.shape[1]):
-                if pts[f, k] < pts[i, k]:
-                    at_least = False
-                    break
-                if pts[f, k] > pts[i, k]:
-                    better = True
-            if at_least and better:
-                dominated = True
-                break
-        if not dominated:
-            out_front[n_front] = i
-            n_front += 1
-    return n_front

@@ -13,8 +13,8 @@ from statistics import NormalDist
 
 import numpy as np
 import xarray as xr
-from numba import njit
 
+from ....engine.analysis import normal_cdf_cpu
 from ....errors import SpecError
 from ...config.dims import NON_PARAM_DIMS
 
@@ -38,15 +38,8 @@ def normal_cdf(x):
     """
     x = np.asarray(x, dtype=np.float64)
     out = np.empty_like(x)
-    _normal_cdf_cpu(x.ravel(), out.reshape(-1))
+    normal_cdf_cpu(x.ravel(), out.reshape(-1))
     return out if out.ndim else out[()]
-
-
-@njit(cache=True)
-def _normal_cdf_cpu(x, out):
-    """``out[i] = Phi(x[i])`` (shape (n,), float64; ``out`` written)."""
-    for i in range(x.shape[0]):
-        out[i] = 0.5 * math.erfc(-x[i] / math.sqrt(2.0))
 
 
 def probabilistic_sharpe(sharpe, n_obs, skew, kurtosis, benchmark=0.0):

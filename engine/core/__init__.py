@@ -1,0 +1,45 @@
+"""barsweep.engine.core: one symbol's simulation. The per-bar step (simulate) with its
+fills, round trips and metric accumulators (numba, inlined into every kernel), the
+execution settings, the Bars and Combos records of a block, the indicators hoisted out
+of the combos, the bars in a year, and sweep_block (a block of combos, CPU or CUDA)."""
+
+from .block import BAR_COLUMNS, Bars, Block, Combos, prepare_block, read_only
+from .execution import (
+    STOP_PARAMS,
+    Execution,
+    RunSettings,
+    benchmark_returns,
+    check_stop,
+    execution_of,
+    run_settings,
+    split_combo,
+)
+from .fills import EXIT_REASONS
+from .hoist import plan_rows, warm_up
+from .metrics import (
+    BEST_WHEN_IDLE,
+    DD_ACC0,
+    LOWER_IS_BETTER,
+    METRIC_INDEX,
+    METRIC_INFO,
+    METRICS,
+    N_METRICS,
+    RET_ACC0,
+    TRADE_ACC0,
+    acc_drawdown,
+    acc_returns,
+    finalize,
+)
+from .simulate import N_TRADE_FIELDS, TRADE_FIELDS, Outputs, segment_bounds
+from .sweep import sweep_block
+from .year import bars_in_year, bars_per_year
+
+__all__ = [
+    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Block", "Combos", "DD_ACC0", "EXIT_REASONS",
+    "Execution", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO", "N_METRICS",
+    "N_TRADE_FIELDS", "Outputs", "RET_ACC0", "RunSettings", "STOP_PARAMS", "TRADE_ACC0",
+    "TRADE_FIELDS", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
+    "benchmark_returns", "check_stop", "execution_of", "finalize", "plan_rows",
+    "prepare_block", "read_only", "run_settings", "segment_bounds", "split_combo",
+    "sweep_block", "warm_up",
+]

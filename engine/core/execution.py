@@ -1,0 +1,219 @@
+"""Execution settings: one validated value (the spec's ``execution`` section and
+``backtest()``'s keywords alike), and the typed record the kernels read it from.
+
+Adding a setting touches this module (a field of :class:`Execution`, a field of
+:class:`RunSettings` and its line in :func:`run_settings`), the arithmetic in
+``simulate`` that reads ``run.<name>``, and the reference (``tests/helpers/reference.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from ...errors import SpecError, refusals
+from .fills import CONFLICT_MODES
+
+#: Execution settings that may also be grid axes (swept like strategy parameters).
+STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
+
+
+def check_stop(name: str, value: float, direction: str = "both") -> str | None:
+    """Why a stop fraction is refused, or None when it is valid.
+
+    ``stop_loss`` and ``trailing_stop`` are fractions in (0, 1); ``take_profit``
+    is > 0, and < 1 when only shorts are traded (a short cannot gain 100%).
+    """
+    value = float(value)
+    if not np.isfinite(value) or value <= 0.0:
+        return f"{name} must be a fraction > 0 of the entry price, got {value!r}"
+    if name != "take_profit" and value >= 1.0:
+        return f"{name} must be < 1 (a fraction of the entry price), got {value!r}"
+    if name == "take_profit" and direction == "short" and value >= 1.0:
+        return f"take_profit must be < 1 for shorts, got {value!r}"
+    return None
+
+
+def _number(default, **bounds):
+    return Field(default, strict=True, allow_inf_nan=False, **bounds)
+
+
+class Execution(BaseModel):
+    """How orders fill (docs/EXECUTION.md); validated when made (a
+    pydantic ``ValidationError``, or :func:`execution_of`'s SpecError).
+
+    Parameters
+    ----------
+    fill : {"next_open", "close"}
+        ``next_open`` (default, no look-ahead) fills a signal of bar t at bar t+1's open.
+    fees : float
+        Fraction of traded notional charged on entry and on exit, in [0, 1).
+    fixed_fee : float
+        Cash charged per order (entry and exit), in units of ``init_cash``.
+    slippage : float
+        Fraction by which each fill price moves against the trader, in [0, 1).
+    init_cash : float
+        Starting equity, > 0 and > ``fixed_fee``.
+    direction : {"long", "short", "both"}
+        ``both``: a long exit and a short entry on one bar reverse the position.
+    stop_loss, take_profit, trailing_stop : float or None
+        Fractions of the entry price (trailing: of the best price since entry),
+        checked inside each bar on high/low; None for none. The same names may be
+        grid axes instead, one value per combo.
+    funding : bool
+        Pay ``position * close * funding_rate`` at each bar (the bars must carry a
+        ``funding_rate`` column).
+    conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
+        What an entry and an exit of one side true on the same bar do (vectorbt's
+        conflict modes): ``opposite`` (default) the exit while a position is open,
+        ``adjacent`` the entry then; both drop both while flat. ``ignore`` drops both,
+        ``entry`` keeps the entry, ``exit`` the exit, always.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fill: Literal["close", "next_open"] = "next_open"
+    fees: float = _number(0.0, ge=0, lt=1)
+    fixed_fee: float = _number(0.0, ge=0)
+    slippage: float = _number(0.0, ge=0, lt=1)
+    init_cash: float = _number(10_000.0, gt=0)
+    direction: Literal["long", "short", "both"] = "long"
+    stop_loss: float | None = _number(None)
+    take_profit: float | None = _number(None)
+    trailing_stop: float | None = _number(None)
+    funding: bool = Field(False, strict=True)
+    conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
+
+    @field_validator("init_cash")
+    @classmethod
+    def _above_fixed_fee(cls, value: float, info: ValidationInfo) -> float:
+        fixed_fee = info.data.get("fixed_fee", 0.0)
+        if value <= fixed_fee:
+            raise ValueError(f"init_cash must be > fixed_fee ({fixed_fee!r}), got {value!r}")
+        return value
+
+    @field_validator(*STOP_PARAMS)
+    @classmethod
+    def _stop_fraction(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None:
+            problem = check_stop(info.field_name, value, info.data.get("direction", "both"))
+            if problem:
+                raise ValueError(problem)
+        return value
+
+
+def execution_of(settings: Mapping) -> Execution:
+    """``Execution(**settings)``, refused values raising one :class:`SpecError` that names
+    each key (``execution.fees: Input should be ...``)."""
+    if isinstance(settings, Execution):
+        return settings
+    try:
+        return Execution(**settings)
+    except ValidationError as err:
+        raise SpecError("; ".join(refusals(err, Execution, "execution"))) from None
+
+
+def benchmark_returns(close: np.ndarray) -> np.ndarray:
+    """Buy-and-hold returns of ``close``: ``b_0 = 0``, ``b_t = close_t / close_(t-1) - 1``."""
+    out = np.zeros(close.shape[0])
+    out[1:] = close[1:] / close[:-1] - 1.0
+    return out
+
+
+class RunSettings(NamedTuple):
+    """What ``simulate`` reads of one run besides its bars and combos: the execution
+    settings, the bars run, bars per year and the benchmark's sums over those bars.
+
+    A numba named tuple of scalars (ints, floats and bools as themselves), made by
+    :func:`run_settings` and narrowed to a window by :func:`over_span`.
+    """
+
+    start: int  # the first bar simulated (a window's; 0 for a whole run)
+    end: int  # one past the last bar simulated
+    next_open: bool  # fill: next_open (False: close)
+    fee_rate: float
+    fixed_fee: float
+    slippage: float
+    init_cash: float
+    allow_long: bool
+    allow_short: bool
+    funding: bool
+    conflict: int  # the conflict mode's code (``fills.CONFLICT_MODES``)
+    ppy: float  # bars per year
+    sum_b: float  # sum of the benchmark returns of bars (start, end)
+    sum_b2: float  # and of their squares
+
+
+def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSettings:
+    """The settings the kernels read, for a run over every bar of ``bench`` (the
+    benchmark returns, :func:`benchmark_returns`); :func:`over_span` narrows it."""
+    return over_span(RunSettings(
+        start=0,
+        end=len(bench),
+        next_open=execution.fill == "next_open",
+        fee_rate=float(execution.fees),
+        fixed_fee=float(execution.fixed_fee),
+        slippage=float(execution.slippage),
+        init_cash=float(execution.init_cash),
+        allow_long=execution.direction in ("long", "both"),
+        allow_short=execution.direction in ("short", "both"),
+        funding=bool(execution.funding),
+        conflict=CONFLICT_MODES.index(execution.conflict),
+        ppy=float(ppy),
+        sum_b=0.0,
+        sum_b2=0.0,
+    ), bench, 0, len(bench))
+
+
+def over_span(settings: RunSettings, bench: np.ndarray, start: int, end: int) -> RunSettings:
+    """``settings`` for a run over bars ``[start, end)`` only: the bounds and the
+    benchmark sums of those bars, whose first return counts as 0 (as the first bar of a
+    run: there is no close before it in the run)."""
+    if not 0 <= start < end <= len(bench):
+        raise ValueError(f"need 0 <= start < end <= {len(bench)}, got [{start}, {end})")
+    held = bench[start + 1:end]
+    return settings._replace(start=int(start), end=int(end), sum_b=float(held.sum()),
+                             sum_b2=float((held * held).sum()))
+
+
+def split_combo(combo: Mapping) -> tuple[dict, dict]:
+    """``(strategy parameters, stops)`` of a combo's (or a block's) values by name: the
+    stops are those of :data:`STOP_PARAMS` swept as grid axes, the rest the strategy's.
+
+    >>> split_combo({"fast": 5, "slow": 20, "stop_loss": 0.05})
+    ({'fast': 5, 'slow': 20}, {'stop_loss': 0.05})
+    """
+    params = {k: v for k, v in combo.items() if k not in STOP_PARAMS}
+    stops = {k: v for k, v in combo.items() if k in STOP_PARAMS}
+    return params, stops
+
+
+def stop_columns(execution: Execution, stops: Mapping[str, np.ndarray],
+                 n_combos: int) -> dict[str, np.ndarray]:
+    """Per-combo stops by name (each of :data:`STOP_PARAMS`), shape (n_combos,),
+    float64; 0 where there is none.
+
+    A stop given in ``stops`` (a grid axis) takes one value per combo; otherwise
+    the execution's scalar applies to every combo. Both at once is refused.
+    """
+    out = {}
+    for name in STOP_PARAMS:
+        scalar = getattr(execution, name)
+        column = np.zeros(n_combos)
+        if name in stops:
+            if scalar is not None:
+                raise SpecError(f"{name} is both an execution setting and a grid axis; "
+                                f"keep one")
+            values = np.asarray(stops[name], dtype=np.float64)
+            for value in np.unique(values):
+                problem = check_stop(name, value, execution.direction)
+                if problem:
+                    raise SpecError(f"grid.{problem}")
+            column[:] = values
+        elif scalar is not None:
+            column[:] = scalar
+        out[name] = column
+    return out
