@@ -6,10 +6,9 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("barsweep", "barsweep.datasets", "barsweep.engine", "barsweep.engine.expr",
-            "barsweep.engine.strategies", "barsweep.pipeline")
-MODULES = sorted({*PACKAGES, *(m.name for p in PACKAGES for m in pkgutil.iter_modules(
-    importlib.import_module(p).__path__, f"{p}.") if not m.ispkg)})
+#: Every module of the package, its sub-packages' too (``__main__`` runs the CLI).
+MODULES = sorted({"barsweep", *(m.name for m in pkgutil.walk_packages(
+    importlib.import_module("barsweep").__path__, "barsweep."))} - {"barsweep.pipeline.cli.__main__"})
 
 
 @pytest.mark.parametrize("name", MODULES)
