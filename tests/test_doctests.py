@@ -8,7 +8,8 @@ import pytest
 
 #: Every module of the package, its sub-packages' too (``__main__`` runs the CLI).
 MODULES = sorted({"barsweep", *(m.name for m in pkgutil.walk_packages(
-    importlib.import_module("barsweep").__path__, "barsweep."))} - {"barsweep.pipeline.cli.__main__"})
+    importlib.import_module("barsweep").__path__, "barsweep."))}
+                 - {"barsweep.pipeline.cli.__main__"})
 
 
 @pytest.mark.parametrize("name", MODULES)
