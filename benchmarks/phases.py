@@ -239,7 +239,7 @@ BACKTEST_STAGES = [("execution_of", "arguments"), ("strategy_of", "arguments"),
                    ("bar_columns", "arguments"), ("infer_ppy", "ppy from times"),
                    ("prepare_block", "prepare block (benchmark returns, packing)"),
                    ("hoist", "signal (indicators)"), ("time_index", "outputs: time index"),
-                   ("_trades_frame", "outputs: trades table")]
+                   ("trades_frame", "outputs: trades table")]
 
 
 def backtest_phases(n_bars: int, repeat: int) -> list[dict]:

@@ -53,9 +53,11 @@ def portfolio_compiled(strategy: Strategy) -> bool:
     return strategy.signal is None or is_marked(portfolio_kernel(strategy.signal))
 
 
-#: The mark of a portfolio kernel's specialisation for a recording run (one combo in
-#: full: :func:`~barsweep.engine.backtest.portfolio.backtest_portfolio`), a compile of
-#: its own: a sweep's kernel records nothing (its record is None).
+#: The mark of a kernel's specialisation for a recording run (one combo in full:
+#: :func:`~barsweep.engine.backtest.single.backtest`,
+#: :func:`~barsweep.engine.backtest.portfolio.backtest_portfolio`), a compile of its own:
+#: a sweep's kernel records nothing (its record is None,
+#: :mod:`~barsweep.engine.core.records`).
 RECORDING = "record"
 
 
@@ -63,9 +65,8 @@ def rebuild_kernels(strategy: Strategy, portfolio: bool) -> tuple[tuple[str, obj
     """The kernels that rebuilding one combo of ``strategy`` in full runs, with buy and
     hold beside it (``barsweep trades``, ``plot best``, ``report``): each as the name of
     its strategy, the jitted function and the variant of its mark (:func:`~.cache.
-    is_marked`). A single-symbol rebuild runs the sweep kernel itself (recording into
-    arrays of the sweep's types); a portfolio's runs the portfolio kernels' recording
-    specialisation (:data:`RECORDING`).
+    is_marked`). A rebuild runs the recording specialisation (:data:`RECORDING`) of the
+    sweep kernel, or of the portfolio kernel for a portfolio.
 
     >>> from barsweep.engine import get_strategy
     >>> [(name, variant) for name, _, variant in rebuild_kernels(get_strategy("rsi"), True)]
@@ -79,7 +80,7 @@ def rebuild_kernels(strategy: Strategy, portfolio: bool) -> tuple[tuple[str, obj
         if portfolio and one.signal is not None:
             kernels[one.name] = (one.name, portfolio_kernel(one.signal), RECORDING)
         elif not portfolio and one.kernel is not None:
-            kernels[one.name] = (one.name, one.kernel, "")
+            kernels[one.name] = (one.name, one.kernel, RECORDING)
     return tuple(kernels.values())
 
 

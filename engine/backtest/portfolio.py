@@ -1,5 +1,5 @@
 """One portfolio combo in full: the account's equity and cash, each symbol's shares, the
-trades, and a picture; recorded by the sweep's own kernel (:mod:`..portfolio.record`), so
+trades, and a picture; recorded by the sweep's own kernel (:mod:`..core.records`), so
 its metrics are the sweep's for that combo."""
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import numpy as np
 
 from ...errors import SpecError
 from ..core.execution import Execution, execution_of
-from ..core.fills import EXIT_REASONS
 from ..core.metrics import METRICS
+from ..core.records import portfolio_record
 from ..portfolio.orders import SYMBOL_METRICS
-from ..portfolio.record import portfolio_record
 from ..portfolio.sweep import sweep_portfolio
-from .single import bar_columns, infer_ppy, strategy_of, time_index
+from .single import bar_columns, infer_ppy, strategy_of, time_index, trades_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -194,7 +193,7 @@ def backtest_portfolio(
         equity=pd.Series(record.equity[at], index=part, name="equity", copy=False),
         cash=pd.Series(record.cash[at], index=part, name="cash", copy=False),
         shares=frame(record.shares[:, at].T, index=part, columns=symbols),
-        trades=_trades_frame(record.trades[:int(values["n_trades"])], symbols, index),
+        trades=trades_frame(record.trades[:int(values["n_trades"])], index, 0, symbols),
         close=frame({s: columns[s]["close"][at] for s in symbols}, index=part),
         execution=exe, ppy=float(ppy),
         max_positions=None if max_positions is None else int(max_positions),
@@ -223,30 +222,3 @@ def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray 
                             f"or different times): keep the bars they share")
     return columns, times[first]
 
-
-_EXIT_REASONS = np.array(EXIT_REASONS, dtype=object)
-
-
-def _trades_frame(rec: np.ndarray, symbols: list[str], index):
-    """The trades table from the kernel's record ``rec`` (shape (n_trades,
-    N_PORTFOLIO_TRADE_FIELDS)); ``index`` is the bars' time index."""
-    import pandas as pd
-
-    fields = rec.T.copy()
-    entry_bar = fields[1].astype(np.int64)
-    exit_bar = fields[2].astype(np.int64)
-    return pd.DataFrame({
-        "symbol": np.array(symbols, dtype=object)[fields[0].astype(np.int64)].tolist(),
-        "entry_time": index[entry_bar],
-        "exit_time": index[exit_bar],
-        "entry_bar": entry_bar,
-        "exit_bar": exit_bar,
-        "side": np.ones(len(entry_bar), dtype=np.int64),
-        "entry_price": fields[3],
-        "exit_price": fields[4],
-        "size": fields[5],
-        "pnl": fields[6],
-        "return": fields[7],
-        "bars_held": exit_bar - entry_bar,
-        "exit_reason": _EXIT_REASONS[fields[8].astype(np.int64)].tolist(),
-    }, copy=False)

@@ -14,7 +14,8 @@ from ..core.execution import Execution, execution_of, split_combo
 from ..core.fills import EXIT_REASONS
 from ..core.hoist import hoist
 from ..core.metrics import METRICS, N_METRICS
-from ..core.simulate import N_TRADE_FIELDS, Outputs, no_segments
+from ..core.records import symbol_record
+from ..core.simulate import Outputs, no_segments
 from ..core.year import bars_in_year, bars_per_year
 from ..rules import Rule, compile_rule
 from ..strategies import get_strategy
@@ -194,7 +195,7 @@ def backtest(
     index = time_index(time_ns, start, end)
     # rec_equity is this call's own buffer: the Series keeps it; close is the caller's, copied
     equity = pd.Series(rec_equity[start:end], index=index, name="equity", copy=False)
-    trades = _trades_frame(rec_trades, index, start)
+    trades = trades_frame(rec_trades, index, start)
     return BacktestResult(metrics=metrics, equity=equity, trades=trades,
                           close=pd.Series(block.bars.close[start:end], index=index,
                                           name="close"),
@@ -218,17 +219,14 @@ def _run_one(strategy: Strategy, block: Block,
              span: tuple[int, int] | None) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """Run the block's one combo over bars ``span`` (None: every bar), recording: its
     metrics by name, its equity at each close (shape (n_bars,), written over the span)
-    and its trades (shape (n_trades, N_TRADE_FIELDS))."""
-    n_bars = len(block.bars.close)
+    and its trades (shape (n_trades,), :data:`~barsweep.engine.core.records.trade_dt`)."""
     ind, rows = hoist(strategy, block.columns, block.strategy_params, 1)
-    # the kernel writes every field of trades 0 .. n_trades - 1 and nothing else is read:
-    # np.empty leaves the room for n_bars + 1 trades untouched (never paged in)
-    out = Outputs(np.empty((1, N_METRICS)), no_segments(1), np.empty(n_bars),
-                  np.empty((n_bars + 1, N_TRADE_FIELDS)))
+    out = Outputs(np.empty((1, N_METRICS)), no_segments(1))
+    rec = symbol_record(len(block.bars.close))
     run = block.runs(None if span is None else [span])[0]
-    strategy.kernel(block.bars, ind, block.combos(rows), run, out)
+    strategy.kernel(block.bars, ind, block.combos(rows), run, out, rec)
     metrics = dict(zip(METRICS, out.metrics[0].tolist()))
-    return metrics, out.equity, out.trades[: int(metrics["n_trades"])]
+    return metrics, rec.equity, rec.trades[: int(metrics["n_trades"])]
 
 
 def bar_columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
@@ -295,28 +293,31 @@ def time_index(time, start: int, end: int):
 _EXIT_REASONS = np.array(EXIT_REASONS, dtype=object)
 
 
-def _trades_frame(rec: np.ndarray, index, start: int):
-    """The trades table from the kernel's record ``rec`` (shape (n_trades,
-    N_TRADE_FIELDS)); ``index`` is :func:`time_index` of bars ``[start, ...)``."""
+def trades_frame(trades: np.ndarray, index, start: int = 0,
+                 symbols: list[str] | None = None):
+    """The trades table from the rows a kernel recorded, ``trades`` (shape (n_trades,),
+    :data:`~barsweep.engine.core.records.trade_dt`); ``index`` is :func:`time_index` of
+    bars ``[start, ...)``. With ``symbols`` (a portfolio's members), a first column
+    ``symbol`` names each trade's."""
     import pandas as pd
 
-    fields = rec.T.copy()  # one contiguous row per field: the columns are views of it
-    entry_bar = fields[0].astype(np.int64)
-    exit_bar = fields[1].astype(np.int64)
-    return pd.DataFrame(
-        {
-            "entry_time": index[entry_bar - start],
-            "exit_time": index[exit_bar - start],
-            "entry_bar": entry_bar,
-            "exit_bar": exit_bar,
-            "side": fields[2].astype(np.int64),
-            "entry_price": fields[3],
-            "exit_price": fields[4],
-            "size": fields[5],
-            "pnl": fields[6],
-            "return": fields[7],
-            "bars_held": exit_bar - entry_bar,
-            "exit_reason": _EXIT_REASONS[fields[8].astype(np.int64)].tolist(),
-        },
-        copy=False,  # every column is this call's own array
-    )
+    # each field copied out of the record (contiguous, and the record's room let go)
+    entry_bar = trades["entry_bar"].copy()
+    exit_bar = trades["exit_bar"].copy()
+    columns = {} if symbols is None else {
+        "symbol": np.array(symbols, dtype=object)[trades["symbol"]].tolist()}
+    columns.update({
+        "entry_time": index[entry_bar - start],
+        "exit_time": index[exit_bar - start],
+        "entry_bar": entry_bar,
+        "exit_bar": exit_bar,
+        "side": trades["side"].copy(),
+        "entry_price": trades["entry_price"].copy(),
+        "exit_price": trades["exit_price"].copy(),
+        "size": trades["size"].copy(),
+        "pnl": trades["pnl"].copy(),
+        "return": trades["return"].copy(),
+        "bars_held": exit_bar - entry_bar,
+        "exit_reason": _EXIT_REASONS[trades["exit_reason"]].tolist(),
+    })
+    return pd.DataFrame(columns, copy=False)  # every column is this call's own array

@@ -1,7 +1,8 @@
-"""A round trip booked: its result, its row in ``backtest()``'s trades record, and the
-trade metrics (:func:`~barsweep.engine.core.metrics.acc_trade`). Plain functions of scalars,
-compiled for the CPU and, through :func:`~barsweep.engine.core.simulate.simulate`, as
-numba.cuda device functions.
+"""A round trip booked: its result, its row in the record (:func:`~.records.record_trade`,
+when one combo is rebuilt in full), and the trade metrics
+(:func:`~barsweep.engine.core.metrics.acc_trade`). Plain functions of scalars, compiled for
+the CPU and, through :func:`~barsweep.engine.core.simulate.simulate`, as numba.cuda device
+functions.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from numba import njit
 
 from .fills import EXIT_RUIN, close_position
 from .metrics import acc_trade
+from .records import record_trade
 
 
 @njit(cache=True)
@@ -23,29 +25,13 @@ def trade_result(position, entry_fill, entry_equity, exit_equity):
 
 
 @njit(cache=True)
-def record_trade(rec, k, entry_bar, exit_bar, position, entry_fill, exit_fill, pnl, ret,
-                 reason):
-    """Write trade ``k`` into ``rec`` (shape (n_max, N_TRADE_FIELDS)) if there is room
-    (the sweep passes an empty ``rec``: nothing is written)."""
-    if k < rec.shape[0]:
-        rec[k, 0] = entry_bar
-        rec[k, 1] = exit_bar
-        rec[k, 2] = 1.0 if position > 0.0 else -1.0
-        rec[k, 3] = entry_fill
-        rec[k, 4] = exit_fill
-        rec[k, 5] = abs(position)
-        rec[k, 6] = pnl
-        rec[k, 7] = ret
-        rec[k, 8] = reason
-
-
-@njit(cache=True)
 def book_trade(trade_acc, rec, entry_bar, exit_bar, position, entry_fill, entry_equity,
                exit_fill, exit_equity, reason):
-    """Account one round trip: its record (when recording) and the trade metrics."""
+    """Account one round trip: its row in the record ``rec`` (a
+    :class:`~.records.Record`, or None) and the trade metrics."""
     pnl, ret = trade_result(position, entry_fill, entry_equity, exit_equity)
-    record_trade(rec, int(trade_acc[0]), entry_bar, exit_bar, position, entry_fill,
-                 exit_fill, pnl, ret, reason)
+    record_trade(rec, int(trade_acc[0]), 0, entry_bar, exit_bar, 1 if position > 0.0 else -1,
+                 entry_fill, exit_fill, abs(position), pnl, ret, reason)
     return acc_trade(trade_acc, pnl, ret)
 
 

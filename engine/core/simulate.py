@@ -72,16 +72,12 @@ from .metrics import (
     acc_returns_held,
     finalize,
 )
+from .records import record_constant, record_equity, record_held
 from .round_trips import book_trade, exit_trade
-
-# Columns of the trades record written by ``backtest()``.
-TRADE_FIELDS = ("entry_bar", "exit_bar", "side", "entry_price", "exit_price", "size", "pnl",
-                "return", "exit_reason")
-N_TRADE_FIELDS = len(TRADE_FIELDS)
 
 
 class Outputs(NamedTuple):
-    """What a kernel writes (a numba named tuple of ndarrays, float64).
+    """What a kernel writes for every combo (a numba named tuple of ndarrays, float64).
 
     Attributes
     ----------
@@ -90,21 +86,14 @@ class Outputs(NamedTuple):
     segs : ndarray, shape (n_combos, S, 2) or (n_combos, 0, 2)
         When S > 0: the sums of each combo's bar returns and of their squares over S
         equal segments of the bars run (:func:`segment_bounds`).
-    equity : ndarray, shape (n_bars,) or (0,)
-        When non-empty (one combo, ``backtest()``): the equity at each close.
-    trades : ndarray, shape (n_max, N_TRADE_FIELDS) or (0, N_TRADE_FIELDS)
-        When ``equity`` is non-empty: one row per trade, ``TRADE_FIELDS``.
     """
 
     metrics: np.ndarray
     segs: np.ndarray
-    equity: np.ndarray
-    trades: np.ndarray
 
     def take(self, index) -> Outputs:
-        """The outputs of the combos ``index`` (a slice): their metrics and segment
-        rows, and the same records."""
-        return self._replace(metrics=self.metrics[index], segs=self.segs[index])
+        """The outputs of the combos ``index`` (a slice): their metrics and segment rows."""
+        return Outputs(self.metrics[index], self.segs[index])
 
 
 @njit(cache=True)
@@ -143,9 +132,10 @@ def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short):
 
 
 @njit(inline="always", cache=True)
-def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
+def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     """Run combo ``c`` over the bars ``[run.start, run.end)`` and write its metrics into
-    ``out.metrics[c]`` (and its returns' sums per segment into ``out.segs[c]``).
+    ``out.metrics[c]`` (and its returns' sums per segment into ``out.segs[c]``); with a
+    record ``rec`` (not None), its equity at each close and its trades too.
 
     The run starts flat with ``init_cash`` at its first bar and reads the indicators as
     they are there (computed from the first bar of the series: warmed up); its metrics
@@ -183,8 +173,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     out : Outputs
         Written: ``metrics[c]``, ``segs[c]`` when S > 0, with segment ``k`` holding
         bars ``[start + k * L // S, start + (k + 1) * L // S)``, ``L = end - start``
-        (:func:`segment_bounds`); ``equity`` and ``trades`` when ``equity`` is
-        non-empty.
+        (:func:`segment_bounds`).
     lockstep : bool (a constant of the kernel)
         False (the CPU's kernels): a flat stretch is scanned to its end and a held one
         stepped to its end in inner loops. True (the GPU's): each iteration of the loop
@@ -193,13 +182,14 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         :func:`scan_flat`'s test of ``signal`` (``scan`` is not called) and a flat
         stretch is still booked as a whole when it ends. Compiled alike, the two give the
         same results bit for bit (tests/engine/test_lockstep.py).
+    rec : Record (:mod:`barsweep.engine.core.records`), or None: nothing is recorded
+        Written (one combo: ``backtest()``): ``rec.equity`` at the closes of the bars
+        run and ``rec.trades``, one row per trade.
     """
     open_, high, low, close, funding, bench = bars
     rows = combos.rows[c]
     fparams = combos.fparams[c]
     segs = out.segs[c]
-    rec_equity = out.equity
-    rec_trades = out.trades
     t0 = run.start
     n = run.end  # one past the last bar of the run
     next_open = run.next_open
@@ -219,7 +209,6 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
     take_profit = combos.take_profit[c]
     trailing_stop = combos.trailing_stop[c]
     use_stops = stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
-    record = rec_equity.shape[0] > 0
 
     cash = init_cash
     position = 0.0
@@ -274,9 +263,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
                 t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
             if t > flat_from:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - flat_from)
-                if record:
-                    for k in range(flat_from, t):
-                        rec_equity[k] = equity
+                record_constant(rec, flat_from, t, equity)
             if t >= n:
                 break
             # flat bars add no return: the segments passed end with the sums as they are
@@ -301,9 +288,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
             if t > start:
                 n_exposed += t - start
                 prev_equity = equity
-                if record:  # here, not in the loop: a store there could alias ``rows``
-                    for k in range(start, t):
-                        rec_equity[k] = position * close[k]
+                # here, not in the loop: a store there could alias ``rows``
+                record_held(rec, start, t, position, close)
             if t >= held_end:
                 continue
 
@@ -313,7 +299,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
             if pending_exit and position != 0.0:
                 cash, trade_acc = exit_trade(cash, position, open_[t], slippage, fee_rate,
                                              fixed_fee, entry_fill, entry_equity, entry_bar, t,
-                                             int(EXIT_SIGNAL), trade_acc, rec_trades)
+                                             int(EXIT_SIGNAL), trade_acc, rec)
                 position = 0.0
                 filled = True
             if pending_side != 0 and position == 0.0:
@@ -339,7 +325,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
             if ruin and not ((reason == EXIT_STOP or reason == EXIT_TRAIL)
                              and side * (price - ruin_px) > 0.0):
                 # liquidated where equity reaches zero; nothing is left to pay a fee
-                trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
+                trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                        entry_fill, entry_equity, ruin_px, 0.0, int(EXIT_RUIN))
                 cash = 0.0
                 position = 0.0
@@ -349,7 +335,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
                 slip = 0.0 if reason == EXIT_TARGET else slippage
                 cash, trade_acc = exit_trade(cash, position, price, slip, fee_rate, fixed_fee,
                                              entry_fill, entry_equity, entry_bar, t, reason,
-                                             trade_acc, rec_trades)
+                                             trade_acc, rec)
                 position = 0.0
                 filled = True
             elif side > 0.0:
@@ -361,7 +347,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         if use_funding and position != 0.0:
             cash -= position * close[t] * funding[t]
             if cash + position * close[t] <= 0.0:
-                trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
+                trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                        entry_fill, entry_equity, close[t], 0.0, int(EXIT_RUIN))
                 cash = 0.0
                 position = 0.0
@@ -379,7 +365,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
             if exit_now:
                 cash, trade_acc = exit_trade(cash, position, close[t], slippage, fee_rate,
                                              fixed_fee, entry_fill, entry_equity, entry_bar, t,
-                                             int(EXIT_SIGNAL), trade_acc, rec_trades)
+                                             int(EXIT_SIGNAL), trade_acc, rec)
                 position = 0.0
                 filled = True
             if enter_side != 0 and position == 0.0:
@@ -400,7 +386,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
         if filled:
             if equity <= 0.0:
                 if position != 0.0:
-                    trade_acc = book_trade(trade_acc, rec_trades, entry_bar, t, position,
+                    trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                            entry_fill, entry_equity, close[t], 0.0, int(EXIT_RUIN))
                     position = 0.0
                 cash = 0.0
@@ -416,21 +402,18 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep):
             n_exposed += 1
         dd_acc = acc_drawdown(dd_acc, equity)
         prev_equity = equity
-        if record:
-            rec_equity[t] = equity
+        record_equity(rec, t, equity)
         t += 1
         if lockstep and position == 0.0:
             extreme = float(t)  # a flat stretch may begin at the next bar
 
     if ruined and t < n:  # equity stays 0: returns 0, drawdown -100%, no more trades
         dd_acc = acc_drawdown_flat(dd_acc, 0.0, n - t)
-        if record:
-            for k in range(t, n):
-                rec_equity[k] = 0.0
+        record_constant(rec, t, n, 0.0)
     # the last segment, and those after a ruin or a flat end (no returns)
     book_segments(segs, n, seg, seg_end, seg_r, seg_r2, ret_acc, t0, n)
     if position != 0.0:  # marked at the last close, no exit fee
-        trade_acc = book_trade(trade_acc, rec_trades, entry_bar, n - 1, position, entry_fill,
+        trade_acc = book_trade(trade_acc, rec, entry_bar, n - 1, position, entry_fill,
                                entry_equity, close[n - 1], equity, int(EXIT_END))
 
     finalize(out.metrics[c], n - t0, run.ppy, init_cash, equity, ret_acc, dd_acc, trade_acc,
@@ -473,7 +456,3 @@ def no_segments(n_combos: int = 0) -> np.ndarray:
     """No segment sums: shape (n_combos, 0, 2)."""
     return np.empty((n_combos, 0, 2))
 
-
-def no_record() -> tuple[np.ndarray, np.ndarray]:
-    """Empty recording arrays: the sweep records neither equity nor trades."""
-    return np.empty(0), np.empty((0, N_TRADE_FIELDS))

@@ -16,7 +16,7 @@ from .block import locality_order, prepare_block
 from .execution import Execution
 from .hoist import hoist
 from .metrics import N_METRICS
-from .simulate import Outputs, no_record, no_segments
+from .simulate import Outputs, no_segments
 
 
 def sweep_block(
@@ -105,7 +105,7 @@ def sweep_cpu(strategy, bars, params, execution, ppy, spans=None, seg_sums=None,
             else np.empty((block.n_combos, *seg_sums.shape[1:])))
     for k, run in enumerate(runs):
         run_kernel(kernel or strategy.kernel, block.bars, ind, combos, run,
-                   Outputs(swept[k], segs, *no_record()))
+                   Outputs(swept[k], segs))
     if seg_sums is not None:
         seg_sums[order] = segs
     if timings is not None:
@@ -123,7 +123,8 @@ PIECE_COMBOS = 64
 
 def run_kernel(kernel, bars, ind, combos, run, out) -> None:
     """Run a strategy's sweep ``kernel`` over ``combos`` (writing ``out``'s metrics and
-    segment rows), on ``numba.get_num_threads()`` threads of this process.
+    segment rows, recording nothing: its record is None), on ``numba.get_num_threads()``
+    threads of this process.
 
     The kernel is serial and releases the GIL (``nogil``): threads run it on contiguous
     pieces of the combos, which write disjoint rows of ``out``. A Dask task limits this
@@ -133,13 +134,13 @@ def run_kernel(kernel, bars, ind, combos, run, out) -> None:
     n = combos.rows.shape[0]
     n_threads = min(numba.get_num_threads(), -(-n // PIECE_COMBOS))
     if n_threads <= 1:
-        kernel(bars, ind, combos, run, out)
+        kernel(bars, ind, combos, run, out, None)
         return
     edges = np.linspace(0, n, min(n, 4 * n_threads) + 1).astype(np.int64)
 
     def piece(k: int) -> None:
         part = slice(edges[k], edges[k + 1])
-        kernel(bars, ind, combos.take(part), run, out.take(part))
+        kernel(bars, ind, combos.take(part), run, out.take(part), None)
 
     with ThreadPoolExecutor(n_threads, thread_name_prefix="barsweep-kernel") as pool:
         list(pool.map(piece, range(edges.size - 1)))

@@ -53,7 +53,7 @@ from ...errors import BackendError, SpecError
 from ..core.block import Bars, Combos, is_identity, lane_order, prepare_block
 from ..core.execution import Execution
 from ..core.metrics import N_METRICS
-from ..core.simulate import N_TRADE_FIELDS, Outputs, simulate
+from ..core.simulate import Outputs, simulate
 from ..strategies import kernels
 from ..strategies.base import Strategy
 from .hoist import device_indicators
@@ -141,7 +141,7 @@ def _build_kernel(step, scan, lockstep):
     @cuda.jit(**bounds)
     def kernel(bars, ind, combos, run, out):
         for c in range(cuda.grid(1), combos.rows.shape[0], cuda.gridsize(1)):
-            simulate(step, scan, bars, ind, combos, c, run, out, lockstep)
+            simulate(step, scan, bars, ind, combos, c, run, out, lockstep, None)
 
     return kernel
 
@@ -225,7 +225,7 @@ def sweep_cuda(
     clock.lap("pack")
     for k, run in enumerate(runs):
         kernel[blocks, threads](d_bars, ind, combos, run,
-                                Outputs(d_out[k], d_segs, *no_record_device()))
+                                Outputs(d_out[k], d_segs))
     clock.lap("kernel")
     out = np.empty((len(runs), block.n_combos, N_METRICS))
     restore_order(d_out, d_order).copy_to_host(out)
@@ -303,12 +303,6 @@ def reused_array(name: str, shape: tuple):
         arrays.pop(name, None)  # free the old one before the new one is allocated
         arrays[name] = cuda.device_array(shape)
     return arrays[name]
-
-
-def no_record_device() -> tuple:
-    """Empty recording arrays on the device (``simulate`` records nothing in a sweep):
-    zero-length views of one-element allocations, so no zero-byte allocation is made."""
-    return cuda.device_array(1)[:0], cuda.device_array((1, N_TRADE_FIELDS))[:0]
 
 
 class _Clock:

@@ -1,11 +1,12 @@
 """barsweep.engine.portfolio: one account over many symbols. sweep (sweep_portfolio: a
 block of portfolio combos), sim (the per-bar kernel), orders, book (each combo's account
-settings), weights (sizing), periods (rebalancing), record (one combo's trades)."""
+settings), weights (sizing), periods (rebalancing). Its record (one combo in full) is
+barsweep.engine.core.records'."""
 
+from ..core.records import PortfolioRecord, portfolio_record
 from .book import Book
 from .orders import N_STATE, N_SYMBOL_METRICS, SYMBOL_METRICS
 from .periods import parse_period, rebalance_table
-from .record import PortfolioRecord, portfolio_record
 from .sweep import check_portfolio_execution, portfolio_kernel, sweep_portfolio
 from .weights import PRIORITIES, WEIGHTS, Sizing, sizing_rows
 

@@ -12,7 +12,7 @@ from numba import njit
 
 from ..core.fills import EXIT_SIGNAL
 from ..core.metrics import acc_trade
-from .record import record_trade
+from ..core.records import record_trade
 from .weights import target_weight
 
 # Columns of the per-symbol scratch ``state`` (shape (N, N_STATE), float64).
@@ -83,8 +83,8 @@ def book_trade(state, i, t, exit_fill, received, reason, held, trade_acc, sym, r
     close of ``t``)."""
     pnl = received - state[i, S_COST]
     ret = pnl / state[i, S_BASIS]
-    record_trade(rec, int(trade_acc[0]), i, state[i, S_BAR], t, state[i, S_FILL], exit_fill,
-                 state[i, S_POS], pnl, ret, reason)
+    record_trade(rec, int(trade_acc[0]), i, int(state[i, S_BAR]), t, 1, state[i, S_FILL],
+                 exit_fill, state[i, S_POS], pnl, ret, reason)
     trade_acc = acc_trade(trade_acc, pnl, ret)
     sym[i, 0] += 1.0
     sym[i, 1] += held

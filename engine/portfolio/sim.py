@@ -49,6 +49,7 @@ from ..core.metrics import (
     acc_returns,
     finalize,
 )
+from ..core.records import record_bar, record_flat
 from ..core.simulate import book_segments, segment_end
 from .orders import (
     N_STATE,
@@ -66,7 +67,6 @@ from .orders import (
     rebalance_fill,
     sell,
 )
-from .record import record_bar, record_flat
 from .weights import entry_symbol, target_weight
 
 
@@ -97,7 +97,7 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
     symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked);
-    each closed trade goes into the record ``rec`` (:mod:`.record`).
+    each closed trade goes into the record ``rec`` (:mod:`..core.records`).
     """
     n_sym = state.shape[0]
     value = cash
@@ -257,7 +257,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         When S > 0: the sums of the account's bar returns and of their squares over S
         equal segments of the bars run, as ``simulate`` writes them
         (:func:`barsweep.engine.core.simulate.segment_bounds`).
-    rec : PortfolioRecord (:mod:`.record`), or None: nothing is recorded
+    rec : PortfolioRecord (:mod:`barsweep.engine.core.records`), or None: nothing is recorded
     """
     rows = combos.rows[c]
     fparams = combos.fparams[c]

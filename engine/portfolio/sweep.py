@@ -24,11 +24,11 @@ from ..core.block import Bars, locality_order, prepare_block, read_only
 from ..core.execution import Execution, RunSettings, execution_of, over_span, run_settings
 from ..core.hoist import hoist
 from ..core.metrics import N_METRICS
+from ..core.records import PortfolioRecord
 from ..strategies import kernels
 from ..strategies.base import Strategy
 from .book import Book
 from .periods import rebalance_table
-from .record import PortfolioRecord
 from .sim import N_SYMBOL_METRICS
 from .weights import hoist_sizing, lookback_column
 
@@ -195,7 +195,7 @@ def sweep_portfolio(
         kernel (``kernel``; on ``cuda`` with the copies to and from the device).
     record : PortfolioRecord, optional
         With one combo: written with its equity, cash, shares and trades
-        (:func:`~barsweep.engine.portfolio.record.portfolio_record`); CPU only.
+        (:func:`~barsweep.engine.core.records.portfolio_record`); CPU only.
     backend : {"cpu", "cuda"}, default "cpu"
         ``cuda`` runs the same simulation on a GPU
         (:func:`barsweep.engine.gpu.portfolio.run_portfolio_cuda`).

@@ -86,8 +86,8 @@ class Strategy:
     too, ``signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
     (:func:`barsweep.engine.core.simulate.simulate` says what they hold); any other number of
     arguments is refused here (:func:`~.kernels.signal_arity`). From it the Strategy takes
-    ``scan`` and ``kernel(bars, ind, combos, run, out)``, the sweep kernel that
-    ``sweep_block()`` and ``backtest()`` run
+    ``scan`` and ``kernel(bars, ind, combos, run, out, rec)``, the sweep kernel that
+    ``sweep_block()`` (``rec`` None) and ``backtest()`` (a record) run
     (:func:`barsweep.engine.strategies.kernels.compiled`, built when first read: see
     :class:`FromSignal`); the GPU backend builds its
     CUDA kernel from ``signal`` and ``scan``. A strategy may pass both ``kernel`` and

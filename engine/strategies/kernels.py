@@ -123,15 +123,15 @@ from {engine}.core.simulate import scan_flat, simulate
 """, """
 
 @njit(nogil=True, cache={cache})
-def kernel(bars, ind, combos, run, out):
+def kernel(bars, ind, combos, run, out, rec):
     for c in range(combos.rows.shape[0]):
-        simulate(step, scan, bars, ind, combos, c, run, out, False)
+        simulate(step, scan, bars, ind, combos, c, run, out, False, rec)
 
 
 @njit(nogil=True, cache={cache})
-def lockstep_kernel(bars, ind, combos, run, out):
+def lockstep_kernel(bars, ind, combos, run, out, rec):
     for c in range(combos.rows.shape[0]):
-        simulate(step, scan, bars, ind, combos, c, run, out, True)
+        simulate(step, scan, bars, ind, combos, c, run, out, True, rec)
 """)
 
 #: ``step`` in :data:`HEADER`, by the signal's number of arguments.
@@ -164,11 +164,13 @@ def compiled(signal) -> ModuleType:
     -------
     module with ``step(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
     (the signal in its 8-argument form), ``scan(ind, rows, fparams, bars, t, n,
-    allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out)``, which
-    runs every combo of ``combos`` and writes ``out`` (the records
+    allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out, rec)``,
+    which runs every combo of ``combos`` and writes ``out`` (the records
     :class:`~barsweep.engine.core.block.Bars`, :class:`~barsweep.engine.core.block.Combos`,
     :class:`~barsweep.engine.core.execution.RunSettings` and
-    :class:`~barsweep.engine.core.simulate.Outputs`; ``ind`` the indicator table).
+    :class:`~barsweep.engine.core.simulate.Outputs`; ``ind`` the indicator table) and,
+    when ``rec`` is a :class:`~barsweep.engine.core.records.Record` (one combo), that
+    combo's equity and trades; None in a sweep (compiled without any recording).
 
     Raises
     ------

@@ -84,12 +84,13 @@ def compile_note(results, what: str) -> Iterator[None]:
     try:
         ds = open_results(results) if isinstance(results, str | os.PathLike) else results
         spec, _ = stored_spec(ds, what)
-        kernels = rebuild_kernels(spec.strategy_def, kind_of(ds).portfolio)
+        portfolio = kind_of(ds).portfolio
+        kernels = rebuild_kernels(spec.strategy_def, portfolio)
     except BarsweepError:
         kernels = ()
     cold = [k for k in kernels if not is_marked(k[1], k[2])]
     if cold:
-        kind = "recording portfolio kernel" if cold[0][2] else "kernel"
+        kind = "recording portfolio kernel" if portfolio else "recording kernel"
         logger.info("barsweep: compiling the %s%s of %s (first use on this machine, cached "
                     "after) ...", kind, "s" * (len(cold) > 1),
                     " and ".join(name for name, _, _ in cold))

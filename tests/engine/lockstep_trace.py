@@ -20,7 +20,7 @@ from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
 from barsweep.engine.core import simulate as sim  # noqa: E402
 from barsweep.engine.core.block import prepare_block  # noqa: E402
 from barsweep.engine.core.hoist import hoist  # noqa: E402
-from barsweep.engine.core.simulate import Outputs, no_record, no_segments  # noqa: E402
+from barsweep.engine.core.simulate import Outputs, no_segments  # noqa: E402
 from barsweep.engine.strategies import kernels  # noqa: E402
 
 N_BARS = 600
@@ -47,9 +47,9 @@ def traced(lockstep: bool, execution: Execution) -> dict:
 
     sim.book_segments = book_segments
     try:
-        out = Outputs(np.zeros((1, N_METRICS)), no_segments(1), *no_record())
+        out = Outputs(np.zeros((1, N_METRICS)), no_segments(1))
         sim.simulate(compiled.step, scan, block.bars, ind, block.combos(rows), 0,
-                     block.runs(None)[0], out, lockstep)
+                     block.runs(None)[0], out, lockstep, None)
     finally:
         sim.book_segments = book
     metrics = out.metrics[0]

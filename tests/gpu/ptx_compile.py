@@ -27,7 +27,7 @@ from numba import cuda, typeof  # noqa: E402
 from barsweep.engine import N_METRICS, Execution, get_strategy, strategy_names  # noqa: E402
 from barsweep.engine.core.block import Bars, Combos  # noqa: E402
 from barsweep.engine.core.execution import run_settings  # noqa: E402
-from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine.core.simulate import Outputs  # noqa: E402
 from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 from barsweep.engine.gpu.hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402
 
@@ -43,8 +43,7 @@ def main() -> None:
     report = {}
     bars = typeof(Bars(*[np.zeros(n)] * 6))
     run = typeof(run_settings(Execution(), 8760.0, np.zeros(n)))
-    out = typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2)), np.zeros(n),
-                         np.zeros((0, N_TRADE_FIELDS))))
+    out = typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2))))
     for name in strategy_names():
         strategy = get_strategy(name)
         combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, len(strategy.params))),

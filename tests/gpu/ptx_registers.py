@@ -29,7 +29,7 @@ from numba import cuda, typeof  # noqa: E402
 from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
 from barsweep.engine.core.block import Bars, Combos  # noqa: E402
 from barsweep.engine.core.execution import run_settings  # noqa: E402
-from barsweep.engine.core.simulate import N_TRADE_FIELDS, Outputs  # noqa: E402
+from barsweep.engine.core.simulate import Outputs  # noqa: E402
 from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 
 
@@ -42,8 +42,7 @@ def kernel_ptx(name: str) -> str:
                     *[np.zeros(n)] * 3)
     args = (typeof(Bars(*[np.zeros(n)] * 6)), typeof(np.asfortranarray(np.zeros((2, n)))),
             typeof(combos), typeof(run_settings(Execution(), 8760.0, np.zeros(n))),
-            typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2)), np.zeros(n),
-                           np.zeros((0, N_TRADE_FIELDS)))))
+            typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2)))))
     kernel = gpu.sweep_kernel(strategy)
     ptx, _ = cuda.compile_ptx(kernel.py_func, args, cc=CC,
                               launch_bounds=kernel.targetoptions.get("launch_bounds"))
