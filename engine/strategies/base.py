@@ -53,6 +53,23 @@ class Param:
         return None
 
 
+def param_position(params: tuple[Param, ...], name: str) -> int:
+    """Where a signal finds parameter ``name`` in ``fparams``: its position in ``params``
+    (the strategy's order).
+
+    A strategy module keeps it as a module constant (``LOWER = param_position(PARAMS,
+    "lower")``, read as ``fparams[LOWER]``): numba compiles a module's constant as a
+    literal, the same code as ``fparams[1]``.
+
+    >>> param_position((Param("period"), Param("lower", "float")), "lower")
+    1
+    """
+    for position, param in enumerate(params):
+        if param.name == name:
+            return position
+    raise ValueError(f"no parameter {name!r} among {[p.name for p in params]}")
+
+
 def _number(x: float) -> str:
     """``x`` for people: a whole number with thousands separators, else ``:g``."""
     return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
