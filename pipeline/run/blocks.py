@@ -180,7 +180,7 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
     kept = {name: values[keep] for name, values in params.items()}
     sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
     run = portfolio_runs if task.members else symbol_runs
-    out, per_run, n_bars = run(task, kept, sums, phases)  # (runs, n_kept, ...) each
+    out, per_run, n_bars = run(task, kept, n_kept, sums, phases)  # (runs, n_kept, ...)
 
     def scatter(array: np.ndarray, first: tuple[int, ...]) -> np.ndarray:
         """``array`` (runs, n_kept) into the region: NaN where not kept."""
@@ -219,15 +219,16 @@ def block_cells(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray, tup
     return scattered, keep, keep.shape
 
 
-def symbol_runs(task: BlockTask, kept: dict[str, np.ndarray], sums: np.ndarray | None,
-                phases: dict[str, float]) -> tuple[np.ndarray, dict, int]:
-    """One symbol's runs of the kept combos: the metrics ``(runs, n_kept, N_METRICS)``,
-    no per-run extras, and the symbol's bars."""
+def symbol_runs(task: BlockTask, kept: dict[str, np.ndarray], n_kept: int,
+                sums: np.ndarray | None, phases: dict[str, float],
+                ) -> tuple[np.ndarray, dict, int]:
+    """One symbol's runs of the ``n_kept`` kept combos (``kept``: their parameters, none
+    for a strategy without any): the metrics ``(runs, n_kept, N_METRICS)``, no per-run
+    extras, and the symbol's bars."""
     t0 = time.perf_counter()
     bars = task.bars.arrays()
     phases["open_bars"] = time.perf_counter() - t0
     runs = 1 if task.spans is None else len(task.spans)
-    n_kept = len(next(iter(kept.values()))) if kept else 0
     if not n_kept:
         return np.empty((runs, 0, N_METRICS)), {}, len(bars["close"])
     out = task_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums, timings=phases)

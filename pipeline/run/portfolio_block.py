@@ -64,9 +64,10 @@ def portfolio_backend(n_members: int, backend: tuple[str, str]) -> tuple[str, st
     return ("cpu", f"auto: CPU, since {problem}") if problem else backend
 
 
-def portfolio_runs(task, kept: dict[str, np.ndarray], sums: np.ndarray | None,
+def portfolio_runs(task, kept: dict[str, np.ndarray], n_kept: int, sums: np.ndarray | None,
                    phases: dict[str, float]) -> tuple[np.ndarray, dict, int]:
-    """A portfolio block's runs of the kept combos (flat columns): the account's metrics
+    """A portfolio block's runs of the ``n_kept`` kept combos (``kept``: their parameters
+    as flat columns, none for a strategy without any): the account's metrics
     ``(runs, n_kept, N_METRICS)``, each member's ``n_trades`` and ``exposure`` by
     :data:`MEMBER_VARS` name ``(runs, n_kept, members)``, and the members' bars;
     ``sums`` (the account's segment sums) written when given. ``phases`` receives the
@@ -76,7 +77,6 @@ def portfolio_runs(task, kept: dict[str, np.ndarray], sums: np.ndarray | None,
     phases["open_bars"] = time.perf_counter() - t0
     n = len(task.members)
     runs = 1 if task.spans is None else len(task.spans)
-    n_kept = len(next(iter(kept.values()))) if kept else 0
     n_bars = len(next(iter(bars.values()))["close"])
     if not n_kept:
         return (np.empty((runs, 0, N_METRICS)),
