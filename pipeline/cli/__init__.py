@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 
 from ...errors import BarsweepError, Interrupted, Terminated
 from .data import add_data_parser
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("distributed").setLevel(logging.INFO)
     else:
         quiet_dask()
+    unawaited_closes_quiet()
     try:
         with sigterm_as_interrupt(), reading_store(args):
             if getattr(args, "import_modules", False):
@@ -143,6 +145,28 @@ def quiet_dask() -> None:
     (they read the environment when they import distributed)."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+#: What Python says when it collects a coroutine never run: a Dask client or cluster
+#: whose closing a Ctrl-C or SIGTERM cut before its event loop ran it.
+UNAWAITED_CLOSE = r"coroutine '\w+\._?close' was never awaited"
+
+
+def unawaited_closes_quiet() -> None:
+    """A stop that lands while a Dask client or cluster closes leaves the closing
+    coroutine unrun, and Python warns when it collects it (in two lines, at any later
+    moment): not news after the one line saying the run stopped. Other warnings stay.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     unawaited_closes_quiet()
+    ...     warnings.warn("coroutine 'Client._close' was never awaited", RuntimeWarning)
+    ...     warnings.warn("coroutine 'fetch' was never awaited", RuntimeWarning)
+    >>> [str(w.message) for w in caught]
+    ["coroutine 'fetch' was never awaited"]
+    """
+    warnings.filterwarnings("ignore", message=UNAWAITED_CLOSE, category=RuntimeWarning)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -186,7 +186,7 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
         """``array`` (runs, n_kept) into the region: NaN where not kept."""
         full = np.full((runs, keep.size), np.nan)
         full[:, keep] = array
-        return full.reshape(*first, *lead[1:], *shape)
+        return full.reshape((*first, *lead[1:], *shape))  # () for one member's no-param cell
 
     values = {name: scatter(out[..., k], (1,)) for k, name in enumerate(METRICS)}
     for name, array in per_run.items():  # a portfolio's members: (runs, n_kept, members)
