@@ -185,22 +185,12 @@ def cmd_check(args) -> int:
     print(f"OK: {args.spec}")
     print(f"  {describe(spec.strategy_def)}: compiles ({compiled})")
     print(f"  bars: {spec.data.timeframe} of {symbols} in {spec.data.store}")
-    per = ("of the portfolio (one account)" if spec.portfolio is not None else "per symbol")
-    drawn = ": the space the search draws from" if spec.search.method != "grid" else ""
-    print(f"  grid: {prepared.grid.size:,} combos {per}, {'' if exact else 'at most '}"
-          f"{valid:,} valid{drawn}")
-    if spec.search.method != "grid":
-        from ..config.search import rung_sizes
-
-        search = spec.search
-        sizes = rung_sizes(search.first_rung(), search.eta, search.n_rungs)
-        rungs = (f" in {len(sizes)} rungs of {', '.join(f'{n:,}' for n in sizes)}"
-                 if len(sizes) > 1 else "")
-        lane = ("the portfolio" if spec.portfolio is not None else "each symbol")
-        if prepared.windows is not None:
-            lane = f"each of the {len(prepared.windows):,} walk-forward windows of {lane}"
-        print(f"  search: {search.method}, seed {search.seed}: {sizes[0]:,} combos drawn, "
-              f"searched in {lane}{rungs}")
+    kind = prepared.kind
+    print(f"  grid: {prepared.grid.size:,} combos {kind.accounts.per}, "
+          f"{'' if exact else 'at most '}{valid:,} valid{kind.combos.drawn}")
+    search = kind.combos.search_line(kind.lane)
+    if search:
+        print(f"  {search}")
     print(f"  results: {prepared.out}" + (" holds earlier results: `barsweep run` needs "
                                           "--overwrite or --resume" if earlier else ""))
     print(f"  run: {check_size_line(prepared)}")
@@ -213,11 +203,9 @@ def check_size_line(prepared) -> str:
     process may use; said as such for a cluster elsewhere."""
     from ..config.cluster import STARTED_HERE
     from ..run.cluster import default_workers
-    from ..run.orchestrate import prepared_size_line
-
     spec = prepared.spec
-    segments = spec.analysis.pbo_segments if prepared.windows is None else 0
-    line = prepared_size_line(prepared, segments, default_workers())
+    segments = prepared.kind.spans.segments(spec.analysis.pbo_segments)
+    line = prepared.size_line(segments, default_workers())
     return line + ("" if spec.cluster.kind in STARTED_HERE
                    else f" (this machine's cores; the run is on its {spec.cluster.kind} "
                         f"cluster)")

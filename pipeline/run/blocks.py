@@ -17,36 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...engine import METRICS, N_METRICS, Execution, sweep_block
+from ...engine import METRICS, Execution
 from ...engine.backend import limit_threads
 from ...engine.expr import Node, holds
-from ...engine.strategies import Strategy, import_strategy_module, resolve
+from ...engine.strategies import Strategy, import_strategy_module
 from ..config.grid import box_combos
-from ..config.portfolio import PortfolioSpec
-from .portfolio_block import portfolio_runs, task_portfolio_sweep
+from .accounts import BarsRef, PortfolioAccount, SymbolAccount
 from .results import SEGMENT_SUMS, write_block
-from .shipping import can_write, worker_bars
+from .shipping import can_write
 from .watch import Watch, block_summary
-
-
-@dataclass(frozen=True)
-class BarsRef:
-    """Where a task finds its bars: a store, a symbol, a timeframe and a time range
-    (ns since the epoch, UTC; start inclusive, end exclusive)."""
-
-    store: str
-    symbol: str
-    timeframe: str
-    start_ns: int | None = None
-    end_ns: int | None = None
-    fingerprint: str = ""  # the store's content hash: a GPU worker's device copy key
-    file_hash: str = ""  # the driver's BLAKE2b of this symbol's file ("": not checked)
-    shipped: str = ""  # the Dask dataset holding the bars if the driver shipped them
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The bars, read-only: views of the memory-mapped store, or the driver's copy
-        where this worker cannot read the store (:func:`~.shipping.worker_bars`)."""
-        return worker_bars(self)
 
 
 @dataclass(frozen=True)
@@ -59,7 +38,9 @@ class BlockTask:
         Index of the block's ``done`` flag.
     out : str
         Path of the results store.
-    bars : BarsRef
+    account : SymbolAccount or PortfolioAccount
+        Who trades (:mod:`.accounts`): one symbol on its bars, or a portfolio's one
+        account on its members' bars.
     strategy : str or Strategy
         A registered strategy's name, or a Strategy compiled from rules (it pickles as
         its rules: the worker compiles it).
@@ -99,19 +80,13 @@ class BlockTask:
     rung : int
         The search rung the block runs (-1: not a search); ``spans`` then holds the
         rung's one span (None on the last rung: every bar).
-    members : tuple of BarsRef
-        A portfolio's block: every member symbol's bars, traded from one account
-        (:mod:`~barsweep.pipeline.run.portfolio_block`); ``bars`` is then the first's.
-        Empty: one symbol's block.
-    portfolio : PortfolioSpec, optional
-        The spec's ``portfolio`` section, with ``members``.
     watch : Watch, optional
         What the block summarises for the dashboard page (:mod:`.watch`); None: nothing.
     """
 
     block_id: int
     out: str
-    bars: BarsRef
+    account: SymbolAccount | PortfolioAccount
     strategy: str | Strategy
     axes: tuple[tuple[str, np.ndarray], ...]
     region: tuple[slice, ...]
@@ -126,9 +101,12 @@ class BlockTask:
     segments: int = 0
     cells: np.ndarray | None = None
     rung: int = -1
-    members: tuple[BarsRef, ...] = ()
-    portfolio: PortfolioSpec | None = None
     watch: Watch | None = None
+
+    @property
+    def bars(self) -> BarsRef:
+        """The bars the block's account trades on (a portfolio's first member's)."""
+        return self.account.bars
 
     @property
     def lead(self) -> tuple[int, ...]:
@@ -179,8 +157,7 @@ def block_metrics(task: BlockTask, phases: dict[str, float] | None = None,
     n_kept = int(keep.sum())
     kept = {name: values[keep] for name, values in params.items()}
     sums = np.empty((n_kept, task.segments, 2)) if task.segments else None
-    run = portfolio_runs if task.members else symbol_runs
-    out, per_run, n_bars = run(task, kept, n_kept, sums, phases)  # (runs, n_kept, ...)
+    out, per_run, n_bars = task.account.runs(task, kept, n_kept, sums, phases)  # (runs, kept..)
 
     def scatter(array: np.ndarray, first: tuple[int, ...]) -> np.ndarray:
         """``array`` (runs, n_kept) into the region: NaN where not kept."""
@@ -219,22 +196,6 @@ def block_cells(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray, tup
     return scattered, keep, keep.shape
 
 
-def symbol_runs(task: BlockTask, kept: dict[str, np.ndarray], n_kept: int,
-                sums: np.ndarray | None, phases: dict[str, float],
-                ) -> tuple[np.ndarray, dict, int]:
-    """One symbol's runs of the ``n_kept`` kept combos (``kept``: their parameters, none
-    for a strategy without any): the metrics ``(runs, n_kept, N_METRICS)``, no per-run
-    extras, and the symbol's bars."""
-    t0 = time.perf_counter()
-    bars = task.bars.arrays()
-    phases["open_bars"] = time.perf_counter() - t0
-    runs = 1 if task.spans is None else len(task.spans)
-    if not n_kept:
-        return np.empty((runs, 0, N_METRICS)), {}, len(bars["close"])
-    out = task_sweep(task, bars, kept, bars_key=task.bars, seg_sums=sums, timings=phases)
-    return out.reshape(runs, n_kept, N_METRICS), {}, len(bars["close"])
-
-
 def bars_run(task: BlockTask, n_bars: int) -> int:
     """The bars each combo of ``task`` runs on a symbol of ``n_bars`` bars: all of them,
     or the sum of its spans (every window's train and test runs)."""
@@ -256,21 +217,6 @@ def block_combos(task: BlockTask) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return params, holds(task.constraints, params)
 
 
-def task_sweep(task: BlockTask, bars: dict[str, np.ndarray], params: dict[str, np.ndarray],
-                bars_key: BarsRef | None, seg_sums: np.ndarray | None = None,
-                timings: dict[str, float] | None = None) -> np.ndarray:
-    """The task's kernel on the given combos, on its backend: ``(n_combos, N_METRICS)``,
-    or ``(n_spans, n_combos, N_METRICS)`` over the task's spans (``seg_sums`` written
-    when given).
-
-    On ``cuda`` the bars stay on the worker's device under ``bars_key`` for its later
-    blocks (None: not cached, e.g. the warm-up's truncated bars).
-    """
-    return sweep_block(resolve(task.strategy), bars, params, task.execution, task.ppy,
-                       backend=task.backend, bars_key=bars_key, spans=task.spans,
-                       seg_sums=seg_sums, timings=timings)
-
-
 def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
     """Run the task's kernel on its first combos and ``head``, the first bars, so this
     process has it compiled (or loaded from numba's cache) with the very types its
@@ -282,12 +228,7 @@ def warm_block(task: BlockTask, head: dict[str, np.ndarray]) -> None:
     warm = dataclasses.replace(task, spans=None if task.spans is None
                                else ((0, n),) * len(task.spans))
     sums = np.empty((len(keep), task.segments, 2)) if task.segments else None
-    if task.members:
-        task_portfolio_sweep(warm, {ref.symbol: head for ref in task.members},
-                        {k: v[keep] for k, v in params.items()}, sums)
-        return
-    task_sweep(warm, head, {k: v[keep] for k, v in params.items()}, bars_key=None,
-                seg_sums=sums)
+    task.account.warm(warm, head, {k: v[keep] for k, v in params.items()}, sums)
 
 
 def run_block(task: BlockTask) -> BlockReport:

@@ -6,7 +6,11 @@ constant measured in ``benchmarks/NOTES.md`` (not measured again on each run).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...engine import METRICS
+from ..config.model import Spec
+from ..config.search import search_work
 from .results import SEGMENT_SUMS
 
 #: Combo-bars per second one worker thread sustains in a run: the general CPU path of
@@ -68,3 +72,24 @@ def size_line(n_combos: int, n_cells: int, segments: int, combo_bars: float,
     return (f"{n_combos:,} combos: ~{size} store, ~{time} on {n_workers} worker"
             f"{'s' if n_workers != 1 else ''} (at {RATE_PER_WORKER / 1e6:.0f} M "
             f"combo-bars/s each)")
+
+
+def search_size_line(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
+                     windows: np.ndarray | None = None) -> str:
+    """What a search evaluates, its store's size and its time on ``n_threads`` worker
+    threads (:func:`~.estimate.size_line`), from the spec alone: the combos it draws per
+    symbol, every rung's cells and combo-bars (:func:`~..config.search.search_work`;
+    with walk-forward ``windows``, in each window's train bars, and the last rung's
+    combos over its test bars), never the box it draws from."""
+    n_symbols = len(symbol_bars)
+    segments = spec.analysis.pbo_segments if spec.search.n_rungs == 1 else 0
+    if windows is None:
+        sizes, combo_bars = search_work(spec.search, symbol_bars)
+        return size_line(sizes[0] * n_symbols, sum(sizes) * n_symbols, segments,
+                         float(combo_bars), n_threads)
+    trains = windows[:, 1] - windows[:, 0]
+    sizes, combo_bars = search_work(spec.search, tuple(trains.tolist()))
+    tests = int((windows[:, 3] - windows[:, 2]).sum()) * sizes[-1]
+    n_cells = sizes[0] * n_symbols * len(windows) * 2
+    return size_line(sizes[0] * n_symbols, n_cells, 0,
+                     float((combo_bars + tests) * n_symbols), n_threads)

@@ -25,8 +25,8 @@ from ...datasets import mapped_arrays
 from ...engine.backend import process_gpu
 from ...errors import BackendError, BarsweepError, RunError
 from ..config.model import Spec
-from ..config.portfolio import PORTFOLIO_LABEL
-from .blocks import BarsRef, BlockReport, BlockTask, run_block, warm_block
+from .accounts import BarsRef
+from .blocks import BlockReport, BlockTask, run_block, warm_block
 from .results import write_block
 from .shipping import BarsUnavailable, module_shipper
 
@@ -189,7 +189,7 @@ def block_key(task: BlockTask, run_id: str) -> str:
 def block_annotations(task: BlockTask) -> dict:
     """What the dashboard shows of a block besides its key: its symbol, and its
     walk-forward windows (``"0-14"``) when it has some."""
-    where = {"symbol": PORTFOLIO_LABEL if task.members else task.bars.symbol}
+    where = {"symbol": task.account.label}
     if task.rung >= 0:
         where["rung"] = task.rung
     if len(task.lead) > 1:
@@ -274,7 +274,7 @@ def task_allowed_failures() -> int:
 
 def describe_block(task: BlockTask) -> str:
     """``BTCUSDT, fast 2..10, slow 10..120``: where a block lies in the grid."""
-    parts = [PORTFOLIO_LABEL if task.members else task.bars.symbol]
+    parts = [task.account.label]
     for name, values in task.axes:
         lo, hi = values[0].item(), values[-1].item()
         parts.append(f"{name} {lo}" if len(values) == 1 else f"{name} {lo}..{hi}")

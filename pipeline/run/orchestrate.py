@@ -28,16 +28,14 @@ from distributed import Client
 from ...errors import BarsweepError, Interrupted, ResultsError, RunError, Terminated
 from ..config.cluster import ClusterSpec
 from ..config.model import Spec
-from ..config.portfolio import members
 from .blocks import BlockTask
-from .estimate import size_line
 from .execute import resolve_backend, shipped_modules, wait_for_workers
 from .integrity import reopen_broken
 from .internals import logging_disabled_level
+from .kinds import Drawn, GridCombos
 from .lock import leftovers, out_lock, refuse_locked
 from .memory import worker_budget
-from .plan import Plan, auto_block_size, plan, store_coords
-from .portfolio_block import portfolio_backend
+from .plan import Plan, auto_block_size, plan
 from .prepare import Prepared, prepare_run
 from .results import (
     PENDING,
@@ -51,9 +49,8 @@ from .results import (
     unconsolidate,
     wait_removals,
 )
-from .search import search_size_line
 from .search_run import execute_search
-from .stages import RunSummary, Voice, compute, phase_summary, run_attrs, store_symbols
+from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
 
 #: A run that tells nothing.
 QUIET = Voice()
@@ -239,14 +236,18 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
         if broken and voice.say is not None:
             voice.say(f"{len(broken)} block(s) of {prepared.out} have missing or damaged "
                       f"chunks (first ids: {broken[:5]}): computing them again")
-    if prepared.spec.search.method != "grid":
-        return execute_search(prepared, client, where, voice)
+    return EXECUTORS[type(prepared.kind.combos)](prepared, client, where, voice)
+
+
+def execute_grid(prepared: Prepared, client: Client, where: tuple[str, str],
+                 voice: Voice) -> RunSummary:
+    """Plan a grid's blocks, create its store (or take the one it resumes), compute
+    every pending block and mark the store complete, with its timings."""
     t0 = time.perf_counter()
     spec = prepared.spec
     wait_for_workers(client, spec.run.worker_timeout)
-    backend = resolve_backend(spec.run.backend, client)
-    if spec.portfolio is not None:
-        backend = portfolio_backend(len(members(spec)), backend)
+    backend = prepared.kind.accounts.backend(resolve_backend(spec.run.backend, client),
+                                             len(spec.data.symbols))
     the_plan = plan_run(prepared, client, backend)
     if voice.say is not None:
         voice.say(plan_size_line(prepared, the_plan, client))
@@ -277,26 +278,16 @@ def execute_run(prepared: Prepared, client: Client, where: tuple[str, str],
                       t_done - t_plan, backend[0], skipped)
 
 
+#: Who runs a kind's combos: a grid's blocks, or a search's rungs (:mod:`.search_run`).
+EXECUTORS = {GridCombos: execute_grid, Drawn: execute_search}
+
+
 def plan_size_line(prepared: Prepared, the_plan: Plan, client: Client) -> str:
     """The run's combos, its store's size on disk and its time on ``client``'s worker
     threads (:func:`~barsweep.pipeline.run.estimate.size_line`)."""
     workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
     n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
-    return prepared_size_line(prepared, the_plan.segments, n_threads)
-
-
-def prepared_size_line(prepared: Prepared, segments: int, n_threads: int) -> str:
-    """The prepared run's combos, its store's size on disk (with ``segments`` PBO
-    segments) and its time on ``n_threads`` worker threads
-    (:func:`~barsweep.pipeline.run.estimate.size_line`); a search's, the combos it
-    draws and evaluates, as it says when it starts (:func:`~.search.search_size_line`)."""
-    if prepared.spec.search.method != "grid":
-        return search_size_line(prepared.spec, prepared.account_bars, n_threads,
-                                prepared.windows)
-    n_symbols = 1 if prepared.spec.portfolio else len(prepared.spec.data.symbols)
-    runs = 1 if prepared.windows is None else 2 * len(prepared.windows)
-    n_combos = prepared.valid_combos * n_symbols  # excluded cells compress to nothing
-    return size_line(n_combos, n_combos * runs, segments, prepared.combo_bars(), n_threads)
+    return prepared.size_line(the_plan.segments, n_threads)
 
 
 def plan_run(prepared: Prepared, client: Client, backend: tuple[str, str]) -> Plan:
@@ -350,15 +341,16 @@ def create_run_store(prepared: Prepared, the_plan: Plan, backend: tuple[str, str
     """Make the run's results store: its dims and coordinates from the plan, every
     block pending but those the constraints exclude, and the attributes that say what
     made it (:func:`~.stages.run_attrs`)."""
-    spec = prepared.spec
-    symbols, members, attrs = store_symbols(spec, run_attrs(
-        prepared, backend, where, the_plan.store_id, the_plan.ppy, the_plan.n_combos,
-        the_plan.n_combos_exact))
+    kind = prepared.kind
+    symbols, members, attrs = kind.accounts.store_symbols(
+        prepared.spec.data.symbols, run_attrs(prepared, backend, where, the_plan.store_id,
+                                              the_plan.ppy, the_plan.n_combos,
+                                              the_plan.n_combos_exact))
     create_store(prepared.out, symbols, the_plan.grid.axes, the_plan.chunks,
                  the_plan.n_blocks, attrs, excluded=the_plan.excluded, members=members,
                  segments=the_plan.segments, lead=the_plan.lead,
-                 coords={**store_coords(spec, prepared.symbol_bars),
-                         **(prepared.window_times or {})}, remove_later=True)
+                 coords=kind.store_coords(prepared.symbol_bars, the_plan.segments),
+                 remove_later=True)
 
 
 def interrupted_message(out: str, earlier: dict | None = None, resume: bool = False) -> str:

@@ -14,14 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...datasets import periods_per_year, to_ns
-from ...engine.core import segment_bounds
-from ...engine.portfolio import sizing_rows
 from ...engine.strategies import resolve
-from ..config.dims import SAMPLES
 from ..config.grid import Grid
 from ..config.model import Spec
-from ..config.portfolio import members
-from .blocks import BarsRef, BlockTask
+from .accounts import BarsRef
+from .blocks import BlockTask
+from .kinds import accounts_of, spans_of
 from .memory import block_bytes, fit_chunks, table_rows
 
 
@@ -89,37 +87,6 @@ def auto_block_size(n_combos: int, n_bars: int, n_workers: int) -> int:
     return int(max(1, min(max(spread, floor), MAX_BLOCK_COMBOS, n_combos)))
 
 
-#: A walk-forward block runs at most this many combos x runs (two per window): its
-#: metrics then take at most MAX_BLOCK_RUNS x len(METRICS) x 8 B, as a plain block's of
-#: MAX_BLOCK_COMBOS combos.
-MAX_BLOCK_RUNS = 1 << 20
-
-
-def windows_per_block(n_windows: int, box_combos: int) -> int:
-    """Walk-forward windows per block: all of them where the block's combos x train and
-    test runs stay within :data:`MAX_BLOCK_RUNS` (one block then hoists the indicators
-    once and writes once for every window), fewer for large boxes.
-
-    >>> windows_per_block(15, 36), windows_per_block(15, 100_000)
-    (15, 5)
-    """
-    return max(1, min(n_windows, MAX_BLOCK_RUNS // max(1, 2 * box_combos)))
-
-
-def store_coords(spec: Spec, symbol_bars: tuple[int, ...]) -> dict:
-    """Coordinates of the store beyond its dims: ``n_bars`` over ``symbol`` (the bars
-    each symbol's runs cover) and, with PBO segments, ``seg_n`` over ``(symbol,
-    segment)`` (the bars of each segment, as the kernels cut them)."""
-    if spec.portfolio is not None:  # one account over the members' common bars
-        symbol_bars = symbol_bars[:1]
-    coords = {"n_bars": (("symbol",), np.asarray(symbol_bars, dtype=np.int64))}
-    n_segs = spec.analysis.pbo_segments
-    if n_segs and spec.walk_forward is None:
-        seg_n = [np.diff(segment_bounds(0, n, n_segs), axis=1)[:, 0] for n in symbol_bars]
-        coords["seg_n"] = (("symbol", "segment"), np.asarray(seg_n, dtype=np.int64))
-    return coords
-
-
 def plan(spec: Spec, out: str, block_size: int,
          grid: Grid | None = None, backend: str = "cpu", fingerprint: dict | None = None,
          run_id: str = "", store_id: str = "", windows: np.ndarray | None = None,
@@ -136,7 +103,7 @@ def plan(spec: Spec, out: str, block_size: int,
     that cannot read them, and ``store_id`` is the results store's id (workers write
     only that store).
     ``windows`` (walk-forward: ``(W, 4)`` train and test bounds) makes a block of each
-    box and group of :func:`windows_per_block` windows: their train and test runs (the
+    box and group of :func:`~.kinds.windows_per_block` windows: their train and test runs (the
     indicators hoisted once for all), the store's ``window``/``sample`` dims.
     ``budget`` (bytes, with ``n_bars`` the bars a block reads) cuts the blocks further,
     on any axis, until each one's :func:`~barsweep.pipeline.run.memory.block_bytes`
@@ -158,30 +125,29 @@ def plan(spec: Spec, out: str, block_size: int,
     counts, exact = grid.block_counts(chunks)
     boxes = grid_boxes(grid, chunks, counts)
     empty = (counts == 0).nonzero()[0].tolist()
-    step = 0 if windows is None else windows_per_block(len(windows), math.prod(chunks))
-    groups = window_groups(windows, step)
-    segments = 0 if windows is not None else spec.analysis.pbo_segments
+    spans = spans_of(windows)
+    step = spans.step(math.prod(chunks))
+    groups = spans.groups(step)
+    segments = spans.segments(spec.analysis.pbo_segments)
     modules = tuple(spec.modules)
     tasks, task_combos, excluded = [], [], []
-    refs = bars_refs(spec, fingerprint, run_id)
-    # a portfolio's blocks read every member's bars; others one symbol's each
-    sources = [(refs[0], tuple(refs))] if spec.portfolio is not None else [(r, ()) for r in refs]
-    for s, (bars, member_refs) in enumerate(sources):
+    # each symbol's account, or a portfolio's one account over every member's bars
+    accounts = accounts_of(spec).accounts(bars_refs(spec, fingerprint, run_id))
+    for s, account in enumerate(accounts):
         for g, (group, span) in enumerate(groups):
             first = (s * len(groups) + g) * per_symbol  # block ids: symbol, windows, box
             lead = (slice(s, s + 1),) if span is None else (
                 slice(s, s + 1), group, slice(0, 2))
             for b, axes, slices, n_valid in boxes:
-                tasks.append(BlockTask(first + b, out, bars, spec.strategy_ref, axes,
+                tasks.append(BlockTask(first + b, out, account, spec.strategy_ref, axes,
                                        (*lead, *slices), grid.conditions, spec.execution,
                                        ppy, modules, backend=backend,
-                                       store_id=store_id, spans=span, segments=segments,
-                                       members=member_refs, portfolio=spec.portfolio))
+                                       store_id=store_id, spans=span, segments=segments))
                 task_combos.append(n_valid)
             excluded.extend(first + b for b in empty)
-    n_blocks = per_symbol * len(sources) * len(groups)
+    n_blocks = per_symbol * len(accounts) * len(groups)
     return Plan(grid, chunks, n_blocks, tuple(tasks), tuple(excluded), sum(task_combos),
-                bool(exact.all()), tuple(task_combos), store_lead(windows, step), segments,
+                bool(exact.all()), tuple(task_combos), spans.lead(step), segments,
                 step, store_id, ppy)
 
 
@@ -200,19 +166,15 @@ def chunk_cost(spec: Spec, grid: Grid, n_bars: int, windows: np.ndarray | None =
     (:func:`~barsweep.pipeline.run.memory.block_bytes`)."""
     strategy = resolve(spec.strategy_ref)
     names = grid.names
-    segments = spec.analysis.pbo_segments if windows is None else 0
-    if spec.portfolio is not None:  # a table per member
-        n_bars = n_bars * len(members(spec))
+    accounts, spans = accounts_of(spec), spans_of(windows)
+    segments = spans.segments(spec.analysis.pbo_segments)
+    n_bars = accounts.table_bars(n_bars)  # a portfolio: a table per member
 
     def cost(shape: tuple[int, ...]) -> int:
         combos = math.prod(shape)
-        runs = 1 if windows is None else 2 * windows_per_block(len(windows), combos)
         dims = dict(zip(names, shape, strict=True))
-        rows = table_rows(strategy, dims)  # per member
-        if spec.portfolio is not None:  # and its weights' and priority's rows
-            rows += sizing_rows(spec.portfolio.weight, spec.portfolio.priority,
-                                dims.get("vol_lookback", 1))
-        return block_bytes(rows, n_bars, combos, runs, segments, len(shape),
+        rows = table_rows(strategy, dims) + accounts.sizing_rows(dims)  # per member
+        return block_bytes(rows, n_bars, combos, spans.runs(combos), segments, len(shape),
                            len(strategy.indicators))
     return cost
 
@@ -237,16 +199,6 @@ def grid_boxes(grid: Grid, chunks: tuple[int, ...], counts: np.ndarray) -> list[
     return boxes
 
 
-def window_groups(windows: np.ndarray | None, step: int) -> list[tuple]:
-    """The walk-forward windows a block runs, ``step`` at a time: each group's
-    ``(window slice, its train and test spans)``; one group of no window without."""
-    if windows is None:
-        return [(slice(0, 0), None)]
-    return [(slice(w, min(w + step, len(windows))), tuple(
-        span for a, b, c, d in windows[w:w + step].tolist() for span in ((a, b), (c, d))))
-        for w in range(0, len(windows), step)]
-
-
 def bars_refs(spec: Spec, fingerprint: dict | None, run_id: str) -> list[BarsRef]:
     """Where each symbol's tasks find their bars (see :class:`BarsRef`)."""
     files = (fingerprint or {}).get("files", [{}] * len(spec.data.symbols))
@@ -255,11 +207,3 @@ def bars_refs(spec: Spec, fingerprint: dict | None, run_id: str) -> list[BarsRef
                     (fingerprint or {}).get("blake2b", ""), files[s].get("blake2b", ""),
                     f"barsweep-bars-{run_id}-{s}" if run_id else "")
             for s, symbol in enumerate(spec.data.symbols)]
-
-
-def store_lead(windows: np.ndarray | None, step: int) -> tuple[tuple[str, np.ndarray, int], ...]:
-    """The store's dims between ``symbol`` and the parameters (:attr:`Plan.lead`)."""
-    if windows is None:
-        return ()
-    return (("window", np.arange(len(windows)), step),
-            ("sample", np.array(SAMPLES, dtype=object), len(SAMPLES)))

@@ -32,8 +32,8 @@ from ...version import __version__
 from ..config.dims import NON_PARAM_DIMS
 from ..config.grid import Grid
 from ..config.model import DataSpec, Spec
-from ..config.portfolio import members
-from ..config.search import check_drawable, short_rung_problem
+from ..config.search import short_rung_problem
+from .kinds import RunKind, accounts_of, run_kind
 from .results import check_out, store_attrs
 
 
@@ -50,8 +50,7 @@ class Prepared:
     n_bars: int
     bars_fingerprint: dict
     symbol_bars: tuple[int, ...] = ()
-    windows: np.ndarray | None = None
-    window_times: dict | None = None
+    kind: RunKind | None = None
     spec_path: str | None = None
     resume_chunks: tuple[int, ...] | None = None
     overwrite: bool = False
@@ -65,20 +64,26 @@ class Prepared:
         return self.grid.estimate_valid()[0]
 
     @property
+    def windows(self) -> np.ndarray | None:
+        """Walk-forward's ``(W, 4)`` train and test bounds; None without."""
+        return self.kind.spans.windows
+
+    @property
     def account_bars(self) -> tuple[int, ...]:
         """The bars of each account the run ranks on its own: each symbol's, or a
         portfolio's one account's (its members' common bars)."""
-        return self.symbol_bars[:1] if self.spec.portfolio is not None else self.symbol_bars
+        return self.kind.accounts.account_bars(self.symbol_bars)
 
     def combo_bars(self) -> float:
         """The work of the run: combos (estimated) x the bars each one runs, summed over
         the symbols and, with walk-forward, over every window's train and test runs."""
-        if self.windows is None:
-            runs = sum(self.symbol_bars)
-        else:
-            spans = self.windows[:, 1::2] - self.windows[:, 0::2]
-            runs = len(self.symbol_bars) * int(spans.sum())
-        return float(self.valid_combos) * runs
+        return float(self.valid_combos) * self.kind.spans.bars_run(self.symbol_bars)
+
+    def size_line(self, segments: int, n_threads: int) -> str:
+        """The run's combos, its store's size on disk (with ``segments`` PBO segments)
+        and its time on ``n_threads`` worker threads (:mod:`.estimate`); a search's, the
+        combos it draws and evaluates."""
+        return self.kind.combos.size_line(self.kind, self, segments, n_threads)
 
 
 def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
@@ -94,10 +99,8 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     if overwrite and resume:
         raise ResultsError("--overwrite and --resume exclude each other: choose one")
     out = check_out(out or spec.run.out, overwrite=overwrite, resume=resume)
-    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out})})
-    if spec.portfolio is not None:  # its members' bars, aligned
-        spec = spec.model_copy(update={"data": spec.data.model_copy(
-            update={"symbols": members(spec), "align": "inner"})})
+    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": out}),
+                                   "data": accounts_of(spec).data(spec.data)})
     if spec.data.align == "inner" and len(spec.data.symbols) > 1:
         spec = spec.model_copy(update={"data": common_range(spec.data)})
     symbol_bars, times = [], []
@@ -110,19 +113,16 @@ def prepare_run(spec: Spec, *, out: str | None = None, overwrite: bool = False,
     spec, annualised = measured_year(spec, times)
     if say is not None:
         say(annualised)
-    windows, window_times = (None, None) if spec.walk_forward is None else (
-        walk_forward_windows(spec, times))
+    kind = run_kind(spec, times)
     # a search's rungs run on each symbol's bars, or on each window's train bars
-    check_rungs(spec, min(symbol_bars) if windows is None else
-                int((windows[:, 1] - windows[:, 0]).min()))
+    check_rungs(spec, kind.spans.shortest(tuple(symbol_bars)))
     bars_fingerprint = fingerprint(spec.data.store, spec.data.symbols, spec.data.timeframe)
     grid = spec.param_grid
-    if spec.search.method != "grid":  # the draw's refusals, before anything compiles
-        check_drawable(grid, spec.search.first_rung())
+    kind.combos.check(grid)  # a draw's refusals, before anything compiles
     chunks = resumable_chunks(out, spec, bars_fingerprint) if resume else None
     seconds = check_strategy(spec, say)
     return Prepared(spec, out, grid, max(symbol_bars), bars_fingerprint, tuple(symbol_bars),
-                    windows, window_times,
+                    kind,
                     spec_path=os.path.abspath(spec_path) if spec_path else None,
                     resume_chunks=chunks, overwrite=overwrite, annualised=annualised,
                     compile_seconds=seconds)
@@ -211,7 +211,7 @@ def check_strategy(spec: Spec, say: Callable[[str], None] | None = None) -> floa
     strategy = spec.strategy_def
     on_gpus = spec.run.backend == "cuda" or (
         spec.run.backend == "auto" and spec.cluster.kind == "cuda")
-    portfolio = spec.portfolio is not None and not on_gpus
+    portfolio = accounts_of(spec).compiles_portfolio(on_gpus)
     if portfolio_compiled(strategy) if portfolio else is_compiled(strategy):
         return None
     if say is not None:
@@ -252,29 +252,6 @@ def common_range(data: DataSpec) -> DataSpec:
     end = last.astype("datetime64[s]") + np.timedelta64(1, "s")
     return data.model_copy(update={"start": np.datetime_as_string(start, unit="s"),
                                    "end": np.datetime_as_string(end, unit="s")})
-
-
-def walk_forward_windows(spec: Spec, times: list[np.ndarray]) -> tuple[np.ndarray, dict]:
-    """The walk-forward windows of ``spec`` over its bars (:func:`window_bounds`, one
-    set for every symbol, which must then cover the same bars) and their coordinates:
-    the bar indices and the times of the first and last bar of each part."""
-    wf = spec.walk_forward
-    first = times[0]
-    for symbol, other in zip(spec.data.symbols[1:], times[1:], strict=True):
-        if len(other) != len(first) or (other[[0, -1]] != first[[0, -1]]).any():
-            raise SpecError(
-                f"walk_forward needs every symbol over the same bars: {spec.data.symbols[0]} "
-                f"has {len(first):,} bars from {time_text(first[0])} to "
-                f"{time_text(first[-1])}, {symbol} {len(other):,} from {time_text(other[0])} "
-                f"to {time_text(other[-1])}; set data.align: inner "
-                f"(or data.start/end), or sweep them in separate runs")
-    windows = wf.bounds(len(first), spec.data.timeframe, spec.data.year_days)
-    coords = {}
-    for k, part in enumerate(("train_start", "train_end", "test_start", "test_end")):
-        bars = windows[:, k]
-        coords[f"{part}_bar"] = (("window",), bars)
-        coords[part] = (("window",), first[bars - 1 if part.endswith("_end") else bars])
-    return windows, coords
 
 
 #: The spec's sections that decide a store's contents: a resume must not change them.

@@ -33,13 +33,12 @@ import zarr
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER
 from ..config.model import Spec
-from ..config.portfolio import PORTFOLIO_LABEL
-from ..config.search import combo_values, draw, rung_sizes, rung_spans, search_work
+from ..config.search import combo_values, draw, rung_sizes, rung_spans
 from .blocks import BlockTask
-from .estimate import size_line
+from .kinds import accounts_of, spans_of
 from .memory import block_bytes, fit_chunks, table_rows
 from .order import rank_order
-from .plan import auto_block_size, bars_refs, store_lead
+from .plan import auto_block_size, bars_refs
 from .results import COMPUTED, EXCLUDED, PENDING, done_flags, update_attrs
 
 #: The variables a search store holds beyond the metrics.
@@ -116,7 +115,7 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
     rungs = search.n_rungs
     spans = lane_spans(search, symbol_bars, windows)
     n_bars = max(symbol_bars)
-    segments = spec.analysis.pbo_segments if rungs == 1 and windows is None else 0
+    segments = spans_of(windows).segments(spec.analysis.pbo_segments) if rungs == 1 else 0
     if chunk is None:
         first = spans[0][0]
         chunk = auto_block_size(len(positions), (first[1] - first[0]) if first else n_bars,
@@ -124,12 +123,11 @@ def plan_search(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
         if budget is not None:
             strategy = spec.strategy_def
             lengths = dict(zip(grid.names, grid.shape, strict=True))
-
-            tables = 1 if spec.portfolio is None else len(spec.data.symbols)  # a member's each
+            table_bars = accounts_of(spec).table_bars(n_bars)  # a portfolio: each member's
 
             def cost(shape: tuple[int, ...]) -> int:
                 box = {name: min(shape[0], n) for name, n in lengths.items()}
-                return block_bytes(table_rows(strategy, box), n_bars * tables, shape[0], 1,
+                return block_bytes(table_rows(strategy, box), table_bars, shape[0], 1,
                                    segments, len(lengths), len(strategy.indicators))
             chunk = fit_chunks(("combo",), (chunk,), cost, budget)[0]
     return SearchPlan(positions, combo_values(grid, positions), int(chunk),
@@ -159,27 +157,6 @@ def lane_spans(search, symbol_bars: tuple[int, ...], windows: np.ndarray | None,
     return tuple(lanes)
 
 
-def search_size_line(spec: Spec, symbol_bars: tuple[int, ...], n_threads: int,
-                     windows: np.ndarray | None = None) -> str:
-    """What a search evaluates, its store's size and its time on ``n_threads`` worker
-    threads (:func:`~.estimate.size_line`), from the spec alone: the combos it draws per
-    symbol, every rung's cells and combo-bars (:func:`~..config.search.search_work`;
-    with walk-forward ``windows``, in each window's train bars, and the last rung's
-    combos over its test bars), never the box it draws from."""
-    n_symbols = len(symbol_bars)
-    segments = spec.analysis.pbo_segments if spec.search.n_rungs == 1 else 0
-    if windows is None:
-        sizes, combo_bars = search_work(spec.search, symbol_bars)
-        return size_line(sizes[0] * n_symbols, sum(sizes) * n_symbols, segments,
-                         float(combo_bars), n_threads)
-    trains = windows[:, 1] - windows[:, 0]
-    sizes, combo_bars = search_work(spec.search, tuple(trains.tolist()))
-    tests = int((windows[:, 3] - windows[:, 2]).sum()) * sizes[-1]
-    n_cells = sizes[0] * n_symbols * len(windows) * 2
-    return size_line(sizes[0] * n_symbols, n_cells, 0,
-                     float((combo_bars + tests) * n_symbols), n_threads)
-
-
 def store_layout(plan: SearchPlan) -> dict:
     """The store's ``combo`` axis and parameter coordinates (``create_store``'s
     ``axes``, ``chunks``, ``coords``, ``extra`` and ``lead``: walk-forward's ``window``,
@@ -187,7 +164,7 @@ def store_layout(plan: SearchPlan) -> dict:
     n = len(plan.positions)
     coords = {name: (("combo",), values) for name, values in plan.values.items()}
     coords["box_position"] = (("combo",), plan.positions)
-    lead = () if plan.windows is None else store_lead(plan.windows, 1)
+    lead = spans_of(plan.windows).lead(1)
     return {"axes": (("combo", np.arange(n, dtype=np.int64)),), "chunks": (plan.chunk,),
             "coords": coords, "extra": SEARCH_VARS, "driver_vars": ("reach",), "lead": lead}
 
@@ -200,9 +177,7 @@ def rung_tasks(plan: SearchPlan, spec: Spec, out: str, rung: int, reach: np.ndar
     the ids of the blocks holding none. A window's block writes its train sample, and on
     the last rung its test sample too."""
     tasks, empty = [], []
-    refs = bars_refs(spec, fingerprint, run_id)
-    # a portfolio's one account reads every member's bars
-    members = () if spec.portfolio is None else tuple(refs)
+    accounts = accounts_of(spec).accounts(bars_refs(spec, fingerprint, run_id))
     for lane in range(plan.n_lanes):
         s, w = divmod(lane, plan.n_windows)
         spans = plan.lane_spans(lane, rung)
@@ -216,12 +191,11 @@ def rung_tasks(plan: SearchPlan, spec: Spec, out: str, rung: int, reach: np.ndar
                 empty.append(block_id)
                 continue
             axes = tuple((name, values[lo:hi][cells]) for name, values in plan.values.items())
-            tasks.append(BlockTask(block_id, out, refs[s], spec.strategy_ref, axes,
+            tasks.append(BlockTask(block_id, out, accounts[s], spec.strategy_ref, axes,
                                    (*lead, slice(lo, hi)), (), spec.execution,
                                    plan.ppy, modules, backend=backend,
                                    store_id=plan.store_id, spans=spans,
-                                   segments=plan.segments, cells=cells, rung=rung,
-                                   members=members, portfolio=spec.portfolio))
+                                   segments=plan.segments, cells=cells, rung=rung))
     return tasks, empty
 
 
@@ -318,7 +292,7 @@ def rung_bars(plan: SearchPlan, rung: int, symbols) -> str:
 
 def lane_names(plan: SearchPlan, spec: Spec) -> list[str]:
     """Each lane for people: its symbol, or its symbol and window."""
-    symbols = [PORTFOLIO_LABEL] if spec.portfolio is not None else spec.data.symbols
+    symbols = accounts_of(spec).store_symbols(spec.data.symbols, {})[0]
     if plan.windows is None:
         return list(symbols)
     return [f"{symbol} window {w}" for symbol in symbols for w in range(plan.n_windows)]

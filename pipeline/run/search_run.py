@@ -10,14 +10,13 @@ import uuid
 import psutil
 from distributed import Client
 
+from .estimate import search_size_line
 from .execute import resolve_backend, wait_for_workers
 from .memory import worker_budget
-from .plan import store_coords
-from .portfolio_block import portfolio_backend
 from .prepare import Prepared
 from .results import ResultsError, create_store, finish_store, store_attrs
-from .search import plan_search, run_rungs, rung_tasks, search_attrs, search_size_line, store_layout
-from .stages import RunSummary, Voice, compute, phase_summary, run_attrs, store_symbols
+from .search import plan_search, run_rungs, rung_tasks, search_attrs, store_layout
+from .stages import RunSummary, Voice, compute, phase_summary, run_attrs
 
 
 def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
@@ -30,9 +29,9 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
     spec, out = prepared.spec, prepared.out
     wait_for_workers(client, spec.run.worker_timeout)
     backend = resolve_backend(spec.run.backend, client)
+    kind = prepared.kind
+    backend = kind.accounts.backend(backend, len(spec.data.symbols))
     lanes = prepared.account_bars  # each symbol's bars, or a portfolio's one account's
-    if spec.portfolio is not None:
-        backend = portfolio_backend(len(spec.data.symbols), backend)
     workers = list(client.scheduler_info(n_workers=-1).get("workers", {}).values())
     n_threads = max(1, sum(w.get("nthreads", 1) for w in workers))
     resumed = prepared.resume_chunks is not None
@@ -55,15 +54,14 @@ def execute_search(prepared: Prepared, client: Client, where: tuple[str, str],
                   + "; " + search_size_line(spec, lanes, n_threads, plan.windows))
     if not resumed:
         layout = store_layout(plan)
-        symbols, members, attrs = store_symbols(spec, {
+        symbols, members, attrs = kind.accounts.store_symbols(spec.data.symbols, {
             **run_attrs(prepared, backend, where, plan.store_id, ppy, len(plan.positions),
                         True), **search_attrs(spec, plan)})
         create_store(out, symbols, layout["axes"], layout["chunks"], plan.n_blocks,
                      attrs, segments=plan.segments, extra=layout["extra"], members=members,
                      driver_vars=layout["driver_vars"], lead=layout["lead"],
-                     coords={**{k: v for k, v in store_coords(spec, prepared.symbol_bars).items()
-                                if plan.segments or k != "seg_n"}, **layout["coords"],
-                             **(prepared.window_times or {})})
+                     coords={**kind.store_coords(prepared.symbol_bars, plan.segments),
+                             **layout["coords"]})
     modules = tuple(spec.modules)
     run_id = uuid.uuid4().hex[:12]
     t_plan = [None]

@@ -14,7 +14,6 @@ from distributed import Client
 
 from ...engine import METRICS
 from ...version import __version__
-from ..config.portfolio import PORTFOLIO_LABEL
 from .blocks import BlockReport, BlockTask
 from .execute import execute, kernel_cached, warm_up
 from .prepare import Prepared, compiling_line
@@ -101,17 +100,6 @@ def run_attrs(prepared: Prepared, backend: tuple[str, str], where: tuple[str, st
     return attrs
 
 
-def store_symbols(spec, attrs: dict) -> tuple[list[str], list[str], dict]:
-    """The store's ``symbol`` dim, its ``member`` dim and ``attrs`` completed: each
-    symbol's runs, or a portfolio's one account (``portfolio``) over its members, the
-    section and the members then in the attributes (docs/SPEC.md, "Portfolios")."""
-    if spec.portfolio is None:
-        return list(spec.data.symbols), [], attrs
-    return [PORTFOLIO_LABEL], list(spec.data.symbols), {
-        **attrs, "portfolio": json.dumps(spec.portfolio.model_dump(mode="json")),
-        "members": list(spec.data.symbols)}
-
-
 def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
             todo: tuple[BlockTask, ...],
             todo_combos: int, voice: Voice) -> tuple[list[BlockReport], float, list[str]]:
@@ -122,12 +110,12 @@ def compute(client: Client, prepared: Prepared, tasks: tuple[BlockTask, ...],
     ended (``time.perf_counter``) and the workers the bars were shipped to."""
     spec, say = prepared.spec, voice.say
     shipper = BarsShipper(client, dict.fromkeys(ref for t in tasks
-                                                for ref in (t.members or (t.bars,))))
+                                                for ref in t.account.refs))
     try:
         shipped = shipper.ensure() if todo else None
         if shipped and say is not None:
             say(shipped)
-        portfolio = bool(todo) and bool(todo[0].members)
+        portfolio = bool(todo) and todo[0].account.portfolio_kernel
         compiling = bool(todo) and todo[0].backend == "cpu" and not kernel_cached(
             spec.strategy_ref, portfolio)
         if compiling and say is not None:

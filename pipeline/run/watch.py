@@ -20,7 +20,6 @@ import numpy as np
 
 from ...engine import BEST_WHEN_IDLE, LOWER_IS_BETTER
 from ..config.grid import Grid, box_combos
-from ..config.portfolio import PORTFOLIO_LABEL
 
 #: The Dask event topic of the page's events.
 TOPIC = "barsweep"
@@ -136,7 +135,7 @@ def block_summary(task, metrics: dict[str, np.ndarray]) -> dict | None:
     pick = np.flatnonzero(~np.isnan(score))
     order = pick[top_order(score[pick], watch, ruined[pick], traded[pick])]
     position = store_positions(task, order)
-    symbol = PORTFOLIO_LABEL if task.members else task.bars.symbol
+    symbol = task.account.label
     names = dict.fromkeys((watch.by, *ROW_METRICS))
     rows = [{"symbol": symbol, **{k: params[k][i].item() for k in params},
              **{m: float(np.asarray(metrics[m]).ravel()[i]) for m in names if m in metrics},
@@ -309,7 +308,7 @@ def stage_feed(client, prepared, tasks: tuple, todo_combos: int) -> tuple[Feed, 
     import os
 
     spec = prepared.spec
-    n_symbols = 1 if spec.portfolio is not None else len(spec.data.symbols)
+    n_symbols = len(prepared.account_bars)
     if tasks and tasks[0].cells is not None:  # a search: (symbol, combo)
         shape = (n_symbols, max(t.region[-1].stop for t in tasks))
     else:

@@ -155,7 +155,7 @@ def test_flipped_bytes_are_refused_by_open_bars_and_the_task_path(store):
 
 
 def test_the_dask_task_path_refuses_it_too(store):
-    from barsweep.pipeline.run.blocks import BarsRef
+    from barsweep.pipeline.run.accounts import BarsRef
 
     set_highs(bar_path(store, "BTCUSDT", "1h"))
     with pytest.raises(DataError, match="BTCUSDT.arrow does not match the store's index"):

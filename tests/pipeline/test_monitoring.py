@@ -9,7 +9,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from barsweep.engine.strategies import strategy_names
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec
-from barsweep.pipeline.run.blocks import BarsRef, BlockTask
+from barsweep.pipeline.run.accounts import BarsRef, SymbolAccount
+from barsweep.pipeline.run.blocks import BlockTask
 from barsweep.pipeline.run.cluster import connect
 from barsweep.pipeline.run.execute import block_key
 from barsweep.pipeline.run.orchestrate import run_spec
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 
 def task(strategy: str, block_id: int = 7) -> BlockTask:
-    return BlockTask(block_id, "out.zarr", BarsRef("bars", "BTCUSDT", "1h"), strategy, (),
+    return BlockTask(block_id, "out.zarr", SymbolAccount(BarsRef("bars", "BTCUSDT", "1h")),
+                     strategy, (),
                      (slice(0, 1),), (), None, 8760.0)
 
 
