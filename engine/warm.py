@@ -130,7 +130,7 @@ def warm(strategy: Strategy) -> tuple[float, bool]:
     """Run ``strategy``'s kernels once on 300 synthetic bars (compiling them into numba's
     cache if it does not hold them) and mark the kernel compiled; returns the seconds it
     took and whether it was marked before."""
-    from .core.sweep import sweep_block
+    from .dispatch import sweep_block
 
     compiled = is_compiled(strategy)
     t0 = time.perf_counter()
@@ -192,7 +192,8 @@ def check_portfolio(strategy: Strategy) -> float | None:
     SpecError
         As :func:`check`, when the kernel does not compile.
     """
-    from .portfolio.sweep import portfolio_kernel, sweep_portfolio
+    from .dispatch import sweep_portfolio
+    from .portfolio.sweep import portfolio_kernel
 
     if strategy.signal is None:
         return None

@@ -2,8 +2,8 @@
 fills, round trips and metric accumulators (numba, inlined into every kernel), the
 execution settings, the Bars and Combos records of a block, the indicators hoisted out
 of the combos, the record of one combo rebuilt in full (records: trade_dt, the trades
-written by field name by both kernels), the bars in a year, and sweep_block (a block of
-combos, CPU or CUDA)."""
+written by field name by both kernels), the bars in a year, and sweep (sweep_cpu: a block of
+combos on this process's CPU threads)."""
 
 from .block import BAR_COLUMNS, Bars, Block, Combos, prepare_block, read_only
 from .execution import (
@@ -34,7 +34,6 @@ from .metrics import (
 )
 from .records import PortfolioRecord, Record, portfolio_record, symbol_record, trade_dt
 from .simulate import Outputs, segment_bounds
-from .sweep import sweep_block
 from .year import bars_in_year, bars_per_year
 
 __all__ = [
@@ -44,5 +43,5 @@ __all__ = [
     "TRADE_ACC0", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
     "benchmark_returns", "check_stop", "execution_of", "finalize", "plan_rows",
     "portfolio_record", "prepare_block", "read_only", "run_settings", "segment_bounds",
-    "split_combo", "sweep_block", "symbol_record", "trade_dt", "warm_up",
+    "split_combo", "symbol_record", "trade_dt", "warm_up",
 ]

@@ -2,7 +2,9 @@
 ``sweep_cuda`` on a GPU, ``backtest`` for one combo): the bars as the kernels' read-only
 :class:`Bars` record, the combos' parameters and stops as a :class:`Combos` record, the
 execution settings as a :class:`~barsweep.engine.core.execution.RunSettings`, and the order
-of the combos that keeps indicator rows in cache."""
+of the combos that keeps indicator rows in cache. ``strategy`` is a
+:class:`~barsweep.engine.strategies.base.Strategy`, handed in (strategies stands above
+core)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import SpecError
-from ..strategies.base import Strategy
 from .execution import (
     Execution,
     RunSettings,
@@ -128,7 +129,7 @@ class Block:
         return [over_span(self.settings, self.bars.bench, start, end) for start, end in spans]
 
 
-def prepare_block(strategy: Strategy, bars: Mapping[str, np.ndarray],
+def prepare_block(strategy, bars: Mapping[str, np.ndarray],
                   params: Mapping[str, np.ndarray], execution: Execution,
                   ppy: float) -> Block:
     """Validate and pack a block's bars, parameters and execution settings (see ``sweep``)."""

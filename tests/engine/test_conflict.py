@@ -18,11 +18,19 @@ from helpers.ref_strategies import EXAMPLES
 from helpers.reference import ref_simulate
 from numba import njit
 
-from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
+from barsweep.engine import (
+    METRICS,
+    Execution,
+    Param,
+    Strategy,
+    backtest,
+    get_strategy,
+    sweep_block,
+    sweep_portfolio,
+)
 from barsweep.engine.core.block import prepare_block
 from barsweep.engine.core.hoist import hoist
 from barsweep.engine.core.sweep import sweep_cpu
-from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.engine.rules import Rule
 from barsweep.engine.strategies import kernels
 from barsweep.errors import SpecError
