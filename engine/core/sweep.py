@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from .block import locality_order, prepare_block
 from .hoist import hoist
+from .inputs import locality_order, prepare_inputs
 from .metrics import N_METRICS
 from .simulate import Outputs, no_segments
 
@@ -22,17 +22,17 @@ def sweep_cpu(strategy, bars, params, execution, ppy, spans=None, seg_sums=None,
     (:func:`run_kernel`), with the strategy's sweep kernel or ``kernel`` (the same
     arguments: e.g. its ``lockstep_kernel``, :mod:`~barsweep.engine.strategies.kernels`)."""
     t0 = time.perf_counter()
-    block = prepare_block(strategy, bars, params, execution, ppy)
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
+    inputs = prepare_inputs(strategy, bars, params, execution, ppy)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
     order = locality_order(rows)
-    combos = block.combos(rows, order)
+    combos = inputs.combos(rows, order)
     t1 = time.perf_counter()
-    runs = block.runs(spans)
-    swept = np.empty((len(runs), block.n_combos, N_METRICS))
-    segs = (no_segments(block.n_combos) if seg_sums is None
-            else np.empty((block.n_combos, *seg_sums.shape[1:])))
+    runs = inputs.runs(spans)
+    swept = np.empty((len(runs), inputs.n_combos, N_METRICS))
+    segs = (no_segments(inputs.n_combos) if seg_sums is None
+            else np.empty((inputs.n_combos, *seg_sums.shape[1:])))
     for k, run in enumerate(runs):
-        run_kernel(kernel or strategy.kernel, block.bars, ind, combos, run,
+        run_kernel(kernel or strategy.kernel, inputs.bars, ind, combos, run,
                    Outputs(swept[k], segs))
     if seg_sums is not None:
         seg_sums[order] = segs

@@ -23,9 +23,9 @@ import numba
 import numpy as np
 
 from ...errors import SpecError
-from ..core.block import Bars, locality_order, prepare_block, read_only
 from ..core.execution import Execution, RunSettings, execution_of, over_span, run_settings
 from ..core.hoist import hoist
+from ..core.inputs import Bars, locality_order, prepare_inputs, read_only
 from ..core.metrics import N_METRICS
 from ..strategies import kernels
 from .book import Book
@@ -73,12 +73,12 @@ def portfolio_kernel(signal):
 
 
 def stack_bars(members: Sequence[Bars], px: np.ndarray) -> Bars:
-    """The members' :class:`~barsweep.engine.core.block.Bars` as one Bars whose fields are
+    """The members' :class:`~barsweep.engine.core.inputs.Bars` as one Bars whose fields are
     read-only C-contiguous arrays, shape (N, n_bars), its prices views of ``px`` (shape
     (4, N, n_bars): open, close, high, low): what the CPU portfolio kernel takes
     (:func:`barsweep.engine.portfolio.sim.member_bars` gives each member's back).
 
-    >>> from barsweep.engine.core.block import bar_tuple
+    >>> from barsweep.engine.core.inputs import bar_tuple
     >>> one = bar_tuple(dict(open=np.ones(3), high=np.ones(3), low=np.ones(3),
     ...                      close=np.arange(1.0, 4.0)))
     >>> px = np.stack([[one[k], one[k]] for k in (0, 3, 1, 2)])
@@ -165,27 +165,27 @@ def sweep_portfolio_with(
         raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
     if not bars:
         raise SpecError("a portfolio needs at least one symbol")
-    blocks = [prepare_block(strategy, b, params, execution, ppy) for b in bars.values()]
-    lengths = {len(b.bars.close) for b in blocks}
+    inputs = [prepare_inputs(strategy, b, params, execution, ppy) for b in bars.values()]
+    lengths = {len(b.bars.close) for b in inputs}
     if len(lengths) > 1:
         raise SpecError(f"the symbols' bars differ in length {sorted(lengths)}: align them")
-    first = blocks[0]
-    tables = [hoist(strategy, b.columns, b.strategy_params, b.n_combos) for b in blocks]
+    first = inputs[0]
+    tables = [hoist(strategy, b.columns, b.strategy_params, b.n_combos) for b in inputs]
     rows = tables[0][1]
     ind = np.stack([table[0] for table in tables])
     order = locality_order(rows)
     combos = first.combos(rows, order)
-    sbars = tuple(b.bars for b in blocks)
-    px = np.stack([[b.bars[k] for b in blocks] for k in (0, 3, 1, 2)])  # open close high low
+    sbars = tuple(b.bars for b in inputs)
+    px = np.stack([[b.bars[k] for b in inputs] for k in (0, 3, 1, 2)])  # open close high low
     runs = portfolio_runs(execution, ppy, px[1], spans)
-    kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
+    kmax = max_positions_column(max_positions, first.n_combos, len(inputs))[order]
     rebalance_bars, rebal = rebalance_table(next(iter(bars.values())).get("time"),
                                             rebalance, first.n_combos)
     lookbacks, lb_index = lookback_column(lookback, first.n_combos)
     sizing = hoist_sizing(px[1], lookbacks, weight, priority, list(bars))
     book = Book(kmax, lb_index[order], rebal[order], sizing, rebalance_bars)
     metrics = np.empty((len(runs), first.n_combos, N_METRICS))
-    per_symbol = np.empty((len(runs), first.n_combos, len(blocks), N_SYMBOL_METRICS))
+    per_symbol = np.empty((len(runs), first.n_combos, len(inputs), N_SYMBOL_METRICS))
     segs = np.empty((first.n_combos, 0 if seg_sums is None else seg_sums.shape[1], 2))
     t1 = time.perf_counter()
     for k, (run, bench) in enumerate(runs):
@@ -242,7 +242,7 @@ def run_portfolio_cpu(signal, sbars, px, ind, combos, book, run, bench, metrics,
                       segs, record=None) -> None:
     """One run of ``signal``'s portfolio kernel (:func:`portfolio_kernel`) on this
     process's CPU threads (:func:`run_portfolio_kernel`): ``sbars`` a tuple of each
-    member's :class:`~barsweep.engine.core.block.Bars`, stacked here
+    member's :class:`~barsweep.engine.core.inputs.Bars`, stacked here
     (:func:`stack_bars`); ``metrics``, ``per_symbol``, ``segs`` and ``record`` written."""
     run_portfolio_kernel(portfolio_kernel(signal), stack_bars(sbars, px), px, ind, combos,
                          book, run, bench, metrics, per_symbol, segs, record)

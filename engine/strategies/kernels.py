@@ -166,7 +166,7 @@ def compiled(signal) -> ModuleType:
     (the signal in its 8-argument form), ``scan(ind, rows, fparams, bars, t, n,
     allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out, rec)``,
     which runs every combo of ``combos`` and writes ``out`` (the records
-    :class:`~barsweep.engine.core.block.Bars`, :class:`~barsweep.engine.core.block.Combos`,
+    :class:`~barsweep.engine.core.inputs.Bars`, :class:`~barsweep.engine.core.inputs.Combos`,
     :class:`~barsweep.engine.core.execution.RunSettings` and
     :class:`~barsweep.engine.core.simulate.Outputs`; ``ind`` the indicator table) and,
     when ``rec`` is a :class:`~barsweep.engine.core.records.Record` (one combo), that
