@@ -150,18 +150,18 @@ def sweep_portfolio(
     weight : {"equal", "inverse_vol"}
         Each entry's target share of the value: ``1 / K`` (``1 / N`` without
         ``max_positions``), or the inverse-volatility weight
-        (:func:`~.weights.target_weight`).
+        (:func:`~.portfolio.weights.target_weight`).
     lookback : None, int, or ndarray of int, shape (n_combos,)
         The bars of the volatility (and momentum) of ``inverse_vol`` and a data-driven
-        ``priority``, >= 2; None: :data:`~.weights.DEFAULT_LOOKBACK`.
+        ``priority``, >= 2; None: :data:`~.portfolio.weights.DEFAULT_LOOKBACK`.
     priority : None, "low_vol", "momentum", or a sequence of symbols
-        The order of same-bar entries (:func:`~.weights.hoist_sizing`); None:
+        The order of same-bar entries (:func:`~.portfolio.weights.hoist_sizing`); None:
         the symbols' order.
     spans : sequence of (start, end), optional
         Runs over bars ``[start, end)`` only, one per span (walk-forward windows): each
         starts flat with ``init_cash`` at its first bar, the indicators warmed up on every
         bar before it, against the equal-weight buy-and-hold bought at its first bar
-        (:func:`portfolio_runs`). None: one run over every bar.
+        (:func:`~.portfolio.sweep.portfolio_runs`). None: one run over every bar.
     seg_sums : ndarray, shape (n_combos, S, 2), optional
         Written: the sums of each combo's account bar returns and of their squares over
         S equal segments of the bars run (every bar, or the one span; not with several).
@@ -179,7 +179,7 @@ def sweep_portfolio(
     -------
     metrics : ndarray, shape (n_combos, N_METRICS)
         The account's metrics, in ``METRICS`` order (alpha and beta against the
-        equal-weight buy-and-hold of the symbols, :func:`equal_weight_benchmark`).
+        equal-weight buy-and-hold of the symbols, :func:`~.portfolio.sweep.equal_weight_benchmark`).
     per_symbol : ndarray, shape (n_combos, N, 2)
         Each symbol's ``n_trades`` and ``exposure``, symbols in the order of ``bars``.
         With ``spans``, both have a first dim more, one row per span.
