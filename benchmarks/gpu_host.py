@@ -4,12 +4,12 @@
 
 Times the host functions a GPU block runs around its kernels, for the ema_cross grids
 of the GPU check (``gpu_check.ema_params``: fast 2.. x slow 502..2501, fast-major) on
-26,280 bars, or those grids in a random order (``--shuffle``): ``prepare_block``,
+26,280 bars, or those grids in a random order (``--shuffle``): ``prepare_inputs``,
 ``plan_rows``, ``locality_order``, the combos packed for the kernel and the metrics (18
 per combo) put back in the grid's order. Where ``sweep_cuda`` gathers the combos and
 puts the metrics back on the device (``barsweep.engine.gpu.sweep.device_combos``), the host's
 share of those two is what is timed (the order checked, the block's own arrays handed
-over); otherwise ``Block.combos(rows, order)`` and ``out[:, order] = result``. The
+over); otherwise ``KernelInputs.combos(rows, order)`` and ``out[:, order] = result``. The
 copies over PCIe cannot be timed here; ``metrics_back`` counts, besides any scatter,
 one host copy of the metrics into a new array (what ``copy_to_host`` into pageable
 memory costs the host). Prints the median seconds per stage.
@@ -44,8 +44,8 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 def stages(n: int, bars: dict, repeat: int, shuffle: bool) -> dict[str, float]:
     """Median seconds of each host stage for ``n`` ema_cross combos."""
     from barsweep.engine import Execution, get_strategy
-    from barsweep.engine.core.block import locality_order, prepare_block
     from barsweep.engine.core.hoist import plan_rows
+    from barsweep.engine.core.inputs import locality_order, prepare_inputs
     from barsweep.engine.core.metrics import N_METRICS
     from barsweep.engine.gpu import sweep as gpu
 
@@ -56,21 +56,21 @@ def stages(n: int, bars: dict, repeat: int, shuffle: bool) -> dict[str, float]:
         params = {k: v[pick] for k, v in params.items()}
     on_device = hasattr(gpu, "device_combos")
     out: dict[str, float] = {}
-    out["prepare_block"], block = timed(
-        lambda: prepare_block(strategy, bars, params, execution, PPY), repeat)
+    out["prepare_inputs"], inputs = timed(
+        lambda: prepare_inputs(strategy, bars, params, execution, PPY), repeat)
     out["plan_rows"], (_, rows) = timed(
-        lambda: plan_rows(strategy, block.strategy_params, n), repeat)
+        lambda: plan_rows(strategy, inputs.strategy_params, n), repeat)
     out["locality_order"], order = timed(lambda: locality_order(rows), repeat)
     result = np.random.default_rng(0).random((1, n, N_METRICS))  # the kernel's metrics
     if on_device:
-        out["combos"], _ = timed(lambda: (gpu.is_identity(order), block.combos(rows)), repeat)
+        out["combos"], _ = timed(lambda: (gpu.is_identity(order), inputs.combos(rows)), repeat)
 
         def back():  # copy_to_host into a new array: the driver's copy out of its staging
             host = np.empty_like(result)
             host[...] = result
             return host
     else:
-        out["combos"], _ = timed(lambda: block.combos(rows, order), repeat)
+        out["combos"], _ = timed(lambda: inputs.combos(rows, order), repeat)
 
         def back():  # copy_to_host into a new array, then the scatter into another
             host = result.copy()

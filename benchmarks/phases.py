@@ -237,7 +237,7 @@ def report(sides: dict[str, list[dict]], load: tuple[float, float], unit: str = 
 #: (attribute of barsweep.engine.backtest.single, phase) timed in one warm ``backtest()``
 BACKTEST_STAGES = [("execution_of", "arguments"), ("strategy_of", "arguments"),
                    ("bar_columns", "arguments"), ("infer_ppy", "ppy from times"),
-                   ("prepare_block", "prepare block (benchmark returns, packing)"),
+                   ("prepare_inputs", "the kernel's inputs (benchmark returns, packing)"),
                    ("hoist", "signal (indicators)"), ("time_index", "outputs: time index"),
                    ("trades_frame", "outputs: trades table")]
 

@@ -81,7 +81,7 @@ def time_single(strategy, universe, params, execution) -> float:
 
 def time_portfolio(strategy, universe, params, execution, max_positions=None,
                    **sizing) -> float:
-    from barsweep.engine.portfolio.sweep import sweep_portfolio
+    from barsweep.engine import sweep_portfolio
 
     timings: dict = {}
     sweep_portfolio(strategy, universe, params, execution, PPY, timings=timings,

@@ -31,10 +31,10 @@ held iterations and events at their costs) / (32 x the warp's cost); with unit c
 is active lane-steps / (32 x warp steps). ``cost/combo-bar`` is the warp's cost per
 combo-bar in units of a flat iteration: the designs' ratio of it predicts their speed
 ratio (both latency-bound alike; the coalesced loads of (b) come on top). Lane orders:
-``locality`` (:func:`~barsweep.engine.core.block.locality_order`, the CPU's: the slot with
+``locality`` (:func:`~barsweep.engine.core.inputs.locality_order`, the CPU's: the slot with
 the most distinct rows major; on an ema_cross grid of 50 fast x 2,000 slow periods the
 lanes of a warp differ in the fast period) and ``lanes``
-(:func:`~barsweep.engine.core.block.lane_order`, the GPU's: that slot varies fastest, so the
+(:func:`~barsweep.engine.core.inputs.lane_order`, the GPU's: that slot varies fastest, so the
 lanes differ in the slow period, whose neighbours cross at nearly the same bars).
 ``spread`` is the median over the warp's stretches of the spread of its lanes' bars at a
 stretch's start (a).
@@ -59,9 +59,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_check import N_BARS, PPY, ema_params, synth_bars  # noqa: E402
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block  # noqa: E402
-from barsweep.engine.core.block import bar_tuple, lane_order, locality_order  # noqa: E402
 from barsweep.engine.core.fills import CONFLICT_OPPOSITE, resolve_signals  # noqa: E402
 from barsweep.engine.core.hoist import hoist, plan_rows  # noqa: E402
+from barsweep.engine.core.inputs import bar_tuple, lane_order, locality_order  # noqa: E402
 from barsweep.engine.strategies import kernels  # noqa: E402
 
 WARP = 32

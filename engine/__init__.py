@@ -10,8 +10,8 @@ from .core import (
     N_METRICS,
     Execution,
     benchmark_returns,
-    sweep_block,
 )
+from .dispatch import sweep_block, sweep_portfolio
 from .indicators import INDICATORS, ema, sma
 from .strategies import Indicator, Param, Strategy, get_strategy, register, strategy_names
 
@@ -34,4 +34,5 @@ __all__ = [
     "sma",
     "strategy_names",
     "sweep_block",
+    "sweep_portfolio",
 ]

@@ -4,8 +4,8 @@ and the marks that say a kernel was compiled into it.
 numba stamps a cached function with its own file only. The engine's kernels inline
 functions of other files (``simulate``, ``fills``, ``metrics``), and so does a custom
 strategy's signal, so after an edit there an editable checkout would load a stale kernel.
-Importing the engine (this module comes first) therefore points numba's cache, through
-its ``NUMBA_CACHE_DIR`` setting, at ``BASE/barsweep-engine-HASH``, HASH the start of
+Importing the engine (this module comes first) therefore points numba's cache
+(``numba.config.CACHE_DIR``) at ``BASE/barsweep-engine-HASH``, HASH the start of
 :func:`engine_source_hash` over every ``engine/**/*.py`` file: an edit anywhere in the
 engine gives a new folder, where everything compiles once; an unchanged tree loads.
 
@@ -18,13 +18,20 @@ by this user, writable by no one else, in folders no one else can rename
 that folder and the engine imports modules from it, so a folder others could have
 planted files in is passed over, with a warning; when every candidate is, BASE is a
 private ``numba-UID-XXXXXXXX`` folder of the temporary directory (reused by later
-processes of the same user). The setting goes into ``os.environ``, so the processes this one
-starts (Dask workers, subprocesses) inherit it, and they name the same folder when they
-import the engine (a ``barsweep-engine-HASH`` folder ending ``NUMBA_CACHE_DIR`` is taken
-as ``BASE/`` and replaced). numba reads the variable when it is imported; when it was
-imported first (a module that imports numba before the engine), ``numba.config.CACHE_DIR``
-is set as well, before any of the engine's functions is defined. Every function cached in
-the process goes to that folder, others' too: they compile once per engine version as well.
+processes of the same user).
+
+Only numba's setting is changed, never ``os.environ``: importing the engine leaves the
+process's environment as it found it. The processes this one starts (Dask workers,
+subprocesses) inherit the same environment and name the same folder when they import the
+engine; a ``NUMBA_CACHE_DIR`` that ends in a ``barsweep-engine-HASH`` folder is taken as
+``BASE/`` and replaced. numba re-reads its environment when a ``NUMBA_`` variable has
+changed since it last read it (``numba.core.config.reload_config``, at every compile),
+which resets the setting: :func:`point_numba` sets it again before the engine imports a
+module it generated (:func:`barsweep.engine.strategies.kernels.import_file`), and numba
+binds a function's cache folder when the function is defined, so what was defined before
+stays where it is. Every function cached in the process goes to that folder, others'
+too: they compile once per engine version as well (a module of the user's defined after
+such a reset caches where numba's own setting says).
 The folders of earlier versions stay (about 1 MB each for the engine's kernels): delete
 them freely.
 
@@ -265,14 +272,21 @@ def private_temp_folder(prefix: str, problem=folder_problem) -> Path:
 
 def configure() -> Path:
     """Point numba's cache at this engine version's folder (see the module's docstring);
-    returns that folder."""
+    returns that folder. The environment is only read."""
     digest = engine_source_hash()[:16]
     folder = cache_base(os.environ, digest) / f"barsweep-engine-{digest}"
-    os.environ["NUMBA_CACHE_DIR"] = str(folder)
-    numba = sys.modules.get("numba")
-    if numba is not None:  # imported before the engine: it read the variable already
-        numba.config.CACHE_DIR = str(folder)
+    point_numba(folder)
     return folder
+
+
+def point_numba(folder: Path | None = None) -> None:
+    """Set numba's cache folder, ``numba.config.CACHE_DIR``, to ``folder`` (None: the
+    engine's, :data:`CACHE_DIR`): where every function decorated ``cache=True`` from now
+    on keeps its compiled code. Called again before a generated module is imported: numba
+    resets the setting when it re-reads a changed environment (the module's docstring)."""
+    from numba.core import config
+
+    config.CACHE_DIR = str(CACHE_DIR if folder is None else folder)
 
 
 #: This engine version's folder of numba's cache, set when the engine is imported.

@@ -130,7 +130,7 @@ def warm(strategy: Strategy) -> tuple[float, bool]:
     """Run ``strategy``'s kernels once on 300 synthetic bars (compiling them into numba's
     cache if it does not hold them) and mark the kernel compiled; returns the seconds it
     took and whether it was marked before."""
-    from .core.sweep import sweep_block
+    from .dispatch import sweep_block
 
     compiled = is_compiled(strategy)
     t0 = time.perf_counter()
@@ -192,7 +192,8 @@ def check_portfolio(strategy: Strategy) -> float | None:
     SpecError
         As :func:`check`, when the kernel does not compile.
     """
-    from .portfolio.sweep import portfolio_kernel, sweep_portfolio
+    from .dispatch import sweep_portfolio
+    from .portfolio.sweep import portfolio_kernel
 
     if strategy.signal is None:
         return None
@@ -230,15 +231,15 @@ def signal_problem(strategy: Strategy) -> str | None:
     """Why ``strategy``'s signal cannot run in its kernel (None: it can): numba's typing
     error on the kernel's argument types, cut to its essentials, or a return value that
     is not :data:`SIGNAL_RETURNS`."""
-    from .core.block import prepare_block
     from .core.hoist import hoist
+    from .core.inputs import prepare_inputs
 
     signal = strategy.signal
     if not hasattr(signal, "compile"):  # a plain function (NUMBA_DISABLE_JIT)
         return None
-    block = prepare_block(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
-    args = (ind, rows[0], block.fparams[0], block.bars, np.int64(1))
+    inputs = prepare_inputs(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
+    args = (ind, rows[0], inputs.fparams[0], inputs.bars, np.int64(1))
     if kernels.signal_arity(signal) == 8:  # the position state, as the kernel passes it
         args += (np.float64(0.0), np.float64(0.0), np.int64(0))
     arg_types = tuple(typeof(a) for a in args)

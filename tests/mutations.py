@@ -268,6 +268,13 @@ MUTATIONS = (
         "    if peak == 0.0:\n        return -1.0, float(n_bars)\n",
         "",
         ("tests/engine/test_ruin.py::test_a_window_ruined_on_its_first_bar",)),
+    Mutation(
+        "a generated kernel module is imported with numba's cache folder as numba reset it",
+        "engine/strategies/kernels.py",
+        "    point_numba()\n    spec = importlib.util.spec_from_file_location(name, path)",
+        "    spec = importlib.util.spec_from_file_location(name, path)",
+        ("tests/engine/test_cache_folder.py::"
+         "test_importing_the_engine_leaves_the_environment_alone",)),
 )
 
 

@@ -25,6 +25,11 @@ PACKAGES = ("datasets", "engine", "pipeline")
 ROOMS = ("errors", "datasets", "engine", "pipeline.config", "pipeline.run", "pipeline.analysis",
          "pipeline.face", "top")
 FACES = {"barsweep.pipeline.cli", "barsweep.pipeline.api", "barsweep.pipeline"}
+#: The engine's floors from the bottom up (pyproject.toml's engine contract): a room
+#: imports only rooms of lower floors, never one beside it on its own floor.
+ENGINE_FLOORS = (("indicators", "expr", "cache"), ("core",), ("strategies", "analysis"),
+                 ("portfolio", "rules"), ("gpu",), ("dispatch", "backend"),
+                 ("warm", "backtest"))
 
 
 def module_files() -> dict[str, Path]:
@@ -103,6 +108,24 @@ def test_rooms_of_the_tree_are_one_way():
                          ("pipeline.run", "pipeline.analysis"),
                          ("pipeline.analysis", "pipeline.face")]:
         assert (upper, lower) in pairs, (upper, lower)
+
+
+def test_no_import_runs_back_up_inside_the_engine():
+    """Between the engine's rooms (its folders and top modules), every import points
+    to a lower floor of :data:`ENGINE_FLOORS`; ``barsweep.engine`` itself, the face,
+    stands above them all."""
+    floor = {name: i for i, names in enumerate(ENGINE_FLOORS) for name in names}
+
+    def engine_room(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if parts[:2] == ["barsweep", "engine"] and len(parts) > 2 else None
+
+    rooms = {engine_room(m) for m in module_files()} - {None}
+    assert rooms == set(floor), "name each room of engine/ on a floor of ENGINE_FLOORS"
+    wrong = sorted(f"{a} -> {b}" for a, targets in graph().items() for b in targets
+                   if engine_room(a) and engine_room(b) and engine_room(a) != engine_room(b)
+                   and floor[engine_room(b)] >= floor[engine_room(a)])
+    assert wrong == []
 
 
 def test_no_module_circles():

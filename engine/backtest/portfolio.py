@@ -14,8 +14,8 @@ from ...errors import SpecError
 from ..core.execution import Execution, execution_of
 from ..core.metrics import METRICS
 from ..core.records import portfolio_record
+from ..dispatch import sweep_portfolio
 from ..portfolio.orders import SYMBOL_METRICS
-from ..portfolio.sweep import sweep_portfolio
 from .single import bar_columns, infer_ppy, strategy_of, time_index, trades_frame
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def backtest_portfolio(
     max_positions : int, optional
         At most this many positions open at once, each ``1 / K`` of the value.
     rebalance, weight, lookback, priority
-        As :func:`~barsweep.engine.portfolio.sweep.sweep_portfolio`'s.
+        As :func:`~barsweep.engine.dispatch.sweep_portfolio`'s.
     span : (start, end), optional
         Run over bars ``[start, end)`` only (a walk-forward window's sample): flat with
         ``init_cash`` at ``start``, the indicators warmed up on the bars before, against

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import SpecError
-from ..core.block import BAR_COLUMNS, Block, prepare_block
 from ..core.execution import Execution, execution_of, split_combo
 from ..core.fills import EXIT_REASONS
 from ..core.hoist import hoist
+from ..core.inputs import BAR_COLUMNS, KernelInputs, prepare_inputs
 from ..core.metrics import METRICS, N_METRICS
 from ..core.records import symbol_record
 from ..core.simulate import Outputs, no_segments
@@ -181,14 +181,14 @@ def backtest(
     if ppy is None:
         ppy = infer_ppy(time_ns, year_days)
     one = {name: np.array([value]) for name, value in params.items()}
-    block = prepare_block(strat, columns, one, exe, ppy)
-    n_bars = len(block.bars.close)
+    inputs = prepare_inputs(strat, columns, one, exe, ppy)
+    n_bars = len(inputs.bars.close)
     start, end = (0, n_bars) if span is None else (int(span[0]), int(span[1]))
     if not 0 <= start < end <= n_bars:
         raise SpecError(f"backtest(): span must be (start, end) with 0 <= start < end <= "
                         f"{n_bars}, got {span}")
     run_span = None if span is None else (start, end)
-    metrics, rec_equity, rec_trades = _run_one(strat, block, run_span)
+    metrics, rec_equity, rec_trades = _run_one(strat, inputs, run_span)
 
     import pandas as pd  # lazily: the sweep path never needs pandas
 
@@ -197,7 +197,7 @@ def backtest(
     equity = pd.Series(rec_equity[start:end], index=index, name="equity", copy=False)
     trades = trades_frame(rec_trades, index, start)
     return BacktestResult(metrics=metrics, equity=equity, trades=trades,
-                          close=pd.Series(block.bars.close[start:end], index=index,
+                          close=pd.Series(inputs.bars.close[start:end], index=index,
                                           name="close"),
                           execution=exe, ppy=float(ppy),
                           _bars=(columns, time_ns, start, end))
@@ -215,16 +215,16 @@ def strategy_of(strategy, params: Mapping[str, float]) -> Strategy:
     return compile_rule(strategy, kinds)
 
 
-def _run_one(strategy: Strategy, block: Block,
+def _run_one(strategy: Strategy, inputs: KernelInputs,
              span: tuple[int, int] | None) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
-    """Run the block's one combo over bars ``span`` (None: every bar), recording: its
+    """Run the one combo of ``inputs`` over bars ``span`` (None: every bar), recording: its
     metrics by name, its equity at each close (shape (n_bars,), written over the span)
     and its trades (shape (n_trades,), :data:`~barsweep.engine.core.records.trade_dt`)."""
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, 1)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, 1)
     out = Outputs(np.empty((1, N_METRICS)), no_segments(1))
-    rec = symbol_record(len(block.bars.close))
-    run = block.runs(None if span is None else [span])[0]
-    strategy.kernel(block.bars, ind, block.combos(rows), run, out, rec)
+    rec = symbol_record(len(inputs.bars.close))
+    run = inputs.runs(None if span is None else [span])[0]
+    strategy.kernel(inputs.bars, ind, inputs.combos(rows), run, out, rec)
     metrics = dict(zip(METRICS, out.metrics[0].tolist()))
     return metrics, rec.equity, rec.trades[: int(metrics["n_trades"])]
 

@@ -1,11 +1,10 @@
 """barsweep.engine.core: one symbol's simulation. The per-bar step (simulate) with its
 fills, round trips and metric accumulators (numba, inlined into every kernel), the
-execution settings, the Bars and Combos records of a block, the indicators hoisted out
-of the combos, the record of one combo rebuilt in full (records: trade_dt, the trades
-written by field name by both kernels), the bars in a year, and sweep_block (a block of
-combos, CPU or CUDA)."""
+execution settings, a kernel's inputs (inputs: the Bars and Combos records,
+KernelInputs), the indicators hoisted out of the combos, the record of one combo rebuilt
+in full (records: trade_dt, the trades written by field name by both kernels), the bars
+in a year, and sweep (sweep_cpu: a block of combos on this process's CPU threads)."""
 
-from .block import BAR_COLUMNS, Bars, Block, Combos, prepare_block, read_only
 from .execution import (
     STOP_PARAMS,
     Execution,
@@ -18,6 +17,7 @@ from .execution import (
 )
 from .fills import EXIT_REASONS
 from .hoist import plan_rows, warm_up
+from .inputs import BAR_COLUMNS, Bars, Combos, KernelInputs, prepare_inputs, read_only
 from .metrics import (
     BEST_WHEN_IDLE,
     DD_ACC0,
@@ -34,15 +34,14 @@ from .metrics import (
 )
 from .records import PortfolioRecord, Record, portfolio_record, symbol_record, trade_dt
 from .simulate import Outputs, segment_bounds
-from .sweep import sweep_block
 from .year import bars_in_year, bars_per_year
 
 __all__ = [
-    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Block", "Combos", "DD_ACC0", "EXIT_REASONS",
-    "Execution", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO", "N_METRICS",
+    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Combos", "DD_ACC0", "EXIT_REASONS", "Execution",
+    "KernelInputs", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO", "N_METRICS",
     "Outputs", "PortfolioRecord", "RET_ACC0", "Record", "RunSettings", "STOP_PARAMS",
     "TRADE_ACC0", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
     "benchmark_returns", "check_stop", "execution_of", "finalize", "plan_rows",
-    "portfolio_record", "prepare_block", "read_only", "run_settings", "segment_bounds",
-    "split_combo", "sweep_block", "symbol_record", "trade_dt", "warm_up",
+    "portfolio_record", "prepare_inputs", "read_only", "run_settings", "segment_bounds",
+    "split_combo", "symbol_record", "trade_dt", "warm_up",
 ]

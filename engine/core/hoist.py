@@ -1,4 +1,8 @@
-"""Hoisting: compute each indicator once per distinct parameter value of a block."""
+"""Hoisting: compute each indicator once per distinct parameter value of a block.
+
+``strategy`` is a :class:`~barsweep.engine.strategies.base.Strategy`, handed in:
+strategies stands above core, which reads its indicators and parameters and never
+imports it."""
 
 from __future__ import annotations
 
@@ -7,11 +11,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..indicators.registry import compute_indicator
-from ..strategies.base import Strategy
 
 
 def hoist(
-    strategy: Strategy,
+    strategy,
     bars: Mapping[str, np.ndarray],
     params: Mapping[str, np.ndarray],
     n_combos: int,
@@ -46,7 +49,7 @@ def hoist(
     return ind, rows
 
 
-def plan_rows(strategy: Strategy, params: Mapping[str, np.ndarray],
+def plan_rows(strategy, params: Mapping[str, np.ndarray],
               n_combos: int) -> tuple[list[tuple[str, tuple]], np.ndarray]:
     """The block's distinct indicator rows, in table order, and each combo's row per slot.
 
@@ -143,7 +146,7 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(distinct, dtype=values.dtype), codes.astype(np.int64, copy=False)
 
 
-def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],
+def param_matrix(strategy, params: Mapping[str, np.ndarray],
                  n_combos: int) -> np.ndarray:
     """Parameter values as float64, shape (n_combos, n_params), in the strategy's order."""
     matrix = np.empty((n_combos, len(strategy.param_names)))
@@ -152,11 +155,11 @@ def param_matrix(strategy: Strategy, params: Mapping[str, np.ndarray],
     return matrix
 
 
-def _scalar(strategy: Strategy, name: str, value):
+def _scalar(strategy, name: str, value):
     return int(value) if strategy.param(name).kind == "int" else float(value)
 
 
-def warm_up(strategy: Strategy, params: Mapping[str, float], n_bars: int) -> int:
+def warm_up(strategy, params: Mapping[str, float], n_bars: int) -> int:
     """The bars ``strategy``'s indicators take to warm up at ``params`` (one value per
     parameter of the strategy): the most leading NaN bars of any of its indicator rows,
     computed on ``n_bars`` synthetic bars (a seeded random walk); ``n_bars`` when a row is

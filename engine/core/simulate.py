@@ -159,12 +159,12 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t``,
         the strategy's :func:`scan_flat` (the first bar from ``t`` that opens from flat).
     bars : Bars
-        :class:`barsweep.engine.core.block.Bars`: open, high, low, close, funding rate and
+        :class:`barsweep.engine.core.inputs.Bars`: open, high, low, close, funding rate and
         benchmark returns, shape (n_bars,), float64.
     ind : ndarray, shape (n_rows, n_bars), float64
         Hoisted indicator rows.
     combos : Combos
-        :class:`barsweep.engine.core.block.Combos`: each combo's indicator rows, strategy
+        :class:`barsweep.engine.core.inputs.Combos`: each combo's indicator rows, strategy
         parameters and stops; combo ``c`` is run.
     c : int
     run : RunSettings

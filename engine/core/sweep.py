@@ -1,110 +1,38 @@
-"""Sweep one block of combos: hoist, pack, run the strategy's kernel, on the CPU or
-(``backend="cuda"``) the GPU."""
+"""Sweep one block of combos on this process's CPU threads: hoist, pack, run the
+strategy's kernel (:func:`barsweep.engine.dispatch.sweep_block` picks this or the GPU's
+:func:`~barsweep.engine.gpu.sweep.sweep_cuda`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 
-from ...errors import SpecError
-from ..strategies.base import Strategy
-from .block import locality_order, prepare_block
-from .execution import Execution
 from .hoist import hoist
+from .inputs import locality_order, prepare_inputs
 from .metrics import N_METRICS
 from .simulate import Outputs, no_segments
 
 
-def sweep_block(
-    strategy: Strategy,
-    bars: Mapping[str, np.ndarray],
-    params: Mapping[str, np.ndarray],
-    execution: Execution,
-    ppy: float,
-    *,
-    backend: str = "cpu",
-    bars_key: Hashable | None = None,
-    spans: Sequence[tuple[int, int]] | None = None,
-    seg_sums: np.ndarray | None = None,
-    timings: dict[str, float] | None = None,
-) -> np.ndarray:
-    """Metrics of every combo of a block, never materializing combos x bars.
-
-    Parameters
-    ----------
-    strategy : Strategy
-    bars : mapping with ``open``, ``high``, ``low``, ``close`` ndarrays, shape (n_bars,)
-    params : mapping of parameter name to ndarray, shape (n_combos,)
-        One value per combo for each of the strategy's parameters, and for any of
-        ``stop_loss``, ``take_profit``, ``trailing_stop`` swept as grid axes.
-    execution : Execution
-    ppy : float
-        Bars per year, for annualized metrics.
-    backend : {"cpu", "cuda"}, default "cpu"
-        ``cuda`` runs :func:`barsweep.engine.gpu.sweep.sweep_cuda` (same arithmetic, same
-        result), keeping the bars on the device under ``bars_key`` for later calls in
-        this process (None: copied each call).
-    spans : sequence of (start, end), optional
-        Runs over bars ``[start, end)`` only, one per span (walk-forward windows): each
-        starts flat with ``init_cash`` at its first bar, the indicators warmed up on every
-        bar before it (``simulate``). None: one run over every bar.
-    seg_sums : ndarray, shape (n_combos, S, 2), optional
-        Written (without ``spans``): the sums of each combo's bar returns and of their
-        squares over S equal segments of the bars (``simulate``'s ``segs``).
-    timings : dict, optional
-        Receives the seconds spent hoisting the indicators (``indicators``) and in the
-        kernel (``kernel``); on ``cuda`` the device stages (``sweep_cuda``).
-
-    Returns
-    -------
-    ndarray, shape (n_combos, N_METRICS), float64
-        Columns in ``METRICS`` order; with ``spans``, shape (n_spans, n_combos,
-        N_METRICS).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from barsweep.engine import Execution, get_strategy, sweep_block
-    >>> close = 100 + np.cumsum(np.random.default_rng(0).normal(size=500))
-    >>> bars = dict(open=close, high=close, low=close, close=close)
-    >>> out = sweep_block(get_strategy("ema_cross"), bars,
-    ...             dict(fast=np.array([5, 10]), slow=np.array([20, 40])), Execution(), 8760)
-    >>> out.shape
-    (2, 18)
-    """
-    if seg_sums is not None and spans is not None:
-        raise ValueError("seg_sums are summed over one run of every bar: not with spans")
-    if backend == "cuda":
-        from ..gpu.sweep import sweep_cuda  # imports numba.cuda: only where it is asked for
-
-        return sweep_cuda(strategy, bars, params, execution, ppy, bars_key, timings,
-                          spans=spans, seg_sums=seg_sums)
-    if backend != "cpu":
-        raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
-    return sweep_cpu(strategy, bars, params, execution, ppy, spans, seg_sums, timings)
-
-
 def sweep_cpu(strategy, bars, params, execution, ppy, spans=None, seg_sums=None, timings=None,
               kernel=None) -> np.ndarray:
-    """:func:`sweep_block` on this process's CPU threads (:func:`run_kernel`), with the
-    strategy's sweep kernel or ``kernel`` (the same arguments: e.g. its
-    ``lockstep_kernel``, :mod:`~barsweep.engine.strategies.kernels`)."""
+    """:func:`~barsweep.engine.dispatch.sweep_block` on this process's CPU threads
+    (:func:`run_kernel`), with the strategy's sweep kernel or ``kernel`` (the same
+    arguments: e.g. its ``lockstep_kernel``, :mod:`~barsweep.engine.strategies.kernels`)."""
     t0 = time.perf_counter()
-    block = prepare_block(strategy, bars, params, execution, ppy)
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
+    inputs = prepare_inputs(strategy, bars, params, execution, ppy)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
     order = locality_order(rows)
-    combos = block.combos(rows, order)
+    combos = inputs.combos(rows, order)
     t1 = time.perf_counter()
-    runs = block.runs(spans)
-    swept = np.empty((len(runs), block.n_combos, N_METRICS))
-    segs = (no_segments(block.n_combos) if seg_sums is None
-            else np.empty((block.n_combos, *seg_sums.shape[1:])))
+    runs = inputs.runs(spans)
+    swept = np.empty((len(runs), inputs.n_combos, N_METRICS))
+    segs = (no_segments(inputs.n_combos) if seg_sums is None
+            else np.empty((inputs.n_combos, *seg_sums.shape[1:])))
     for k, run in enumerate(runs):
-        run_kernel(kernel or strategy.kernel, block.bars, ind, combos, run,
+        run_kernel(kernel or strategy.kernel, inputs.bars, ind, combos, run,
                    Outputs(swept[k], segs))
     if seg_sums is not None:
         seg_sums[order] = segs

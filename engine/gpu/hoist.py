@@ -17,8 +17,8 @@ import numpy as np
 from numba import cuda
 
 from ...errors import SpecError
-from ..core.block import Bars
 from ..core.hoist import hoist, plan_rows
+from ..core.inputs import Bars
 from ..indicators.registry import INDICATORS
 from ..strategies.base import Strategy
 

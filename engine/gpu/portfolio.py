@@ -19,7 +19,7 @@ Device layout, per thread and per symbol:
   neighbours in memory, and combos run in indicator-locality order), the N tables a
   tuple indexed by symbol; the tables are hoisted on the host (once per symbol and
   value, as the CPU's) and copied;
-- each symbol's bars are a :class:`~barsweep.engine.core.block.Bars` of device arrays, the N
+- each symbol's bars are a :class:`~barsweep.engine.core.inputs.Bars` of device arrays, the N
   of them a tuple, as the signals read them; the prices as one ``(2, N, n_bars)``
   array.
 
@@ -34,7 +34,7 @@ import numpy as np
 from numba import cuda
 
 from ...errors import BackendError
-from ..core.block import Combos
+from ..core.inputs import Combos
 from ..portfolio.book import Book
 from ..portfolio.sim import N_STATE, simulate_portfolio
 from ..portfolio.weights import Sizing
@@ -103,7 +103,7 @@ def run_portfolio_cuda(signal, sbars, px, ind, combos, book, run, bench, metrics
                        per_symbol, segs) -> None:
     """:func:`~barsweep.engine.portfolio.sweep.run_portfolio_kernel` on the GPU: the same
     arrays (on the host) but the members' bars, ``sbars``, a tuple of each one's
-    :class:`~barsweep.engine.core.block.Bars` (the kernel is compiled for each number of
+    :class:`~barsweep.engine.core.inputs.Bars` (the kernel is compiled for each number of
     members, which its parameter space bounds); ``signal``'s CUDA kernel, ``metrics``
     and ``per_symbol`` written.
 

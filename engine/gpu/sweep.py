@@ -17,7 +17,7 @@ Data flow of :func:`sweep_cuda` (docs/EXECUTION.md "On a GPU": the bars move by 
   only the bars cross PCIe;
 - the indicator table lives on the device in column-major order: at bar ``t`` the
   threads of a warp read neighbouring rows (combos are in
-  :func:`~barsweep.engine.core.block.lane_order`: a warp's lanes hold neighbouring values
+  :func:`~barsweep.engine.core.inputs.lane_order`: a warp's lanes hold neighbouring values
   of the finest axis and share the others' rows), so the reads coalesce and the lanes branch alike;
 - the combos go over as the grid gives them; when the kernel's lane order differs,
   they are gathered into it on the device (:func:`device_combos`), and the metrics put
@@ -50,8 +50,8 @@ import numpy as np
 from numba import config, cuda
 
 from ...errors import BackendError, SpecError
-from ..core.block import Bars, Combos, is_identity, lane_order, prepare_block
 from ..core.execution import Execution
+from ..core.inputs import Bars, Combos, is_identity, lane_order, prepare_inputs
 from ..core.metrics import N_METRICS
 from ..core.simulate import Outputs, simulate
 from ..strategies import kernels
@@ -147,7 +147,7 @@ def _build_kernel(step, scan, lockstep):
 
 
 def device_bars(columns: Bars, key: Hashable | None) -> Bars:
-    """The bar columns on the device, as :class:`~barsweep.engine.core.block.Bars`: cached
+    """The bar columns on the device, as :class:`~barsweep.engine.core.inputs.Bars`: cached
     under ``key`` (None: copied, not cached).
 
     The cache keeps the MAX_CACHED_BARS most recently used sets; it is shared by the
@@ -206,28 +206,28 @@ def sweep_cuda(
     """
     require_cuda()
     clock = _Clock(timings)
-    block = prepare_block(strategy, bars, params, execution, ppy)
-    d_bars = device_bars(block.bars,
+    inputs = prepare_inputs(strategy, bars, params, execution, ppy)
+    d_bars = device_bars(inputs.bars,
                          None if bars_key is None else (bars_key, execution.funding))
     clock.lap("bars")
-    ind, rows = device_indicators(strategy, block.columns, block.strategy_params, block.n_combos,
+    ind, rows = device_indicators(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos,
                                   d_bars)
     clock.lap("hoist")
     order = lane_order(rows)
     d_order = None if is_identity(order) else cuda.to_device(order)
-    runs = block.runs(spans)
+    runs = inputs.runs(spans)
     n_segs = 0 if seg_sums is None else seg_sums.shape[1]
-    d_out = reused_array("out", (len(runs), block.n_combos, N_METRICS))
-    d_segs = cuda.device_array((block.n_combos, max(n_segs, 1), 2))[:, :n_segs]
+    d_out = reused_array("out", (len(runs), inputs.n_combos, N_METRICS))
+    d_segs = cuda.device_array((inputs.n_combos, max(n_segs, 1), 2))[:, :n_segs]
     kernel = sweep_kernel(strategy, lockstep)
-    blocks, threads = launch_shape(block.n_combos)
-    combos = device_combos(block.combos(rows), d_order)
+    blocks, threads = launch_shape(inputs.n_combos)
+    combos = device_combos(inputs.combos(rows), d_order)
     clock.lap("pack")
     for k, run in enumerate(runs):
         kernel[blocks, threads](d_bars, ind, combos, run,
                                 Outputs(d_out[k], d_segs))
     clock.lap("kernel")
-    out = np.empty((len(runs), block.n_combos, N_METRICS))
+    out = np.empty((len(runs), inputs.n_combos, N_METRICS))
     restore_order(d_out, d_order).copy_to_host(out)
     if seg_sums is not None:
         seg_sums[order] = d_segs.copy_to_host()

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from numba import njit
 
-from ..core.block import Bars
 from ..core.fills import (
     CONFLICT_ENTRY,
     EXIT_END,
@@ -40,6 +39,7 @@ from ..core.fills import (
     resolve_signals,
     stop_exit,
 )
+from ..core.inputs import Bars
 from ..core.metrics import (
     DD_ACC0,
     RET_ACC0,
@@ -72,7 +72,7 @@ from .weights import entry_symbol, target_weight
 
 @njit(cache=True)
 def member_bars(stacked):
-    """Each member's :class:`~barsweep.engine.core.block.Bars`, a list indexed by member, from
+    """Each member's :class:`~barsweep.engine.core.inputs.Bars`, a list indexed by member, from
     the members' bars stacked (:func:`barsweep.engine.portfolio.sweep.stack_bars`: each field
     shape (N, n_bars)): row views, no copy.
 

@@ -5,32 +5,36 @@ docs/EXECUTION.md, "Portfolios". As for single-symbol sweeps
 (:mod:`barsweep.engine.strategies.kernels`), each signal's portfolio kernel is written
 once as a small module of its own that imports the signal by name (:data:`KIND`, written
 by :func:`~barsweep.engine.strategies.kernels.write_kernels`), so numba caches it across
-processes. ``backend="cuda"`` runs the same per-bar functions on a GPU
-(:mod:`barsweep.engine.gpu.portfolio`).
+processes. :func:`sweep_portfolio_with` runs each run's kernel by the runner it is given:
+:func:`run_portfolio_cpu` here, or the GPU's
+(:func:`barsweep.engine.gpu.portfolio.run_portfolio_cuda`), which
+:func:`barsweep.engine.dispatch.sweep_portfolio` picks by ``backend``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
 from ...errors import SpecError
-from ..core.block import Bars, locality_order, prepare_block, read_only
 from ..core.execution import Execution, RunSettings, execution_of, over_span, run_settings
 from ..core.hoist import hoist
+from ..core.inputs import Bars, locality_order, prepare_inputs, read_only
 from ..core.metrics import N_METRICS
-from ..core.records import PortfolioRecord
 from ..strategies import kernels
-from ..strategies.base import Strategy
 from .book import Book
 from .periods import rebalance_table
 from .sim import N_SYMBOL_METRICS
 from .weights import hoist_sizing, lookback_column
+
+if TYPE_CHECKING:
+    from ..strategies.base import Strategy
 
 #: The portfolio's kernel module: ``step``, ``scan`` and ``portfolio_kernel``.
 KIND = kernels.KernelKind("portfolio kernel", "The portfolio kernel", """\
@@ -69,12 +73,12 @@ def portfolio_kernel(signal):
 
 
 def stack_bars(members: Sequence[Bars], px: np.ndarray) -> Bars:
-    """The members' :class:`~barsweep.engine.core.block.Bars` as one Bars whose fields are
+    """The members' :class:`~barsweep.engine.core.inputs.Bars` as one Bars whose fields are
     read-only C-contiguous arrays, shape (N, n_bars), its prices views of ``px`` (shape
     (4, N, n_bars): open, close, high, low): what the CPU portfolio kernel takes
     (:func:`barsweep.engine.portfolio.sim.member_bars` gives each member's back).
 
-    >>> from barsweep.engine.core.block import bar_tuple
+    >>> from barsweep.engine.core.inputs import bar_tuple
     >>> one = bar_tuple(dict(open=np.ones(3), high=np.ones(3), low=np.ones(3),
     ...                      close=np.arange(1.0, 4.0)))
     >>> px = np.stack([[one[k], one[k]] for k in (0, 3, 1, 2)])
@@ -129,7 +133,8 @@ def max_positions_column(max_positions, n_combos: int, n_symbols: int) -> np.nda
     return np.minimum(values.astype(np.int64), n_symbols)
 
 
-def sweep_portfolio(
+def sweep_portfolio_with(
+    runner: Callable,
     strategy: Strategy,
     bars: Mapping[str, Mapping[str, np.ndarray]],
     params: Mapping[str, np.ndarray],
@@ -144,131 +149,48 @@ def sweep_portfolio(
     spans: Sequence[tuple[int, int]] | None = None,
     seg_sums: np.ndarray | None = None,
     timings: dict[str, float] | None = None,
-    record: PortfolioRecord | None = None,
-    backend: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Metrics of every combo of a portfolio run: ``strategy`` on each symbol of
-    ``bars``, one cash account (docs/EXECUTION.md, "Portfolios"), never materializing
-    combos x bars.
-
-    Parameters
-    ----------
-    strategy : Strategy
-        A builtin or a rule strategy (one with a ``signal``).
-    bars : mapping of symbol to a mapping with ``open``, ``high``, ``low``, ``close``
-        ndarrays, shape (n_bars,), aligned (the same bars for every symbol).
-    params : mapping of parameter name to ndarray, shape (n_combos,)
-        The strategy's parameters, and the stops swept as axes (``STOP_PARAMS``), each
-        position's stops then being its combo's.
-    execution : Execution or mapping
-        Long only, no funding; its stops, when set, apply to every position.
-    ppy : float
-        Bars per year.
-    max_positions : None, int, or ndarray of int, shape (n_combos,)
-        At most this many positions open at once, each ``1 / K`` of the value; None:
-        every symbol may be held.
-    rebalance : None, str, or sequence of (str or None), one per combo
-        The period (``"1W"``, ``"1M"``, ``"3M"``, ...:
-        :mod:`barsweep.engine.portfolio.periods`) on whose first bar the held positions
-        are re-targeted to their weight; None: never. Needs each symbol's ``time``
-        (int64 nanoseconds since the epoch).
-    weight : {"equal", "inverse_vol"}
-        Each entry's target share of the value: ``1 / K`` (``1 / N`` without
-        ``max_positions``), or the inverse-volatility weight
-        (:func:`~.weights.target_weight`).
-    lookback : None, int, or ndarray of int, shape (n_combos,)
-        The bars of the volatility (and momentum) of ``inverse_vol`` and a data-driven
-        ``priority``, >= 2; None: :data:`~.weights.DEFAULT_LOOKBACK`.
-    priority : None, "low_vol", "momentum", or a sequence of symbols
-        The order of same-bar entries (:func:`~.weights.hoist_sizing`); None:
-        the symbols' order.
-    spans : sequence of (start, end), optional
-        Runs over bars ``[start, end)`` only, one per span (walk-forward windows): each
-        starts flat with ``init_cash`` at its first bar, the indicators warmed up on every
-        bar before it, against the equal-weight buy-and-hold bought at its first bar
-        (:func:`portfolio_runs`). None: one run over every bar.
-    seg_sums : ndarray, shape (n_combos, S, 2), optional
-        Written: the sums of each combo's account bar returns and of their squares over
-        S equal segments of the bars run (every bar, or the one span; not with several).
-    timings : dict, optional
-        Receives the seconds spent hoisting the indicators (``indicators``) and in the
-        kernel (``kernel``; on ``cuda`` with the copies to and from the device).
-    record : PortfolioRecord, optional
-        With one combo: written with its equity, cash, shares and trades
-        (:func:`~barsweep.engine.core.records.portfolio_record`); CPU only.
-    backend : {"cpu", "cuda"}, default "cpu"
-        ``cuda`` runs the same simulation on a GPU
-        (:func:`barsweep.engine.gpu.portfolio.run_portfolio_cuda`).
-
-    Returns
-    -------
-    metrics : ndarray, shape (n_combos, N_METRICS)
-        The account's metrics, in ``METRICS`` order (alpha and beta against the
-        equal-weight buy-and-hold of the symbols, :func:`equal_weight_benchmark`).
-    per_symbol : ndarray, shape (n_combos, N, 2)
-        Each symbol's ``n_trades`` and ``exposure``, symbols in the order of ``bars``.
-        With ``spans``, both have a first dim more, one row per span.
-
-    Examples
-    --------
-    >>> from barsweep.engine import get_strategy
-    >>> rng = np.random.default_rng(0)
-    >>> bars = {s: dict(open=c, high=c, low=c, close=c) for s, c in
-    ...         (("A", 100 + np.cumsum(rng.normal(size=300))),
-    ...          ("B", 100 + np.cumsum(rng.normal(size=300))))}
-    >>> m, s = sweep_portfolio(get_strategy("ema_cross"), bars,
-    ...                        dict(fast=np.array([5, 10]), slow=np.array([20, 40])),
-    ...                        Execution(fill="close"), 252)
-    >>> m.shape, s.shape
-    ((2, 18), (2, 2, 2))
-    """
+    """:func:`barsweep.engine.dispatch.sweep_portfolio` (the same arguments but
+    ``backend`` and ``record``) with each run's kernel run by ``runner``: called
+    ``runner(signal, sbars, px, ind, combos, book, run, bench, metrics, per_symbol,
+    segs)`` as :func:`run_portfolio_cpu` (``record`` bound) or
+    :func:`~barsweep.engine.gpu.portfolio.run_portfolio_cuda`, writing ``metrics``,
+    ``per_symbol`` and ``segs``."""
     t0 = time.perf_counter()
     if seg_sums is not None and spans is not None and len(spans) != 1:
         raise ValueError("seg_sums are summed over one run: give one span at most")
-    if backend not in ("cpu", "cuda"):
-        raise SpecError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
-    if backend == "cuda" and record is not None:
-        raise SpecError("a portfolio record is written on the CPU: use backend 'cpu'")
     execution = execution_of(execution)
     check_portfolio_execution(execution)
     if strategy.signal is None:
         raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
     if not bars:
         raise SpecError("a portfolio needs at least one symbol")
-    blocks = [prepare_block(strategy, b, params, execution, ppy) for b in bars.values()]
-    lengths = {len(b.bars.close) for b in blocks}
+    inputs = [prepare_inputs(strategy, b, params, execution, ppy) for b in bars.values()]
+    lengths = {len(b.bars.close) for b in inputs}
     if len(lengths) > 1:
         raise SpecError(f"the symbols' bars differ in length {sorted(lengths)}: align them")
-    first = blocks[0]
-    tables = [hoist(strategy, b.columns, b.strategy_params, b.n_combos) for b in blocks]
+    first = inputs[0]
+    tables = [hoist(strategy, b.columns, b.strategy_params, b.n_combos) for b in inputs]
     rows = tables[0][1]
     ind = np.stack([table[0] for table in tables])
     order = locality_order(rows)
     combos = first.combos(rows, order)
-    sbars = tuple(b.bars for b in blocks)
-    px = np.stack([[b.bars[k] for b in blocks] for k in (0, 3, 1, 2)])  # open close high low
-    stacked = stack_bars(sbars, px)
+    sbars = tuple(b.bars for b in inputs)
+    px = np.stack([[b.bars[k] for b in inputs] for k in (0, 3, 1, 2)])  # open close high low
     runs = portfolio_runs(execution, ppy, px[1], spans)
-    kmax = max_positions_column(max_positions, first.n_combos, len(blocks))[order]
+    kmax = max_positions_column(max_positions, first.n_combos, len(inputs))[order]
     rebalance_bars, rebal = rebalance_table(next(iter(bars.values())).get("time"),
                                             rebalance, first.n_combos)
     lookbacks, lb_index = lookback_column(lookback, first.n_combos)
     sizing = hoist_sizing(px[1], lookbacks, weight, priority, list(bars))
     book = Book(kmax, lb_index[order], rebal[order], sizing, rebalance_bars)
     metrics = np.empty((len(runs), first.n_combos, N_METRICS))
-    per_symbol = np.empty((len(runs), first.n_combos, len(blocks), N_SYMBOL_METRICS))
+    per_symbol = np.empty((len(runs), first.n_combos, len(inputs), N_SYMBOL_METRICS))
     segs = np.empty((first.n_combos, 0 if seg_sums is None else seg_sums.shape[1], 2))
-    kernel = portfolio_kernel(strategy.signal) if backend == "cpu" else None
     t1 = time.perf_counter()
     for k, (run, bench) in enumerate(runs):
-        if kernel is None:
-            from ..gpu.portfolio import run_portfolio_cuda  # numba.cuda: imported when used
-
-            run_portfolio_cuda(strategy.signal, sbars, px, ind, combos, book, run, bench,
-                               metrics[k], per_symbol[k], segs)
-        else:
-            run_portfolio_kernel(kernel, stacked, px, ind, combos, book, run, bench,
-                                 metrics[k], per_symbol[k], segs, record)
+        runner(strategy.signal, sbars, px, ind, combos, book, run, bench, metrics[k],
+               per_symbol[k], segs)
     if timings is not None:
         timings["indicators"] = t1 - t0
         timings["kernel"] = time.perf_counter() - t1
@@ -314,6 +236,16 @@ def portfolio_runs(execution: Execution, ppy: float, closes: np.ndarray,
 
 #: Combos per piece when a portfolio sweep is split over threads.
 PIECE_COMBOS = 16
+
+
+def run_portfolio_cpu(signal, sbars, px, ind, combos, book, run, bench, metrics, per_symbol,
+                      segs, record=None) -> None:
+    """One run of ``signal``'s portfolio kernel (:func:`portfolio_kernel`) on this
+    process's CPU threads (:func:`run_portfolio_kernel`): ``sbars`` a tuple of each
+    member's :class:`~barsweep.engine.core.inputs.Bars`, stacked here
+    (:func:`stack_bars`); ``metrics``, ``per_symbol``, ``segs`` and ``record`` written."""
+    run_portfolio_kernel(portfolio_kernel(signal), stack_bars(sbars, px), px, ind, combos,
+                         book, run, bench, metrics, per_symbol, segs, record)
 
 
 def run_portfolio_kernel(kernel, stacked, px, ind, combos, book, run, bench, metrics,

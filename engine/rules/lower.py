@@ -5,7 +5,7 @@ Every indicator call of a rule that is not inside another one is a slot: a row o
 block's indicator table per distinct tuple of its parameters' values, hoisted once and
 shared by the rules and combos that use it (two slots of the same text are one). Its
 row is computed by :func:`row` from the bars, nested indicators first, with the
-indicators' own kernels. A series the kernels' :class:`~barsweep.engine.core.block.Bars`
+indicators' own kernels. A series the kernels' :class:`~barsweep.engine.core.inputs.Bars`
 record does not carry (``volume``) read outside an indicator is a slot too: its row is
 the column. What remains (arithmetic, comparisons, lags, crosses, the
 position state) is evaluated at each bar by the generated signal (:func:`signal_source`).
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...errors import SpecError
-from ..core.block import BAR_COLUMNS
+from ..core.inputs import BAR_COLUMNS
 from ..indicators.registry import INDICATORS
 from .functions import FUNCTIONS
 from .parse import Node

@@ -50,7 +50,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ...errors import SpecError
-from ..cache import BASE, private_folder
+from ..cache import BASE, point_numba, private_folder
 
 ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 
@@ -166,7 +166,7 @@ def compiled(signal) -> ModuleType:
     (the signal in its 8-argument form), ``scan(ind, rows, fparams, bars, t, n,
     allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out, rec)``,
     which runs every combo of ``combos`` and writes ``out`` (the records
-    :class:`~barsweep.engine.core.block.Bars`, :class:`~barsweep.engine.core.block.Combos`,
+    :class:`~barsweep.engine.core.inputs.Bars`, :class:`~barsweep.engine.core.inputs.Combos`,
     :class:`~barsweep.engine.core.execution.RunSettings` and
     :class:`~barsweep.engine.core.simulate.Outputs`; ``ind`` the indicator table) and,
     when ``rec`` is a :class:`~barsweep.engine.core.records.Record` (one combo), that
@@ -308,6 +308,9 @@ def write_module(path: Path, text: str) -> Path:
 
 
 def import_file(name: str, path: Path) -> ModuleType:
+    """Import the generated module at ``path`` as ``name``, its cached functions bound to
+    the engine's cache folder (:func:`barsweep.engine.cache.point_numba`)."""
+    point_numba()
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -4,7 +4,7 @@ combo is read against.
 A portfolio store's one row (``symbol`` portfolio; one per window and sample of a
 walk-forward one) is the equal-weight buy and hold of its members: ``1 / N`` of the
 account bought in each at the first bar (of the part) and held
-(:func:`barsweep.engine.portfolio.sweep.sweep_portfolio` of ``buy_and_hold``), with the run's
+(:func:`barsweep.engine.sweep_portfolio` of ``buy_and_hold``), with the run's
 fill, fees and cash.
 
 Computed, not stored: for each symbol, the ``buy_and_hold`` strategy through
@@ -116,8 +116,7 @@ def portfolio_hold(ds, spec, ppy: float, execution: dict,
     """The metrics of the equal-weight buy and hold of a portfolio store's members
     (``spec.data.symbols``) over the bars the run used (``span``: bars ``[start, end)``
     of them, bought at the first)."""
-    from ...engine import get_strategy
-    from ...engine.portfolio import sweep_portfolio
+    from ...engine import get_strategy, sweep_portfolio
 
     part = slice(None) if span is None else slice(*span)
     bars = {}

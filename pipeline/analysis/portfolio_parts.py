@@ -3,7 +3,7 @@ over a walk-forward window's test span (the stitched out-of-sample curve of
 :func:`~.walkforward.walkforward`), and the equal-weight buy and hold over a span.
 
 The account's equity over a span comes from the portfolio kernel itself
-(:func:`barsweep.engine.portfolio.sweep.sweep_portfolio` over that span, with one PBO segment
+(:func:`barsweep.engine.sweep_portfolio` over that span, with one PBO segment
 a bar: each segment's return sum is that bar's return), compounded from ``init_cash``.
 """
 
@@ -14,9 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ...engine import METRICS, get_strategy
+from ...engine import METRICS, get_strategy, sweep_portfolio
 from ...engine.core import execution_of
-from ...engine.portfolio import sweep_portfolio
 from ..config.portfolio import REBALANCE_AXES, rebalance_periods
 from .rebuild import stored_bars
 
@@ -69,7 +68,7 @@ def account_part(strategy, execution, bars: dict[str, dict[str, np.ndarray]],
     max_positions : int, optional
     **sizing
         ``rebalance``, ``weight``, ``lookback``, ``priority`` of
-        :func:`~barsweep.engine.portfolio.sweep.sweep_portfolio`.
+        :func:`~barsweep.engine.sweep_portfolio`.
 
     Returns
     -------

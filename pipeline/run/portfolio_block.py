@@ -1,5 +1,5 @@
 """A portfolio's block: a box of the grid run on every member symbol from one account
-(:func:`barsweep.engine.portfolio.sweep.sweep_portfolio`), its region of the store by name.
+(:func:`barsweep.engine.sweep_portfolio`), its region of the store by name.
 
 The block's metrics are the account's, over ``(symbol, *params)`` with the one
 ``symbol`` ``portfolio``; each member's ``n_trades`` and ``exposure`` are
@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from ...engine import N_METRICS
-from ...engine.portfolio import N_SYMBOL_METRICS, SYMBOL_METRICS, sweep_portfolio
+from ...engine import N_METRICS, sweep_portfolio
+from ...engine.portfolio import N_SYMBOL_METRICS, SYMBOL_METRICS
 from ...engine.strategies import resolve
 from ..config.portfolio import PortfolioSpec, rebalance_periods
 
@@ -34,7 +34,7 @@ def task_portfolio_sweep(task, section: PortfolioSpec,
                          params: dict[str, np.ndarray], seg_sums: np.ndarray | None = None,
                          timings: dict[str, float] | None = None,
                          ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~barsweep.engine.portfolio.sweep.sweep_portfolio` of ``task``'s strategy on
+    """:func:`~barsweep.engine.sweep_portfolio` of ``task``'s strategy on
     ``bars`` (member symbol to its bars) over ``params``, whose ``max_positions``,
     ``vol_lookback`` and rebalance columns, when the grid sweeps them, are the
     portfolio's (else ``section``'s, the spec's ``portfolio``;

@@ -18,8 +18,8 @@ from helpers.bars import random_bars  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution, get_strategy  # noqa: E402
 from barsweep.engine.core import simulate as sim  # noqa: E402
-from barsweep.engine.core.block import prepare_block  # noqa: E402
 from barsweep.engine.core.hoist import hoist  # noqa: E402
+from barsweep.engine.core.inputs import prepare_inputs  # noqa: E402
 from barsweep.engine.core.simulate import Outputs, no_segments  # noqa: E402
 from barsweep.engine.strategies import kernels  # noqa: E402
 
@@ -28,9 +28,9 @@ N_BARS = 600
 
 def traced(lockstep: bool, execution: Execution) -> dict:
     strategy = get_strategy("ema_cross")
-    block = prepare_block(strategy, random_bars(N_BARS, 3),
+    inputs = prepare_inputs(strategy, random_bars(N_BARS, 3),
                           dict(fast=np.array([4]), slow=np.array([15])), execution, 8760.0)
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
     compiled = kernels.compiled(strategy.signal)
     widths, starts = [], []
 
@@ -48,8 +48,8 @@ def traced(lockstep: bool, execution: Execution) -> dict:
     sim.book_segments = book_segments
     try:
         out = Outputs(np.zeros((1, N_METRICS)), no_segments(1))
-        sim.simulate(compiled.step, scan, block.bars, ind, block.combos(rows), 0,
-                     block.runs(None)[0], out, lockstep, None)
+        sim.simulate(compiled.step, scan, inputs.bars, ind, inputs.combos(rows), 0,
+                     inputs.runs(None)[0], out, lockstep, None)
     finally:
         sim.book_segments = book
     metrics = out.metrics[0]

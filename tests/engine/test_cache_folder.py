@@ -27,13 +27,13 @@ pytestmark = pytest.mark.skipif(UID is None, reason="POSIX owners and modes")
 #: What the engine chose: its cache folder, whether numba caches its functions there,
 #: and the warnings the import gave.
 IMPORT = textwrap.dedent("""
-    import json, os, warnings
+    import json, warnings
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         import barsweep.engine
         from barsweep.engine import cache
         from barsweep.engine.core import fills
-    print(json.dumps(dict(folder=os.environ["NUMBA_CACHE_DIR"], base=str(cache.BASE),
+    print(json.dumps(dict(folder=str(cache.CACHE_DIR), base=str(cache.BASE),
                           numba=fills.open_position.stats.cache_path,
                           warnings=[str(w.message) for w in caught
                                     if w.category is cache.CacheFolderWarning])))
@@ -216,3 +216,60 @@ def test_generated_modules_folders_are_made_private(tmp_path):
     path = kernels.write_module(tmp_path / "barsweep_rules" / "rule_x.py", "x = 1\n")
     assert path.read_text() == "x = 1\n"
     assert_private(tmp_path / "barsweep_rules")
+
+
+#: Importing barsweep and the engine, then compiling a function of a module of the
+#: user's, starting a process as a Dask worker is started, changing a ``NUMBA_`` variable
+#: and compiling again (numba then re-reads its environment), and writing a strategy's
+#: kernel module.
+UNTOUCHED = textwrap.dedent("""
+    import json, os, subprocess, sys
+    before = dict(os.environ)
+    import barsweep
+    import barsweep.engine as engine
+    import numba
+    from barsweep.engine import cache
+    imported = dict(os.environ)
+    import tiny
+    assert tiny.twice(2) == 4
+    worker = subprocess.run(
+        [sys.executable, "-c", "from barsweep.engine import cache; print(cache.CACHE_DIR)"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    set_before = numba.config.CACHE_DIR
+    os.environ["NUMBA_DEBUG_CACHE"] = "0"
+    assert numba.njit(lambda x: x + 1)(1) == 2
+    reset = numba.config.CACHE_DIR
+    kernel = engine.get_strategy("rsi").kernel
+    print(json.dumps(dict(same=before == imported, folder=str(cache.CACHE_DIR),
+                          setting=set_before, worker=worker, reset=reset,
+                          tiny=tiny.twice.stats.cache_path,
+                          kernel=kernel.stats.cache_path)))
+""")
+
+
+def test_importing_the_engine_leaves_the_environment_alone(tmp_path):
+    """``import barsweep.engine`` changes no environment variable: numba's own setting
+    (``numba.config.CACHE_DIR``) names the engine's folder, where a function compiled
+    after the import caches its code; a process started from this one (a Dask worker)
+    names the same folder from the same environment; and when numba re-reads a changed
+    environment, which resets its setting, the kernels the engine writes later still
+    cache in the engine's folder."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "tiny.py").write_text("from numba import njit\n\n\n@njit(cache=True)\n"
+                                  "def twice(x):\n    return 2 * x\n")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    pythonpath = os.pathsep.join(filter(None, [str(user), environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-c", UNTOUCHED], capture_output=True, text=True,
+                          env=dict(environ, XDG_CACHE_HOME=str(tmp_path / "xdg"),
+                                   PYTHONPATH=pythonpath), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    folder = Path(got["folder"])
+    assert got["same"]  # nothing set, nothing removed
+    assert folder.parent == tmp_path / "xdg" / "numba" and got["setting"] == str(folder)
+    assert Path(got["tiny"]).parent == folder  # numba's folder for the module's folder
+    assert sorted(p.suffix for p in Path(got["tiny"]).glob("tiny.twice-*")) == [".nbc", ".nbi"]
+    assert got["worker"] == str(folder)
+    assert got["reset"] == ""  # numba's setting follows its environment again
+    assert Path(got["kernel"]).parent == folder  # the engine pointed it back first

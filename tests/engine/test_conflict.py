@@ -18,11 +18,19 @@ from helpers.ref_strategies import EXAMPLES
 from helpers.reference import ref_simulate
 from numba import njit
 
-from barsweep.engine import METRICS, Execution, Param, Strategy, backtest, get_strategy, sweep_block
-from barsweep.engine.core.block import prepare_block
+from barsweep.engine import (
+    METRICS,
+    Execution,
+    Param,
+    Strategy,
+    backtest,
+    get_strategy,
+    sweep_block,
+    sweep_portfolio,
+)
 from barsweep.engine.core.hoist import hoist
+from barsweep.engine.core.inputs import prepare_inputs
 from barsweep.engine.core.sweep import sweep_cpu
-from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.engine.rules import Rule
 from barsweep.engine.strategies import kernels
 from barsweep.errors import SpecError
@@ -153,13 +161,13 @@ def test_an_exit_fires_while_the_entry_still_holds(fill):
 def step_signals(strategy, bars, params):
     """The strategy's four signals at every bar, as its kernel's ``step`` gives them while
     flat, one array per combo: shape (n_combos, n_bars, 4)."""
-    block = prepare_block(strategy, bars, params, Execution(), PPY)
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
-    combos = block.combos(rows)
+    inputs = prepare_inputs(strategy, bars, params, Execution(), PPY)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
+    combos = inputs.combos(rows)
     step = kernels.compiled(strategy.signal).step
     n = len(bars["close"])
-    return np.array([[step(ind, combos.rows[c], combos.fparams[c], block.bars, t, 0.0, 0.0, t)
-                      for t in range(n)] for c in range(block.n_combos)], dtype=bool)
+    return np.array([[step(ind, combos.rows[c], combos.fparams[c], inputs.bars, t, 0.0, 0.0, t)
+                      for t in range(n)] for c in range(inputs.n_combos)], dtype=bool)
 
 
 def builtin_bars():

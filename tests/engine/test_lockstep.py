@@ -113,17 +113,17 @@ def test_lockstep_records_the_same_equity_and_trades(bars, name, params, kwargs,
     """What ``backtest()`` records (the equity at every close, every trade), from both
     kernels on one combo, byte for byte: whole runs and a window starting at bar 300."""
     from barsweep.engine import N_METRICS
-    from barsweep.engine.core.block import prepare_block
     from barsweep.engine.core.hoist import hoist
+    from barsweep.engine.core.inputs import prepare_inputs
     from barsweep.engine.core.records import symbol_record
     from barsweep.engine.core.simulate import Outputs, no_segments
 
     strategy = get_strategy(name)
     data = ruin_bars(n_bars=N_BARS, seed=23, vol=0.12) if "slippage" in kwargs and \
         kwargs.get("direction") == "short" else bars
-    block = prepare_block(strategy, data, params, Execution(**kwargs), 8760.0)
-    ind, rows = hoist(strategy, block.columns, block.strategy_params, block.n_combos)
-    (run,) = block.runs(None if span is None else [span])
+    inputs = prepare_inputs(strategy, data, params, Execution(**kwargs), 8760.0)
+    ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
+    (run,) = inputs.runs(None if span is None else [span])
     compiled = kernels.compiled(strategy.signal)
     recorded = []
     for kernel in (compiled.kernel, compiled.lockstep_kernel):
@@ -131,7 +131,7 @@ def test_lockstep_records_the_same_equity_and_trades(bars, name, params, kwargs,
         rec = symbol_record(N_BARS)
         rec.equity[:] = np.nan
         rec.trades[:] = np.zeros((), rec.trades.dtype)  # the rows past the trades compared too
-        kernel(block.bars, ind, block.combos(rows), run, out, rec)
+        kernel(inputs.bars, ind, inputs.combos(rows), run, out, rec)
         recorded.append({"metrics": out.metrics, "equity": rec.equity, "trades": rec.trades})
     whole, stepped = recorded
     for field in whole:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from barsweep.engine import get_strategy
-from barsweep.engine.core.block import lane_order, locality_order
 from barsweep.engine.core.hoist import dense_codes, plan_rows, unique_rows
+from barsweep.engine.core.inputs import lane_order, locality_order
 
 
 def plan_rows_reference(strategy, params, n_combos):

@@ -11,13 +11,9 @@ from helpers.compare import assert_metrics_match
 from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
 from helpers.portfolio_reference import ref_portfolio
 
-from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_block, sweep_portfolio
 from barsweep.engine.cache import is_marked
-from barsweep.engine.portfolio.sweep import (
-    equal_weight_benchmark,
-    portfolio_kernel,
-    sweep_portfolio,
-)
+from barsweep.engine.portfolio.sweep import equal_weight_benchmark, portfolio_kernel
 from barsweep.engine.warm import check_portfolio
 from barsweep.errors import SpecError
 

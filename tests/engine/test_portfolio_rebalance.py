@@ -11,9 +11,8 @@ from helpers.compare import assert_metrics_match
 from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
 from helpers.portfolio_reference import ref_portfolio, ref_rebalance_bars
 
-from barsweep.engine import METRICS, Execution, get_strategy
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_portfolio
 from barsweep.engine.portfolio.periods import parse_period, rebalance_bars, rebalance_table
-from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.errors import SpecError
 
 

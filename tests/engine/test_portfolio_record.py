@@ -10,9 +10,8 @@ import pytest
 from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, vectorbt_value
 from helpers.portfolio_reference import ref_portfolio
 
-from barsweep.engine import METRICS, Execution, get_strategy
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_portfolio
 from barsweep.engine.backtest.portfolio import backtest_portfolio
-from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.errors import SpecError
 
 

@@ -13,8 +13,7 @@ from helpers.portfolio_reference import ref_portfolio
 from helpers.ref_strategies import ref_signals
 from helpers.rule_reference import RuleReference
 
-from barsweep.engine import METRICS, Execution, get_strategy, sweep_block
-from barsweep.engine.portfolio.sweep import sweep_portfolio
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_block, sweep_portfolio
 from barsweep.engine.rules import Rule, compile_rule
 
 #: A rule that reads the position state the stops change (a stopped symbol is flat).

@@ -12,8 +12,7 @@ from helpers.compare import assert_metrics_match
 from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way
 from helpers.portfolio_reference import ref_portfolio, ref_vol, ref_weights
 
-from barsweep.engine import METRICS, Execution, get_strategy
-from barsweep.engine.portfolio.sweep import sweep_portfolio
+from barsweep.engine import METRICS, Execution, get_strategy, sweep_portfolio
 from barsweep.engine.portfolio.weights import (
     hoist_sizing,
     lookback_column,

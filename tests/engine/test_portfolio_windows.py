@@ -10,9 +10,9 @@ from helpers.compare import assert_metrics_match
 from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS
 from helpers.portfolio_reference import ref_portfolio
 
-from barsweep.engine import METRICS, Execution
+from barsweep.engine import METRICS, Execution, sweep_portfolio
 from barsweep.engine.core.simulate import segment_bounds
-from barsweep.engine.portfolio.sweep import portfolio_runs, sweep_portfolio
+from barsweep.engine.portfolio.sweep import portfolio_runs
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from helpers.ptx import CC, Device  # noqa: E402
 from numba import cuda, typeof  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution, get_strategy, strategy_names  # noqa: E402
-from barsweep.engine.core.block import Bars, Combos  # noqa: E402
 from barsweep.engine.core.execution import run_settings  # noqa: E402
+from barsweep.engine.core.inputs import Bars, Combos  # noqa: E402
 from barsweep.engine.core.simulate import Outputs  # noqa: E402
 from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 from barsweep.engine.gpu.hoist import DEVICE_INDICATORS, hoist_kernel  # noqa: E402

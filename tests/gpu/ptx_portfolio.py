@@ -27,8 +27,8 @@ from numba import cuda, typeof  # noqa: E402
 from numba.core import types  # noqa: E402
 
 from barsweep.engine import N_METRICS, Execution  # noqa: E402
-from barsweep.engine.core.block import Bars, Combos  # noqa: E402
 from barsweep.engine.core.execution import run_settings  # noqa: E402
+from barsweep.engine.core.inputs import Bars, Combos  # noqa: E402
 from barsweep.engine.gpu.portfolio import portfolio_kernel_cuda  # noqa: E402
 from barsweep.engine.portfolio.book import Book  # noqa: E402
 from barsweep.engine.portfolio.sim import N_STATE, N_SYMBOL_METRICS  # noqa: E402

@@ -19,9 +19,8 @@ sys.path[:0] = [str(HERE.parent)]  # helpers
 import numpy as np  # noqa: E402
 from helpers.gpu_portfolio_cases import EXECUTIONS, cases, sized, strategy, universe  # noqa: E402
 
-from barsweep.engine import Execution  # noqa: E402
+from barsweep.engine import Execution, sweep_portfolio  # noqa: E402
 from barsweep.engine.gpu import sweep as gpu  # noqa: E402
-from barsweep.engine.portfolio.sweep import sweep_portfolio  # noqa: E402
 
 
 def main(out: str) -> None:

@@ -32,7 +32,7 @@ from helpers.gpu_cases import (  # noqa: E402
 )
 
 from barsweep.engine import Execution, get_strategy  # noqa: E402
-from barsweep.engine.core.block import bar_tuple  # noqa: E402
+from barsweep.engine.core.inputs import bar_tuple  # noqa: E402
 from barsweep.engine.gpu import hoist as gpu_hoist  # noqa: E402
 from barsweep.engine.gpu import sweep as gpu  # noqa: E402
 

@@ -11,8 +11,8 @@ from helpers.cuda_sim import RTOL, assert_same_metrics, run_simulated
 from helpers.gpu_cases import BARS_SEED, N_BARS, ORDER_CASES, SPANS
 
 from barsweep.engine import Execution, get_strategy, sweep_block
-from barsweep.engine.core.block import is_identity, lane_order
 from barsweep.engine.core.hoist import plan_rows
+from barsweep.engine.core.inputs import is_identity, lane_order
 
 HERE = Path(__file__).resolve().parent
 

@@ -28,9 +28,8 @@ from helpers.gpu_portfolio_cases import (
     universe,
 )
 
-from barsweep.engine import METRICS, Execution
+from barsweep.engine import METRICS, Execution, sweep_portfolio
 from barsweep.engine.gpu.portfolio import MAX_PARAM_BYTES, SYMBOL_PARAM_BYTES, param_bytes
-from barsweep.engine.portfolio.sweep import sweep_portfolio
 
 HERE = Path(__file__).resolve().parent
 PPY = 8760.0

@@ -29,7 +29,7 @@ import scipy.special  # noqa: F401, E402
 import xarray as xr  # noqa: E402
 
 import barsweep
-import barsweep.engine  # noqa: F401 - its import points numba's cache (NUMBA_CACHE_DIR)
+import barsweep.engine  # noqa: F401 - its import points numba's cache (numba.config)
 
 xr.decode_cf(xr.Dataset())
 

@@ -1,5 +1,5 @@
 """A portfolio sweep end to end: its spec, a real LocalCluster run whose every cell is
-:func:`barsweep.engine.portfolio.sweep.sweep_portfolio` called directly on the same bars,
+:func:`barsweep.engine.sweep_portfolio` called directly on the same bars,
 ``max_positions`` as a grid axis, ``rank`` on the store, and the same store from a
 threads cluster."""
 
@@ -11,8 +11,7 @@ import xarray as xr
 import yaml
 
 from barsweep.datasets import open_bars, periods_per_year
-from barsweep.engine import METRICS, get_strategy
-from barsweep.engine.portfolio.sweep import sweep_portfolio
+from barsweep.engine import METRICS, get_strategy, sweep_portfolio
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec

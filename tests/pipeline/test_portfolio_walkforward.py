@@ -1,6 +1,6 @@
 """Walk-forward and PBO over a portfolio (one account over several symbols), end to end
 on real stores: a LocalCluster walk-forward run whose every window's train and test
-cells are :func:`barsweep.engine.portfolio.sweep.sweep_portfolio` run directly over that
+cells are :func:`barsweep.engine.sweep_portfolio` run directly over that
 window's spans; ``barsweep walkforward``, ``rank`` and buy and hold on it; a resumed
 store; and ``rank --pbo`` of a portfolio store equal to ``robust.pbo`` of the account's
 segment sums made from the slow reference's equity curves."""
@@ -16,9 +16,8 @@ from helpers.portfolio_cases import CASES
 from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.datasets import open_bars, periods_per_year
-from barsweep.engine import METRICS, get_strategy
+from barsweep.engine import METRICS, get_strategy, sweep_portfolio
 from barsweep.engine.core.simulate import segment_bounds
-from barsweep.engine.portfolio.sweep import sweep_portfolio
 from barsweep.pipeline.analysis import robust
 from barsweep.pipeline.cli import main
 

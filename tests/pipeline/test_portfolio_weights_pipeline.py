@@ -1,5 +1,5 @@
 """A portfolio run with ``weight: inverse_vol``, ``priority`` and ``vol_lookback`` as a
-grid axis: every cell of the store is :func:`barsweep.engine.portfolio.sweep.sweep_portfolio`
+grid axis: every cell of the store is :func:`barsweep.engine.sweep_portfolio`
 called directly on the same bars; and the section's refusals."""
 
 import json
@@ -10,8 +10,7 @@ import xarray as xr
 import yaml
 
 from barsweep.datasets import open_bars, periods_per_year
-from barsweep.engine import METRICS, get_strategy
-from barsweep.engine.portfolio.sweep import sweep_portfolio
+from barsweep.engine import METRICS, get_strategy, sweep_portfolio
 from barsweep.errors import SpecError
 from barsweep.pipeline.cli import main
 from barsweep.pipeline.config.model import parse_spec

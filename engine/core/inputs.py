@@ -1,8 +1,11 @@
-"""One block of combos made ready for a kernel, whichever runs it (``sweep`` on the CPU,
-``sweep_cuda`` on a GPU, ``backtest`` for one combo): the bars as the kernels' read-only
+"""A kernel's inputs: the combos of a sweep made ready for a kernel, whichever runs it
+(``sweep_cpu``, ``sweep_cuda`` on a GPU, ``backtest`` for one combo): the bars as the
+kernels' read-only
 :class:`Bars` record, the combos' parameters and stops as a :class:`Combos` record, the
 execution settings as a :class:`~barsweep.engine.core.execution.RunSettings`, and the order
-of the combos that keeps indicator rows in cache."""
+of the combos that keeps indicator rows in cache. ``strategy`` is a
+:class:`~barsweep.engine.strategies.base.Strategy`, handed in (strategies stands above
+core)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import SpecError
-from ..strategies.base import Strategy
 from .execution import (
     Execution,
     RunSettings,
@@ -86,12 +88,12 @@ def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> Bars:
 
 
 @dataclass(frozen=True)
-class Block:
-    """What every backend's kernel takes besides the indicators, for one block of combos.
+class KernelInputs:
+    """What every backend's kernel takes besides the indicators, for a set of combos.
 
     ``bars`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
     arrays (stops removed); ``fparams`` (n_combos, n_params) and ``stops`` (each of
-    STOP_PARAMS, shape (n_combos,)) are float64, in the block's combo order, and
+    STOP_PARAMS, shape (n_combos,)) are float64, in the combos' given order, and
     ``settings`` what ``simulate`` reads of a run over every bar; ``volume`` the bars'
     volume column (None without one), for indicators that read it.
     """
@@ -115,7 +117,7 @@ class Block:
 
     def combos(self, rows: np.ndarray, order: np.ndarray | None = None) -> Combos:
         """The kernel's :class:`Combos`, with their indicator ``rows`` (shape (n_combos,
-        n_slots)): in the block's combo order, or in ``order`` (the block's own arrays,
+        n_slots)): in the combos' given order, or in ``order`` (its own arrays,
         not copies, when that is the same order)."""
         combos = Combos(rows, self.fparams, **self.stops)
         return combos if order is None or is_identity(order) else combos.take(order)
@@ -128,16 +130,17 @@ class Block:
         return [over_span(self.settings, self.bars.bench, start, end) for start, end in spans]
 
 
-def prepare_block(strategy: Strategy, bars: Mapping[str, np.ndarray],
+def prepare_inputs(strategy, bars: Mapping[str, np.ndarray],
                   params: Mapping[str, np.ndarray], execution: Execution,
-                  ppy: float) -> Block:
-    """Validate and pack a block's bars, parameters and execution settings (see ``sweep``)."""
+                  ppy: float) -> KernelInputs:
+    """Validate and pack the bars, the combos' parameters and the execution settings as
+    a kernel takes them (see :func:`~barsweep.engine.dispatch.sweep_block`)."""
     kernel_bars = bar_tuple(bars, execution.funding)
     if len(kernel_bars.close) == 0:
         raise SpecError("the bars are empty; metrics need at least one bar")
     n_combos = combo_count(params)
     strategy_params, stops = split_combo(params)
-    return Block(kernel_bars, n_combos, strategy_params,
+    return KernelInputs(kernel_bars, n_combos, strategy_params,
                  param_matrix(strategy, strategy_params, n_combos),
                  stop_columns(execution, stops, n_combos),
                  run_settings(execution, ppy, kernel_bars.bench),

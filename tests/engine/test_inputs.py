@@ -1,10 +1,10 @@
-"""A block made ready for a kernel: one preparation for sweep, sweep_cuda and backtest."""
+"""A kernel's inputs made ready: one preparation for sweep_cpu, sweep_cuda and backtest."""
 
 import numpy as np
 from helpers.bars import random_bars
 
 from barsweep.engine import Execution, backtest, get_strategy, sweep_block
-from barsweep.engine.core.block import bar_tuple, locality_order, prepare_block
+from barsweep.engine.core.inputs import bar_tuple, locality_order, prepare_inputs
 
 
 def test_bar_tuple_hands_the_kernels_read_only_columns():
@@ -34,14 +34,14 @@ def test_one_compiled_specialisation_serves_every_caller():
     assert len(bar_types) == 1 and "readonly" in str(bar_types.pop())
 
 
-def test_prepare_block_packs_what_every_backend_takes():
+def test_prepare_inputs_packs_what_every_backend_takes():
     bars = random_bars(100, seed=5)
     params = dict(fast=np.array([5, 10, 5]), slow=np.array([20, 20, 30]),
                   stop_loss=np.array([0.05, 0.1, 0.2]))
-    block = prepare_block(get_strategy("ema_cross"), bars, params, Execution(fees=0.001), 8760.0)
-    assert block.n_combos == 3 and set(block.strategy_params) == {"fast", "slow"}
-    assert block.fparams.shape == (3, 2) and block.stops["stop_loss"].tolist() == [0.05, 0.1, 0.2]
-    assert (block.settings.start, block.settings.end, block.settings.fee_rate) == (0, 100, 0.001)
-    assert sorted(block.columns) == ["close", "high", "low", "open"]
+    inputs = prepare_inputs(get_strategy("ema_cross"), bars, params, Execution(fees=0.001), 8760.0)
+    assert inputs.n_combos == 3 and set(inputs.strategy_params) == {"fast", "slow"}
+    assert inputs.fparams.shape == (3, 2) and inputs.stops["stop_loss"].tolist() == [0.05, 0.1, 0.2]
+    assert (inputs.settings.start, inputs.settings.end, inputs.settings.fee_rate) == (0, 100, 0.001)
+    assert sorted(inputs.columns) == ["close", "high", "low", "open"]
     rows = np.array([[0, 2], [1, 2], [0, 3]])
     assert sorted(locality_order(rows).tolist()) == [0, 1, 2]
