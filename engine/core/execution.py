@@ -12,10 +12,18 @@ from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ...errors import SpecError, refusals
-from .fills import CONFLICT_MODES
+from .fills import CONFLICT_MODES, SIZE_TYPES
 
 #: Execution settings that may also be grid axes (swept like strategy parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
@@ -39,6 +47,29 @@ def check_stop(name: str, value: float, direction: str = "both") -> str | None:
 
 def _number(default, **bounds):
     return Field(default, strict=True, allow_inf_nan=False, **bounds)
+
+
+class Size(BaseModel):
+    """How an entry is sized (docs/EXECUTION.md, "Sizing"): ``all`` the cash (default),
+    a ``percent`` of it (``value`` in (0, 1]), a ``cash`` amount (the position's value
+    at the fill, fees on top) or a ``quantity`` of units (``value`` > 0), each at most
+    what the cash pays for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["all", "percent", "cash", "quantity"] = "all"
+    value: float | None = _number(None, gt=0)
+
+    @model_validator(mode="after")
+    def _fits_type(self) -> Size:
+        if self.type == "all" and self.value is not None:
+            raise ValueError("type all takes no value (it puts all the cash in)")
+        if self.type != "all" and self.value is None:
+            raise ValueError(f"type {self.type} needs a value")
+        if self.type == "percent" and self.value > 1.0:
+            raise ValueError(f"type percent takes a fraction of the cash in (0, 1], "
+                             f"got {self.value!r}")
+        return self
 
 
 class Execution(BaseModel):
@@ -66,6 +97,11 @@ class Execution(BaseModel):
     funding : bool
         Pay ``position * close * funding_rate`` at each bar (the bars must carry a
         ``funding_rate`` column).
+    size : Size
+        How an entry is sized: ``{type: all}`` (default, all the cash), ``percent``,
+        ``cash`` or ``quantity`` with a ``value``.
+    lot : float or None
+        Sizes are rounded down to whole multiples of this quantity; None: any size.
     conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
         What an entry and an exit of one side true on the same bar do (vectorbt's
         conflict modes): ``opposite`` (default) the exit while a position is open,
@@ -85,6 +121,8 @@ class Execution(BaseModel):
     take_profit: float | None = _number(None)
     trailing_stop: float | None = _number(None)
     funding: bool = Field(False, strict=True)
+    size: Size = Size()
+    lot: float | None = _number(None, gt=0)
     conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
 
     @field_validator("init_cash")
@@ -142,6 +180,9 @@ class RunSettings(NamedTuple):
     allow_short: bool
     funding: bool
     conflict: int  # the conflict mode's code (``fills.CONFLICT_MODES``)
+    size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
+    size_value: float  # its value (1.0 for ``all``)
+    lot: float  # sizes in whole multiples of this (0.0: any size)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -162,6 +203,9 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         allow_short=execution.direction in ("short", "both"),
         funding=bool(execution.funding),
         conflict=CONFLICT_MODES.index(execution.conflict),
+        size_type=SIZE_TYPES.index(execution.size.type),
+        size_value=float(execution.size.value or 1.0),
+        lot=float(execution.lot or 0.0),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,

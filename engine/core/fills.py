@@ -1,4 +1,5 @@
-"""Fills: opening and closing an all-in position, and the intrabar stop check.
+"""Fills: opening a position sized as the spec asks, closing it, and the intrabar
+stop check.
 
 Plain functions of scalars (no allocation, no numpy calls), compiled with
 ``njit`` here and usable as numba.cuda device functions: one arithmetic source.
@@ -28,24 +29,50 @@ CONFLICT_OPPOSITE = 4
 CONFLICT_MODES = ("ignore", "entry", "exit", "adjacent", "opposite")
 
 
-@njit(cache=True)
-def open_position(cash, side, price, fee_rate, fixed_fee, slippage):
-    """Put all ``cash`` into a position of ``side`` at ``price``.
+# How an entry is sized (``execution.size.type``): SIZE_TYPES[code].
+SIZE_ALL = 0
+SIZE_PERCENT = 1
+SIZE_CASH = 2
+SIZE_QUANTITY = 3
+SIZE_TYPES = ("all", "percent", "cash", "quantity")
 
-    The fill moves against the trader by ``slippage``; the size is
-    ``(cash - fixed_fee) / (fill * (1 + fee_rate))`` as vectorbt's ``size=inf``.
+
+@njit(cache=True)
+def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, size_value,
+                  lot):
+    """Open a position of ``side`` at ``price`` with the cash ``cash``, sized by
+    ``size_type`` and ``size_value`` (vectorbt's ``from_signals`` with ``size_type``).
+
+    The fill moves against the trader by ``slippage``. ``all`` puts all the cash in:
+    ``(cash - fixed_fee) / (fill * (1 + fee_rate))`` as vectorbt's ``size=inf``;
+    ``percent`` the fraction ``size_value`` of it (vectorbt's ``percent``, fees
+    included); ``cash`` a position worth ``size_value`` at the fill (fees on top) and
+    ``quantity`` ``size_value`` units, each at most what the cash pays for, fees
+    included (vectorbt's ``allow_partial``). ``lot`` > 0 rounds the size down to whole
+    multiples of it (vectorbt's ``size_granularity``). The cash a size leaves stays in
+    the account.
 
     Returns
     -------
-    (signed size, cash after, fill price); size 0 when the cash cannot pay the fixed fee.
+    (signed size, cash after, fill price); size 0 when the cash cannot pay the fixed fee
+    or the size rounds down to no lot.
     """
     fill = price * (1.0 + side * slippage)
-    size = (cash - fixed_fee) / (fill * (1.0 + fee_rate))
+    budget = cash * size_value if size_type == SIZE_PERCENT else cash
+    size = (budget - fixed_fee) / (fill * (1.0 + fee_rate))
+    if size_type == SIZE_CASH:
+        size = min(size, size_value / fill)
+    elif size_type == SIZE_QUANTITY:
+        size = min(size, size_value)
+    if lot > 0.0:
+        size = (size // lot) * lot
     if size <= 0.0:
         return 0.0, cash, fill
     notional = size * fill
     if side > 0.0:
-        return size, 0.0, fill  # all of the cash is spent (no rounding residue)
+        if size_type == SIZE_ALL and lot == 0.0:
+            return size, 0.0, fill  # all of the cash is spent (no rounding residue)
+        return size, cash - notional - notional * fee_rate - fixed_fee, fill
     return -size, cash + notional - notional * fee_rate - fixed_fee, fill
 
 

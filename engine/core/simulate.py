@@ -201,6 +201,9 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     allow_short = run.allow_short
     use_funding = run.funding
     conflict = run.conflict
+    size_type = run.size_type
+    size_value = run.size_value
+    lot = run.lot
     # ``entry``: an entry and an exit together open from flat, which ``scan`` (the flat
     # test of every other mode) does not see, so flat bars take the general step
     entry_wins = conflict == CONFLICT_ENTRY
@@ -305,7 +308,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             if pending_side != 0 and position == 0.0:
                 entry_equity = cash
                 position, cash, entry_fill = open_position(cash, pending_side, open_[t],
-                                                           fee_rate, fixed_fee, slippage)
+                                                           fee_rate, fixed_fee, slippage,
+                                                           size_type, size_value, lot)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -371,7 +375,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             if enter_side != 0 and position == 0.0:
                 entry_equity = cash
                 position, cash, entry_fill = open_position(cash, enter_side, close[t],
-                                                           fee_rate, fixed_fee, slippage)
+                                                           fee_rate, fixed_fee, slippage,
+                                                           size_type, size_value, lot)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
