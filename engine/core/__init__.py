@@ -7,6 +7,7 @@ combos, CPU or CUDA)."""
 
 from .block import BAR_COLUMNS, Bars, Block, Combos, prepare_block, read_only
 from .execution import (
+    RISK_WITHOUT_STOP,
     STOP_PARAMS,
     Execution,
     RunSettings,
@@ -40,7 +41,8 @@ from .year import bars_in_year, bars_per_year
 __all__ = [
     "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Block", "Combos", "DD_ACC0", "EXIT_REASONS",
     "Execution", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO", "N_METRICS",
-    "Outputs", "PortfolioRecord", "RET_ACC0", "Record", "RunSettings", "STOP_PARAMS",
+    "Outputs", "PortfolioRecord", "RET_ACC0", "RISK_WITHOUT_STOP", "Record", "RunSettings",
+    "STOP_PARAMS",
     "TRADE_ACC0", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
     "benchmark_returns", "check_stop", "execution_of", "finalize", "plan_rows",
     "portfolio_record", "prepare_block", "read_only", "run_settings", "segment_bounds",

@@ -50,15 +50,19 @@ def _number(default, **bounds):
 
 
 class Size(BaseModel):
-    """How an entry is sized (docs/EXECUTION.md, "Sizing"): ``all`` the cash (default),
-    a ``percent`` of it (``value`` in (0, 1]), a ``cash`` amount (the position's value
-    at the fill, fees on top) or a ``quantity`` of units (``value`` > 0), each at most
-    what the cash pays for."""
+    """How an entry is sized (docs/EXECUTION.md, "Sizing and costs"): ``all`` the cash
+    (default), a ``percent`` of it (``value`` in (0, 1]), a ``cash`` amount (the
+    position's value at the fill, fees on top), a ``quantity`` of units, the ``risk``
+    of losing the fraction ``value`` of the cash at the stop (``stop_loss`` needed), or
+    a ``vol_target``: the fraction ``value / volatility`` of the cash, the volatility
+    annualised from the ``window`` bar returns before the entry; each at most what the
+    cash pays for."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["all", "percent", "cash", "quantity"] = "all"
+    type: Literal["all", "percent", "cash", "quantity", "risk", "vol_target"] = "all"
     value: float | None = _number(None, gt=0)
+    window: int | None = Field(None, strict=True, ge=2)
 
     @model_validator(mode="after")
     def _fits_type(self) -> Size:
@@ -66,10 +70,18 @@ class Size(BaseModel):
             raise ValueError("type all takes no value (it puts all the cash in)")
         if self.type != "all" and self.value is None:
             raise ValueError(f"type {self.type} needs a value")
-        if self.type == "percent" and self.value > 1.0:
-            raise ValueError(f"type percent takes a fraction of the cash in (0, 1], "
+        if self.type in ("percent", "risk") and self.value > 1.0:
+            raise ValueError(f"type {self.type} takes a fraction of the cash in (0, 1], "
                              f"got {self.value!r}")
+        if self.window is not None and self.type != "vol_target":
+            raise ValueError(f"type {self.type} takes no window (vol_target's)")
         return self
+
+    @property
+    def vol_window(self) -> int:
+        """The bars ``vol_target`` measures the volatility over (20 unless set); 0 for
+        every other type."""
+        return (self.window or 20) if self.type == "vol_target" else 0
 
 
 class Execution(BaseModel):
@@ -143,6 +155,11 @@ class Execution(BaseModel):
         return value
 
 
+#: Why a ``risk`` size is refused without a stop loss.
+RISK_WITHOUT_STOP = ("type risk sizes by the loss at the stop: set execution.stop_loss "
+                     "(or sweep it as a grid axis)")
+
+
 def execution_of(settings: Mapping) -> Execution:
     """``Execution(**settings)``, refused values raising one :class:`SpecError` that names
     each key (``execution.fees: Input should be ...``)."""
@@ -183,6 +200,7 @@ class RunSettings(NamedTuple):
     size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
     size_value: float  # its value (1.0 for ``all``)
     lot: float  # sizes in whole multiples of this (0.0: any size)
+    vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -206,6 +224,7 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         size_type=SIZE_TYPES.index(execution.size.type),
         size_value=float(execution.size.value or 1.0),
         lot=float(execution.lot or 0.0),
+        vol_window=int(execution.size.vol_window),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,
@@ -260,4 +279,6 @@ def stop_columns(execution: Execution, stops: Mapping[str, np.ndarray],
         elif scalar is not None:
             column[:] = scalar
         out[name] = column
+    if execution.size.type == "risk" and not (out["stop_loss"] > 0.0).all():
+        raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out

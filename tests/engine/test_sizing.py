@@ -18,7 +18,10 @@ PPY = 8760.0
 
 SIZES = [{"type": "all"}, {"type": "percent", "value": 0.35}, {"type": "percent", "value": 1.0},
          {"type": "cash", "value": 2500.0}, {"type": "cash", "value": 50_000.0},
-         {"type": "quantity", "value": 12.0}, {"type": "quantity", "value": 1e6}]
+         {"type": "quantity", "value": 12.0}, {"type": "quantity", "value": 1e6},
+         {"type": "risk", "value": 0.004}, {"type": "risk", "value": 0.5},
+         {"type": "vol_target", "value": 0.1, "window": 5},
+         {"type": "vol_target", "value": 40.0}]
 
 
 def reference(bars, fast, slow, size, **execution):
@@ -26,7 +29,8 @@ def reference(bars, fast, slow, size, **execution):
     return ref_simulate(list(bars["open"]), list(bars["close"]), up, down, down, up,
                         high=list(bars["high"]), low=list(bars["low"]),
                         funding_rate=list(bars["funding_rate"]), ppy=PPY,
-                        size=size["type"], size_value=size.get("value"), **execution)
+                        size=size["type"], size_value=size.get("value"),
+                        window=size.get("window") or 20, **execution)
 
 
 @settings(max_examples=60, deadline=None)
@@ -49,6 +53,8 @@ def test_sized_sweep_and_backtest_equal_the_reference(seed, n_bars, gap, fill, d
                                                       fixed_fee, slippage, stop_loss, funding,
                                                       size, lot, pairs):
     bars = random_bars(n_bars, seed, gap=gap)
+    if size["type"] == "risk":
+        stop_loss = stop_loss or 0.02  # a risk size needs a stop
     execution = dict(fill=fill, direction=direction, fees=fees, fixed_fee=fixed_fee,
                      slippage=slippage, stop_loss=stop_loss, funding=funding, lot=lot)
     params = dict(fast=np.array([p[0] for p in pairs]), slow=np.array([p[1] for p in pairs]))
@@ -66,6 +72,36 @@ def test_sized_sweep_and_backtest_equal_the_reference(seed, n_bars, gap, fill, d
         if lot and len(single.trades):  # whole lots only
             units = single.trades["size"].to_numpy() / lot
             np.testing.assert_allclose(units, np.round(units), rtol=0, atol=1e-9)
+
+
+def test_a_risk_size_without_a_stop_is_refused_before_anything_runs(tmp_path):
+    from barsweep.engine.core.execution import stop_columns
+    from barsweep.pipeline.config.model import parse_spec
+
+    spec = {"data": {"store": str(tmp_path), "symbols": ["AAA"], "timeframe": "1h"},
+            "strategy": "ema_cross", "grid": {"fast": [3], "slow": [9]},
+            "execution": {"size": {"type": "risk", "value": 0.01}}}
+    with pytest.raises(SpecError, match=r"execution\.size: type risk sizes by the loss at "
+                                        r"the stop: set execution\.stop_loss"):
+        parse_spec(spec)
+    swept = {**spec, "grid": {**spec["grid"], "stop_loss": [0.01, 0.02]}}
+    assert parse_spec(swept).execution.size.type == "risk"  # a stop as a grid axis
+    with pytest.raises(SpecError, match="type risk sizes by the loss"):
+        stop_columns(Execution(size={"type": "risk", "value": 0.01}), {}, 3)
+
+
+def test_a_vol_target_size_is_the_target_over_the_measured_volatility():
+    """Bought at a close with no fees: the position's value over the equity is the target
+    over the annualised sample deviation of the 20 returns up to that close."""
+    bars = random_bars(300, 8)
+    close = bars["close"]
+    res = backtest(bars, "ema_cross", dict(fast=5, slow=30), ppy=PPY, fill="close",
+                   size={"type": "vol_target", "value": 0.05})
+    first = res.trades.iloc[0]
+    t = int(first["entry_bar"])
+    vol = np.std(close[t - 19:t + 1] / close[t - 20:t] - 1.0, ddof=1) * np.sqrt(PPY)
+    assert 0.0 < 0.05 / vol < 1.0  # a partial position: the target decides
+    assert first["size"] * close[t] / 10_000.0 == pytest.approx(0.05 / vol, rel=1e-12)
 
 
 def test_a_partial_size_leaves_the_rest_in_cash():
@@ -86,6 +122,11 @@ def test_a_partial_size_leaves_the_rest_in_cash():
     ({"size": {"type": "quantity", "value": -3.0}}, "execution.size.value: Input should be "
                                                    "greater than 0"),
     ({"size": {"type": "kelly", "value": 0.5}}, "execution.size.type: Input should be 'all'"),
+    ({"size": {"type": "risk", "value": 2.0}}, "execution.size: type risk takes a fraction"),
+    ({"size": {"type": "percent", "value": 0.5, "window": 10}},
+     "execution.size: type percent takes no window"),
+    ({"size": {"type": "vol_target", "value": 0.2, "window": 1}},
+     "execution.size.window: Input should be greater than or equal to 2"),
     ({"lot": 0.0}, "execution.lot: Input should be greater than 0"),
 ])
 def test_bad_sizes_are_refused_in_one_line(settings, words):
