@@ -12,10 +12,18 @@ from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ...errors import SpecError, refusals
-from .fills import CONFLICT_MODES
+from .fills import CONFLICT_MODES, SIZE_TYPES
 
 #: Execution settings that may also be grid axes (swept like strategy parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
@@ -39,6 +47,41 @@ def check_stop(name: str, value: float, direction: str = "both") -> str | None:
 
 def _number(default, **bounds):
     return Field(default, strict=True, allow_inf_nan=False, **bounds)
+
+
+class Size(BaseModel):
+    """How an entry is sized (docs/EXECUTION.md, "Sizing and costs"): ``all`` the cash
+    (default), a ``percent`` of it (``value`` in (0, 1]), a ``cash`` amount (the
+    position's value at the fill, fees on top), a ``quantity`` of units, the ``risk``
+    of losing the fraction ``value`` of the cash at the stop (``stop_loss`` needed), or
+    a ``vol_target``: the fraction ``value / volatility`` of the cash, the volatility
+    annualised from the ``window`` bar returns before the entry; each at most what the
+    cash pays for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["all", "percent", "cash", "quantity", "risk", "vol_target"] = "all"
+    value: float | None = _number(None, gt=0)
+    window: int | None = Field(None, strict=True, ge=2)
+
+    @model_validator(mode="after")
+    def _fits_type(self) -> Size:
+        if self.type == "all" and self.value is not None:
+            raise ValueError("type all takes no value (it puts all the cash in)")
+        if self.type != "all" and self.value is None:
+            raise ValueError(f"type {self.type} needs a value")
+        if self.type in ("percent", "risk") and self.value > 1.0:
+            raise ValueError(f"type {self.type} takes a fraction of the cash in (0, 1], "
+                             f"got {self.value!r}")
+        if self.window is not None and self.type != "vol_target":
+            raise ValueError(f"type {self.type} takes no window (vol_target's)")
+        return self
+
+    @property
+    def vol_window(self) -> int:
+        """The bars ``vol_target`` measures the volatility over (20 unless set); 0 for
+        every other type."""
+        return (self.window or 20) if self.type == "vol_target" else 0
 
 
 class Execution(BaseModel):
@@ -66,6 +109,11 @@ class Execution(BaseModel):
     funding : bool
         Pay ``position * close * funding_rate`` at each bar (the bars must carry a
         ``funding_rate`` column).
+    size : Size
+        How an entry is sized: ``{type: all}`` (default, all the cash), ``percent``,
+        ``cash`` or ``quantity`` with a ``value``.
+    lot : float or None
+        Sizes are rounded down to whole multiples of this quantity; None: any size.
     conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
         What an entry and an exit of one side true on the same bar do (vectorbt's
         conflict modes): ``opposite`` (default) the exit while a position is open,
@@ -85,6 +133,8 @@ class Execution(BaseModel):
     take_profit: float | None = _number(None)
     trailing_stop: float | None = _number(None)
     funding: bool = Field(False, strict=True)
+    size: Size = Size()
+    lot: float | None = _number(None, gt=0)
     conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
 
     @field_validator("init_cash")
@@ -103,6 +153,11 @@ class Execution(BaseModel):
             if problem:
                 raise ValueError(problem)
         return value
+
+
+#: Why a ``risk`` size is refused without a stop loss.
+RISK_WITHOUT_STOP = ("type risk sizes by the loss at the stop: set execution.stop_loss "
+                     "(or sweep it as a grid axis)")
 
 
 def execution_of(settings: Mapping) -> Execution:
@@ -142,6 +197,10 @@ class RunSettings(NamedTuple):
     allow_short: bool
     funding: bool
     conflict: int  # the conflict mode's code (``fills.CONFLICT_MODES``)
+    size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
+    size_value: float  # its value (1.0 for ``all``)
+    lot: float  # sizes in whole multiples of this (0.0: any size)
+    vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -162,6 +221,10 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         allow_short=execution.direction in ("short", "both"),
         funding=bool(execution.funding),
         conflict=CONFLICT_MODES.index(execution.conflict),
+        size_type=SIZE_TYPES.index(execution.size.type),
+        size_value=float(execution.size.value or 1.0),
+        lot=float(execution.lot or 0.0),
+        vol_window=int(execution.size.vol_window),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,
@@ -216,4 +279,6 @@ def stop_columns(execution: Execution, stops: Mapping[str, np.ndarray],
         elif scalar is not None:
             column[:] = scalar
         out[name] = column
+    if execution.size.type == "risk" and not (out["stop_loss"] > 0.0).all():
+        raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out

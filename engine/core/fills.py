@@ -1,4 +1,5 @@
-"""Fills: opening and closing an all-in position, and the intrabar stop check.
+"""Fills: opening a position sized as the spec asks, closing it, and the intrabar
+stop check.
 
 Plain functions of scalars (no allocation, no numpy calls), compiled with
 ``njit`` here and usable as numba.cuda device functions: one arithmetic source.
@@ -7,6 +8,9 @@ Plain functions of scalars (no allocation, no numpy calls), compiled with
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 from numba import njit
 
 # Exit reasons, as recorded in the trades table (EXIT_REASONS[code]).
@@ -28,25 +32,82 @@ CONFLICT_OPPOSITE = 4
 CONFLICT_MODES = ("ignore", "entry", "exit", "adjacent", "opposite")
 
 
-@njit(cache=True)
-def open_position(cash, side, price, fee_rate, fixed_fee, slippage):
-    """Put all ``cash`` into a position of ``side`` at ``price``.
+# How an entry is sized (``execution.size.type``): SIZE_TYPES[code].
+SIZE_ALL = 0
+SIZE_PERCENT = 1
+SIZE_CASH = 2
+SIZE_QUANTITY = 3
+SIZE_RISK = 4
+SIZE_VOL_TARGET = 5
+SIZE_TYPES = ("all", "percent", "cash", "quantity", "risk", "vol_target")
 
-    The fill moves against the trader by ``slippage``; the size is
-    ``(cash - fixed_fee) / (fill * (1 + fee_rate))`` as vectorbt's ``size=inf``.
+
+@njit(cache=True)
+def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, size_value,
+                  lot, stop_loss, vol):
+    """Open a position of ``side`` at ``price`` with the cash ``cash``, sized by
+    ``size_type`` and ``size_value`` (docs/EXECUTION.md, "Sizing and costs").
+
+    The fill moves against the trader by ``slippage``. ``all`` puts all the cash in:
+    ``(cash - fixed_fee) / (fill * (1 + fee_rate))`` as vectorbt's ``size=inf``;
+    ``percent`` the fraction ``size_value`` of it (vectorbt's ``percent``, fees
+    included), ``vol_target`` the fraction ``size_value / vol`` (``vol``: the annualised
+    volatility of the bars before the entry, :func:`realized_vol`; none when it is not
+    a positive number), at most all of it. ``cash`` buys a position worth
+    ``size_value`` at the fill (fees on top), ``quantity`` ``size_value`` units and
+    ``risk`` the units whose loss at the stop (``stop_loss``, a fraction of the fill) is
+    the fraction ``size_value`` of the cash, each at most what the cash pays for, fees
+    included (vectorbt's ``allow_partial``). ``lot`` > 0 rounds the size down to whole
+    multiples of it (vectorbt's ``size_granularity``). The cash a size leaves stays in
+    the account.
 
     Returns
     -------
-    (signed size, cash after, fill price); size 0 when the cash cannot pay the fixed fee.
+    (signed size, cash after, fill price); size 0 when the cash cannot pay the fixed fee
+    or the size rounds down to nothing.
     """
     fill = price * (1.0 + side * slippage)
-    size = (cash - fixed_fee) / (fill * (1.0 + fee_rate))
-    if size <= 0.0:
+    budget = cash
+    if size_type == SIZE_PERCENT:
+        budget = cash * size_value
+    elif size_type == SIZE_VOL_TARGET:
+        budget = cash * min(size_value / vol, 1.0) if vol > 0.0 else 0.0
+    size = (budget - fixed_fee) / (fill * (1.0 + fee_rate))
+    if size_type == SIZE_CASH:
+        size = min(size, size_value / fill)
+    elif size_type == SIZE_QUANTITY:
+        size = min(size, size_value)
+    elif size_type == SIZE_RISK:
+        size = min(size, size_value * cash / (stop_loss * fill))
+    if lot > 0.0:
+        size = (size // lot) * lot
+    if not size > 0.0:  # NaN too
         return 0.0, cash, fill
     notional = size * fill
     if side > 0.0:
-        return size, 0.0, fill  # all of the cash is spent (no rounding residue)
+        if size_type == SIZE_ALL and lot == 0.0:
+            return size, 0.0, fill  # all of the cash is spent (no rounding residue)
+        return size, cash - notional - notional * fee_rate - fixed_fee, fill
     return -size, cash + notional - notional * fee_rate - fixed_fee, fill
+
+
+@njit(cache=True)
+def realized_vol(close, last, window, ppy):
+    """The annualised volatility of the ``window`` bar returns ending at bar ``last``
+    (``close[i] / close[i-1] - 1``, sample standard deviation times ``sqrt(ppy)``); NaN
+    when the bars before ``last`` are fewer than ``window`` or ``window`` < 2."""
+    first = last - window + 1  # the first return's bar
+    if window < 2 or first < 1:
+        return np.nan
+    mean = 0.0
+    for i in range(first, last + 1):
+        mean += close[i] / close[i - 1] - 1.0
+    mean /= window
+    ss = 0.0
+    for i in range(first, last + 1):
+        d = close[i] / close[i - 1] - 1.0 - mean
+        ss += d * d
+    return math.sqrt(ss / (window - 1) * ppy)
 
 
 @njit(cache=True)

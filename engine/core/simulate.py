@@ -57,6 +57,7 @@ from .fills import (
     EXIT_TRAIL,
     exits_held,
     open_position,
+    realized_vol,
     resolve_signals,
     ruin_fill,
     ruin_reached,
@@ -201,6 +202,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     allow_short = run.allow_short
     use_funding = run.funding
     conflict = run.conflict
+    size_type = run.size_type
+    size_value = run.size_value
+    lot = run.lot
+    vol_window = run.vol_window  # > 0: ``vol_target`` sizing, which measures it at entries
     # ``entry``: an entry and an exit together open from flat, which ``scan`` (the flat
     # test of every other mode) does not see, so flat bars take the general step
     entry_wins = conflict == CONFLICT_ENTRY
@@ -304,8 +309,11 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             if pending_side != 0 and position == 0.0:
                 entry_equity = cash
+                vol = realized_vol(close, t - 1, vol_window, run.ppy) if vol_window else 0.0
                 position, cash, entry_fill = open_position(cash, pending_side, open_[t],
-                                                           fee_rate, fixed_fee, slippage)
+                                                           fee_rate, fixed_fee, slippage,
+                                                           size_type, size_value, lot,
+                                                           stop_loss, vol)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -370,8 +378,11 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             if enter_side != 0 and position == 0.0:
                 entry_equity = cash
+                vol = realized_vol(close, t, vol_window, run.ppy) if vol_window else 0.0
                 position, cash, entry_fill = open_position(cash, enter_side, close[t],
-                                                           fee_rate, fixed_fee, slippage)
+                                                           fee_rate, fixed_fee, slippage,
+                                                           size_type, size_value, lot,
+                                                           stop_loss, vol)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True

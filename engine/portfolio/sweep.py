@@ -115,11 +115,15 @@ def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
 
 
 def check_portfolio_execution(execution: Execution) -> None:
-    """Refuse what portfolios do not model: shorts and funding."""
+    """Refuse what portfolios do not model yet: shorts, funding, sizes other than its
+    weights' (``execution.size``, ``execution.lot``)."""
     if execution.direction != "long":
         raise SpecError("a portfolio trades long only: set execution.direction: long")
     if execution.funding:
         raise SpecError("a portfolio pays no funding: set execution.funding: false")
+    if execution.size.type != "all" or execution.lot is not None:
+        raise SpecError("a portfolio sizes its positions by portfolio.weight: remove "
+                        "execution.size and execution.lot")
 
 
 def max_positions_column(max_positions, n_combos: int, n_symbols: int) -> np.ndarray:

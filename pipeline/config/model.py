@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from ...engine.core import STOP_PARAMS, Execution, check_stop
+from ...engine.core import RISK_WITHOUT_STOP, STOP_PARAMS, Execution, check_stop
 from ...engine.rules import Rule, compile_rule
 from ...engine.strategies import (
     Strategy,
@@ -244,6 +244,9 @@ class Spec(BaseModel):
                 problem = next(filter(None, map(check, dict(axes)[key].tolist())), None)
                 if problem:
                     problems.append((f"grid.{key}", problem))
+        if (self.execution.size.type == "risk" and self.execution.stop_loss is None
+                and "stop_loss" not in self.grid):
+            problems.append(("execution.size", RISK_WITHOUT_STOP))
         if self.walk_forward is not None:
             for key in ("train", "test", "step"):
                 try:

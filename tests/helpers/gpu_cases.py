@@ -4,7 +4,8 @@ The simulator runs each thread's bars in Python (~1 s for 64 combos x 500 bars),
 case is small; together they cover every strategy (docs/STRATEGIES.md's custom ones
 included, one with a signal of the position state, and one on host-hoisted indicators)
 and every execution setting: both fills, the three directions, fees, fixed fees,
-slippage, stop loss, take profit, trailing stop, funding and stops swept as grid axes;
+slippage, stop loss, take profit, trailing stop, funding, sizing (percent with lots,
+cash) and stops swept as grid axes;
 ``test_cuda_sim.py`` checks that each setting matters. ``ruin_cases`` run on wild bars of
 their own, where many combos are ruined (equity reaches zero: liquidation inside a bar or
 at a gap, exits that cannot pay their fixed fee, funding beyond the equity).
@@ -40,6 +41,10 @@ EXECUTIONS = {
                                     trailing_stop=0.03, funding=True),
     "close_long_stop_target_trail": dict(fill="close", fees=0.001, stop_loss=0.015,
                                          take_profit=0.06, trailing_stop=0.03),
+    "open_both_percent_lot": dict(fill="next_open", direction="both", fees=0.001,
+                                  size={"type": "percent", "value": 0.6}, lot=7.0),
+    "close_short_cash_quantity": dict(fill="close", direction="short", fixed_fee=1.0,
+                                      slippage=0.001, size={"type": "cash", "value": 4000.0}),
 }
 
 #: Each ``execution.conflict`` mode, for ``rule_hold`` (whose entries and exits hold

@@ -54,7 +54,8 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                  short_exits=None, *, high=None, low=None, funding_rate=None, fill="next_open",
                  fees=0.0, fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
                  direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
-                 funding=False, conflict="opposite", signal=None):
+                 funding=False, conflict="opposite", signal=None, size="all", size_value=None,
+                 lot=None, window=20):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
     Written from docs/EXECUTION.md's semantics: queued orders fill at the open,
@@ -77,6 +78,14 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     that leaves equity <= 0 at the close liquidates there, before the close's signals;
     an exit that cannot pay its costs leaves cash 0. Then equity stays 0 and nothing
     more is traded.
+
+    ``size`` (docs/EXECUTION.md, "Sizing"): ``all`` the cash, ``percent`` (the fraction
+    ``size_value`` of the cash), ``cash`` (a position worth ``size_value`` at its fill)
+    or ``quantity`` (``size_value`` units), ``risk`` (the units that lose ``size_value``
+    of the cash at the stop loss) or ``vol_target`` (the fraction ``size_value / vol``
+    of the cash, at most all of it, ``vol`` the sample deviation of the ``window`` bar
+    returns up to the signal's bar times ``sqrt(ppy)``), never more than the cash pays
+    for with its fees; ``lot``: sizes rounded down to whole multiples of it.
     """
     n = len(close)
     high = high if high is not None else close
@@ -92,16 +101,30 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
 
     def enter(t, side, price):
         fill_px = price * (1 + slippage) if side > 0 else price * (1 - slippage)
-        size = (state["cash"] - fixed_fee) / (fill_px * (1 + fees))
-        if size <= 0:
+        budget = state["cash"] * (size_value if size == "percent" else 1.0)
+        if size == "vol_target":
+            last = t - 1 if fill == "next_open" else t  # the signal's bar
+            if last - window + 1 < 1:
+                return  # too few bars to measure: no entry
+            returns = [close[i] / close[i - 1] - 1 for i in range(last - window + 1, last + 1)]
+            vol = statistics.stdev(returns) * math.sqrt(ppy)
+            budget = state["cash"] * min(size_value / vol, 1.0) if vol > 0 else 0.0
+        affordable = (budget - fixed_fee) / (fill_px * (1 + fees))
+        wanted = {"cash": (size_value or 0.0) / fill_px, "quantity": size_value,
+                  "risk": (size_value or 0.0) * state["cash"] / ((stop_loss or 0.0) * fill_px)
+                  if size == "risk" else None}.get(size)
+        units = affordable if wanted is None else min(wanted, affordable)
+        if lot:
+            units = math.floor(units / lot) * lot
+        if units <= 0:
             return
         before = state["cash"]
         if side > 0:
-            state["cash"] -= size * fill_px + size * fill_px * fees + fixed_fee
+            state["cash"] -= units * fill_px + units * fill_px * fees + fixed_fee
         else:
-            state["cash"] += size * fill_px - size * fill_px * fees - fixed_fee
-        state["pos"] = side * size
-        state["entry"] = dict(bar=t, price=fill_px, equity=before, size=size, side=side,
+            state["cash"] += units * fill_px - units * fill_px * fees - fixed_fee
+        state["pos"] = side * units
+        state["entry"] = dict(bar=t, price=fill_px, equity=before, size=units, side=side,
                               best=fill_px)
 
     def leave(t, price, reason):

@@ -118,6 +118,9 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
     ({"portfolio": {"max_positions": 2}}, r"portfolio\.max_positions: .*also a grid axis"),
     ({"portfolio": None}, r"grid\.max_positions: .*add a portfolio section"),
     ({"execution": {"direction": "both"}}, r"execution: a portfolio trades long only"),
+    ({"execution": {"size": {"type": "percent", "value": 0.5}}},
+     r"execution: a portfolio sizes its positions by portfolio\.weight"),
+    ({"execution": {"lot": 1.0}}, r"execution: a portfolio sizes its positions by"),
 ])
 def test_spec_refusals(store, tmp_path, more, match):
     with pytest.raises(SpecError, match=match):
