@@ -25,7 +25,7 @@ from ..config.sizes import size_text
 MEMORY_SHARE = 0.25
 
 #: float64 columns of ``n_bars`` held besides the table: the bars as read (open, high,
-#: low, close, volume, funding), the kernels' :class:`~barsweep.engine.core.block.Bars`
+#: low, close, volume, funding), the kernels' :class:`~barsweep.engine.core.inputs.Bars`
 #: (six), and an indicator's temporaries while it computes one row.
 BAR_WORDS = 16
 
