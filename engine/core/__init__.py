@@ -6,11 +6,13 @@ in full (records: trade_dt, the trades written by field name by both kernels), t
 in a year, and sweep (sweep_cpu: a block of combos on this process's CPU threads)."""
 
 from .execution import (
+    EXECUTION_AXES,
     RISK_WITHOUT_STOP,
     STOP_PARAMS,
     Execution,
     RunSettings,
     benchmark_returns,
+    check_size,
     check_stop,
     execution_of,
     run_settings,
@@ -38,12 +40,13 @@ from .simulate import Outputs, segment_bounds
 from .year import bars_in_year, bars_per_year
 
 __all__ = [
-    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Combos", "DD_ACC0", "EXIT_REASONS", "Execution",
+    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Combos", "DD_ACC0", "EXECUTION_AXES",
+    "EXIT_REASONS", "Execution",
     "KernelInputs", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO", "N_METRICS",
     "Outputs", "PortfolioRecord", "RET_ACC0", "RISK_WITHOUT_STOP", "Record", "RunSettings",
     "STOP_PARAMS",
     "TRADE_ACC0", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
-    "benchmark_returns", "check_stop", "execution_of", "finalize", "plan_rows",
+    "benchmark_returns", "check_size", "check_stop", "execution_of", "finalize", "plan_rows",
     "portfolio_record", "prepare_inputs", "read_only", "run_settings", "segment_bounds",
     "split_combo", "symbol_record", "trade_dt", "warm_up",
 ]

@@ -25,8 +25,12 @@ from pydantic import (
 from ...errors import SpecError, refusals
 from .fills import CONFLICT_MODES, SIZE_TYPES
 
-#: Execution settings that may also be grid axes (swept like strategy parameters).
+#: The stops, execution settings that may also be grid axes (swept like strategy
+#: parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
+#: Every execution setting that may be a grid axis: the stops and the size's value
+#: (``execution.size.value``, one per combo).
+EXECUTION_AXES = (*STOP_PARAMS, "size_value")
 
 
 def check_stop(name: str, value: float, direction: str = "both") -> str | None:
@@ -49,6 +53,24 @@ def _number(default, **bounds):
     return Field(default, strict=True, allow_inf_nan=False, **bounds)
 
 
+def check_size(kind: str, value: float) -> str | None:
+    """Why a size's ``value`` is refused for its ``kind`` (``execution.size.type``), or
+    None when it is valid: none for ``all``, a fraction in (0, 1] for ``percent`` and
+    ``risk``, a finite number > 0 otherwise.
+
+    >>> check_size("percent", 1.5)
+    'type percent takes a fraction of the cash in (0, 1], got 1.5'
+    """
+    value = float(value)
+    if kind == "all":
+        return "type all takes no value (it puts all the cash in)"
+    if not np.isfinite(value) or value <= 0.0:
+        return f"type {kind} takes a value > 0, got {value!r}"
+    if kind in ("percent", "risk") and value > 1.0:
+        return f"type {kind} takes a fraction of the cash in (0, 1], got {value!r}"
+    return None
+
+
 class Size(BaseModel):
     """How an entry is sized (docs/EXECUTION.md, "Sizing and costs"): ``all`` the cash
     (default), a ``percent`` of it (``value`` in (0, 1]), a ``cash`` amount (the
@@ -56,7 +78,9 @@ class Size(BaseModel):
     of losing the fraction ``value`` of the cash at the stop (``stop_loss`` needed), or
     a ``vol_target``: the fraction ``value / volatility`` of the cash, the volatility
     annualised from the ``window`` bar returns before the entry; each at most what the
-    cash pays for."""
+    cash pays for. ``value`` may instead be the grid axis ``size_value`` (one per
+    combo): a size without either is refused where its columns are made
+    (:func:`execution_columns`), or by the spec."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,13 +90,9 @@ class Size(BaseModel):
 
     @model_validator(mode="after")
     def _fits_type(self) -> Size:
-        if self.type == "all" and self.value is not None:
-            raise ValueError("type all takes no value (it puts all the cash in)")
-        if self.type != "all" and self.value is None:
-            raise ValueError(f"type {self.type} needs a value")
-        if self.type in ("percent", "risk") and self.value > 1.0:
-            raise ValueError(f"type {self.type} takes a fraction of the cash in (0, 1], "
-                             f"got {self.value!r}")
+        problem = check_size(self.type, self.value) if self.value is not None else None
+        if problem:
+            raise ValueError(problem)
         if self.window is not None and self.type != "vol_target":
             raise ValueError(f"type {self.type} takes no window (vol_target's)")
         return self
@@ -198,8 +218,7 @@ class RunSettings(NamedTuple):
     funding: bool
     conflict: int  # the conflict mode's code (``fills.CONFLICT_MODES``)
     size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
-    size_value: float  # its value (1.0 for ``all``)
-    lot: float  # sizes in whole multiples of this (0.0: any size)
+    lot: float  # sizes in whole multiples of this (0.0: any size); the value: per combo
     vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
@@ -222,7 +241,6 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         funding=bool(execution.funding),
         conflict=CONFLICT_MODES.index(execution.conflict),
         size_type=SIZE_TYPES.index(execution.size.type),
-        size_value=float(execution.size.value or 1.0),
         lot=float(execution.lot or 0.0),
         vol_window=int(execution.size.vol_window),
         ppy=float(ppy),
@@ -243,34 +261,36 @@ def over_span(settings: RunSettings, bench: np.ndarray, start: int, end: int) ->
 
 
 def split_combo(combo: Mapping) -> tuple[dict, dict]:
-    """``(strategy parameters, stops)`` of a combo's (or a block's) values by name: the
-    stops are those of :data:`STOP_PARAMS` swept as grid axes, the rest the strategy's.
+    """``(strategy parameters, execution axes)`` of a combo's (or a block's) values by
+    name: those of :data:`EXECUTION_AXES` swept as grid axes, and the strategy's.
 
-    >>> split_combo({"fast": 5, "slow": 20, "stop_loss": 0.05})
-    ({'fast': 5, 'slow': 20}, {'stop_loss': 0.05})
+    >>> split_combo({"fast": 5, "slow": 20, "stop_loss": 0.05, "size_value": 0.5})
+    ({'fast': 5, 'slow': 20}, {'stop_loss': 0.05, 'size_value': 0.5})
     """
-    params = {k: v for k, v in combo.items() if k not in STOP_PARAMS}
-    stops = {k: v for k, v in combo.items() if k in STOP_PARAMS}
-    return params, stops
+    params = {k: v for k, v in combo.items() if k not in EXECUTION_AXES}
+    swept = {k: v for k, v in combo.items() if k in EXECUTION_AXES}
+    return params, swept
 
 
-def stop_columns(execution: Execution, stops: Mapping[str, np.ndarray],
-                 n_combos: int) -> dict[str, np.ndarray]:
-    """Per-combo stops by name (each of :data:`STOP_PARAMS`), shape (n_combos,),
-    float64; 0 where there is none.
+def execution_columns(execution: Execution, swept: Mapping[str, np.ndarray],
+                      n_combos: int) -> dict[str, np.ndarray]:
+    """Per-combo execution values by name (each of :data:`EXECUTION_AXES`), shape
+    (n_combos,), float64: the stops (0 where there is none) and the size's value (1.0
+    for ``all``).
 
-    A stop given in ``stops`` (a grid axis) takes one value per combo; otherwise
-    the execution's scalar applies to every combo. Both at once is refused.
+    A value given in ``swept`` (a grid axis) takes one value per combo; otherwise the
+    execution's scalar applies to every combo. Both at once is refused, as is a size
+    that needs a value and has none, or a risk size without a stop loss.
     """
     out = {}
     for name in STOP_PARAMS:
         scalar = getattr(execution, name)
         column = np.zeros(n_combos)
-        if name in stops:
+        if name in swept:
             if scalar is not None:
                 raise SpecError(f"{name} is both an execution setting and a grid axis; "
                                 f"keep one")
-            values = np.asarray(stops[name], dtype=np.float64)
+            values = np.asarray(swept[name], dtype=np.float64)
             for value in np.unique(values):
                 problem = check_stop(name, value, execution.direction)
                 if problem:
@@ -279,6 +299,25 @@ def stop_columns(execution: Execution, stops: Mapping[str, np.ndarray],
         elif scalar is not None:
             column[:] = scalar
         out[name] = column
+    out["size_value"] = size_column(execution.size, swept.get("size_value"), n_combos)
     if execution.size.type == "risk" and not (out["stop_loss"] > 0.0).all():
         raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out
+
+
+def size_column(size: Size, swept: np.ndarray | None, n_combos: int) -> np.ndarray:
+    """Each combo's size value: the grid axis ``size_value`` (``swept``), else the
+    size's own value (1.0 for ``all``); SpecError naming the key when refused."""
+    if swept is None:
+        if size.type != "all" and size.value is None:
+            raise SpecError(f"execution.size: type {size.type} needs a value "
+                            f"(execution.size.value, or a grid axis size_value)")
+        return np.full(n_combos, size.value or 1.0)
+    if size.value is not None:
+        raise SpecError("execution.size: its value is also a grid axis (size_value); keep one")
+    values = np.asarray(swept, dtype=np.float64)
+    for value in np.unique(values):
+        problem = check_size(size.type, value)
+        if problem:
+            raise SpecError(f"grid.size_value: {problem}")
+    return values.copy()

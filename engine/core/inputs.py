@@ -20,10 +20,10 @@ from .execution import (
     Execution,
     RunSettings,
     benchmark_returns,
+    execution_columns,
     over_span,
     run_settings,
     split_combo,
-    stop_columns,
 )
 from .hoist import param_matrix
 
@@ -54,6 +54,8 @@ class Combos(NamedTuple):
         The strategy's parameters, in the strategy's order.
     stop_loss, take_profit, trailing_stop : ndarray, shape (n_combos,), float64
         Fractions of the entry price (trailing: of the best price since); 0 = none.
+    size_value : ndarray, shape (n_combos,), float64
+        The value of the entry's size (``execution.size``; 1.0 for ``all``).
     """
 
     rows: np.ndarray
@@ -61,6 +63,7 @@ class Combos(NamedTuple):
     stop_loss: np.ndarray
     take_profit: np.ndarray
     trailing_stop: np.ndarray
+    size_value: np.ndarray
 
     def take(self, index) -> Combos:
         """The combos ``index`` (an order, a slice) of this block, as a Combos."""
@@ -92,17 +95,17 @@ class KernelInputs:
     """What every backend's kernel takes besides the indicators, for a set of combos.
 
     ``bars`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
-    arrays (stops removed); ``fparams`` (n_combos, n_params) and ``stops`` (each of
-    STOP_PARAMS, shape (n_combos,)) are float64, in the combos' given order, and
-    ``settings`` what ``simulate`` reads of a run over every bar; ``volume`` the bars'
-    volume column (None without one), for indicators that read it.
+    arrays (the execution axes removed); ``fparams`` (n_combos, n_params) and
+    ``per_combo`` (each of EXECUTION_AXES, shape (n_combos,)) are float64, in the
+    combos' given order; ``settings`` what ``simulate`` reads of a run over every bar;
+    ``volume`` the bars' volume column (None without one), for indicators that read it.
     """
 
     bars: Bars
     n_combos: int
     strategy_params: dict[str, np.ndarray]
     fparams: np.ndarray
-    stops: dict[str, np.ndarray]
+    per_combo: dict[str, np.ndarray]
     settings: RunSettings
     volume: np.ndarray | None = None
 
@@ -119,7 +122,7 @@ class KernelInputs:
         """The kernel's :class:`Combos`, with their indicator ``rows`` (shape (n_combos,
         n_slots)): in the combos' given order, or in ``order`` (its own arrays,
         not copies, when that is the same order)."""
-        combos = Combos(rows, self.fparams, **self.stops)
+        combos = Combos(rows, self.fparams, **self.per_combo)
         return combos if order is None or is_identity(order) else combos.take(order)
 
     def runs(self, spans: Sequence[tuple[int, int]] | None) -> list[RunSettings]:
@@ -139,10 +142,10 @@ def prepare_inputs(strategy, bars: Mapping[str, np.ndarray],
     if len(kernel_bars.close) == 0:
         raise SpecError("the bars are empty; metrics need at least one bar")
     n_combos = combo_count(params)
-    strategy_params, stops = split_combo(params)
+    strategy_params, swept = split_combo(params)
     return KernelInputs(kernel_bars, n_combos, strategy_params,
                  param_matrix(strategy, strategy_params, n_combos),
-                 stop_columns(execution, stops, n_combos),
+                 execution_columns(execution, swept, n_combos),
                  run_settings(execution, ppy, kernel_bars.bench),
                  None if "volume" not in bars else read_only(
                      np.ascontiguousarray(bars["volume"], dtype=np.float64)))

@@ -203,7 +203,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     use_funding = run.funding
     conflict = run.conflict
     size_type = run.size_type
-    size_value = run.size_value
+    size_value = combos.size_value[c]
     lot = run.lot
     vol_window = run.vol_window  # > 0: ``vol_target`` sizing, which measures it at entries
     # ``entry``: an entry and an exit together open from flat, which ``scan`` (the flat

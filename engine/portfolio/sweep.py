@@ -165,6 +165,9 @@ def sweep_portfolio_with(
         raise ValueError("seg_sums are summed over one run: give one span at most")
     execution = execution_of(execution)
     check_portfolio_execution(execution)
+    if "size_value" in params:
+        raise SpecError("a portfolio sizes its positions by portfolio.weight: remove the "
+                        "grid axis size_value")
     if strategy.signal is None:
         raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
     if not bars:

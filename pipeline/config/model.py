@@ -34,7 +34,14 @@ from pydantic import (
     model_validator,
 )
 
-from ...engine.core import RISK_WITHOUT_STOP, STOP_PARAMS, Execution, check_stop
+from ...engine.core import (
+    EXECUTION_AXES,
+    RISK_WITHOUT_STOP,
+    STOP_PARAMS,
+    Execution,
+    check_size,
+    check_stop,
+)
 from ...engine.rules import Rule, compile_rule
 from ...engine.strategies import (
     Strategy,
@@ -202,7 +209,7 @@ class Spec(BaseModel):
         if strategy is None:
             return value
         kinds = {p.name: _kind(p.kind) for p in strategy.params} | dict.fromkeys(
-            (k for k in STOP_PARAMS if k in value), "float") | dict.fromkeys(
+            (k for k in EXECUTION_AXES if k in value), "float") | dict.fromkeys(
             (k for k in PORTFOLIO_AXES if k in value), "int")
         if isinstance(info.context, dict):
             info.context["axes"] = tuple((k, as_kind(expanded[k], kind))
@@ -218,7 +225,8 @@ class Spec(BaseModel):
             try:
                 expr = parse_expr(text)
                 if strategy is not None:
-                    check_names(expr, (*strategy.param_names, *STOP_PARAMS, *PORTFOLIO_AXES),
+                    check_names(expr, (*strategy.param_names, *EXECUTION_AXES,
+                                       *PORTFOLIO_AXES),
                                 what="constraint")
             except SpecError as err:
                 problems.append((f"constraints[{i}]", str(err)))
@@ -244,6 +252,7 @@ class Spec(BaseModel):
                 problem = next(filter(None, map(check, dict(axes)[key].tolist())), None)
                 if problem:
                     problems.append((f"grid.{key}", problem))
+        problems += size_problems(self.execution.size, dict(axes).get("size_value"))
         if (self.execution.size.type == "risk" and self.execution.stop_loss is None
                 and "stop_loss" not in self.grid):
             problems.append(("execution.size", RISK_WITHOUT_STOP))
@@ -459,7 +468,7 @@ def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
     portfolio's settings aside) its parameters: int where every value is a whole number.
     Or None and the problems."""
     kinds = {k: "int" if _whole(v) else "float" for k, v in expanded.items()}
-    applied = tuple(k for k in expanded if k in STOP_PARAMS or k in PORTFOLIO_AXES)
+    applied = tuple(k for k in expanded if k in EXECUTION_AXES or k in PORTFOLIO_AXES)
     rule = Rule(**spec.rule.model_dump(), name=spec.name)
     try:
         return compile_rule(rule, kinds, where="strategy.rule", extra=applied), []
@@ -468,6 +477,21 @@ def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
         if not key.startswith(("strategy.rule", "grid.")):
             key, message = "strategy.rule", str(err)
         return None, [(key, message)]
+
+
+def size_problems(size, swept: np.ndarray | None) -> list[tuple[str, str]]:
+    """What the spec's size (``execution.size``) and its grid axis ``size_value``
+    (``swept``, None without) may not be: a value in both, a size needing a value
+    without one, values its type refuses (:func:`~barsweep.engine.core.check_size`)."""
+    if swept is None:
+        if size.type != "all" and size.value is None:
+            return [("execution.size", f"type {size.type} needs a value (execution.size.value, "
+                                       f"or a grid axis size_value)")]
+        return []
+    if size.value is not None:
+        return [("execution.size", "its value is also a grid axis (size_value); keep one")]
+    problem = next(filter(None, (check_size(size.type, v) for v in np.unique(swept))), None)
+    return [("grid.size_value", problem)] if problem else []
 
 
 def _whole(values: np.ndarray) -> bool:
@@ -489,12 +513,14 @@ def _strategy_problems(strategy: Strategy, expanded: dict,
     for key, values in expanded.items():
         if key in STOP_PARAMS:
             check = functools.partial(check_stop, key)
+        elif key == "size_value":  # checked with the size's type (:func:`size_problems`)
+            continue
         elif key in names:
             check = strategy.param(key).check
         else:
             problems.append((f"grid.{key}", f"strategy {strategy.name!r} has no parameter "
                              f"{key!r}; its parameters: {listed} (and the stops "
-                             f"{', '.join(STOP_PARAMS)})"))
+                             f"{', '.join(STOP_PARAMS)}, and size_value)"))
             continue
         reason = next(filter(None, map(check, values.tolist())), None)
         if reason:

@@ -181,4 +181,7 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
         check_portfolio_execution(spec.execution)
     except SpecError as err:
         problems.append(("execution", str(err)))
+    if "size_value" in spec.grid:
+        problems.append(("grid.size_value", "a portfolio sizes its positions by "
+                         "portfolio.weight: remove the axis"))
     return problems

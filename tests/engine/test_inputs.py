@@ -40,7 +40,9 @@ def test_prepare_inputs_packs_what_every_backend_takes():
                   stop_loss=np.array([0.05, 0.1, 0.2]))
     inputs = prepare_inputs(get_strategy("ema_cross"), bars, params, Execution(fees=0.001), 8760.0)
     assert inputs.n_combos == 3 and set(inputs.strategy_params) == {"fast", "slow"}
-    assert inputs.fparams.shape == (3, 2) and inputs.stops["stop_loss"].tolist() == [0.05, 0.1, 0.2]
+    assert inputs.fparams.shape == (3, 2)
+    assert inputs.per_combo["stop_loss"].tolist() == [0.05, 0.1, 0.2]
+    assert inputs.per_combo["size_value"].tolist() == [1.0, 1.0, 1.0]  # all-in
     assert (inputs.settings.start, inputs.settings.end, inputs.settings.fee_rate) == (0, 100, 0.001)
     assert sorted(inputs.columns) == ["close", "high", "low", "open"]
     rows = np.array([[0, 2], [1, 2], [0, 3]])

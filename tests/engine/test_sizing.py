@@ -75,7 +75,7 @@ def test_sized_sweep_and_backtest_equal_the_reference(seed, n_bars, gap, fill, d
 
 
 def test_a_risk_size_without_a_stop_is_refused_before_anything_runs(tmp_path):
-    from barsweep.engine.core.execution import stop_columns
+    from barsweep.engine.core.execution import execution_columns
     from barsweep.pipeline.config.model import parse_spec
 
     spec = {"data": {"store": str(tmp_path), "symbols": ["AAA"], "timeframe": "1h"},
@@ -87,7 +87,7 @@ def test_a_risk_size_without_a_stop_is_refused_before_anything_runs(tmp_path):
     swept = {**spec, "grid": {**spec["grid"], "stop_loss": [0.01, 0.02]}}
     assert parse_spec(swept).execution.size.type == "risk"  # a stop as a grid axis
     with pytest.raises(SpecError, match="type risk sizes by the loss"):
-        stop_columns(Execution(size={"type": "risk", "value": 0.01}), {}, 3)
+        execution_columns(Execution(size={"type": "risk", "value": 0.01}), {}, 3)
 
 
 def test_a_vol_target_size_is_the_target_over_the_measured_volatility():
@@ -203,3 +203,47 @@ def test_long_sizes_match_vectorbt_from_signals(size, lot, vbt_size):
     records = pf.trades.records_readable[pf.trades.records_readable["Column"] == 0]
     np.testing.assert_allclose(one.trades["size"], records["Size"], rtol=1e-12)
     np.testing.assert_allclose(one.equity.to_numpy(), pf.value()[0].to_numpy(), rtol=1e-12)
+
+
+# ------------------------------------------------------------------ a grid axis
+
+
+def test_size_value_as_a_grid_axis_equals_each_value_set_alone():
+    bars = random_bars(600, 12, gap=0.01)
+    values = np.array([0.1, 0.25, 0.5, 1.0])
+    fast, slow = np.repeat([4, 9], 4), np.repeat([20, 45], 4)
+    params = dict(fast=fast, slow=slow, size_value=np.tile(values, 2))
+    execution = dict(fill="next_open", direction="both", fees=0.001, fixed_fee=1.0,
+                     size={"type": "percent"}, lot=0.5)
+    swept = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
+    for k in range(len(fast)):
+        alone = sweep_block(get_strategy("ema_cross"), bars,
+                            dict(fast=fast[k:k + 1], slow=slow[k:k + 1]),
+                            Execution(**{**execution, "size": {"type": "percent",
+                                                              "value": float(values[k % 4])}}),
+                            PPY)
+        np.testing.assert_array_equal(swept[k], alone[0])
+    assert len({row[METRICS.index("total_return")] for row in swept[:4]}) == 4
+
+
+@pytest.mark.parametrize("execution, grid, words", [
+    ({}, {"size_value": [0.5]}, r"grid\.size_value: type all takes no value"),
+    ({"size": {"type": "percent", "value": 0.5}}, {"size_value": [0.5]},
+     r"execution\.size: its value is also a grid axis"),
+    ({"size": {"type": "percent"}}, {"size_value": [0.5, 1.5]},
+     r"grid\.size_value: type percent takes a fraction of the cash in \(0, 1\], got 1\.5"),
+    ({"size": {"type": "cash"}}, {}, r"execution\.size: type cash needs a value"),
+])
+def test_a_size_axis_is_checked_with_its_type(tmp_path, execution, grid, words):
+    from barsweep.pipeline.config.model import parse_spec
+
+    spec = {"data": {"store": str(tmp_path), "symbols": ["AAA"], "timeframe": "1h"},
+            "strategy": "ema_cross", "grid": {"fast": [3], "slow": [9], **grid},
+            "execution": execution}
+    with pytest.raises(SpecError, match=words):
+        parse_spec(spec)
+    with pytest.raises(SpecError, match=words.replace(r"grid\.", r"(grid\.)?")):
+        sweep_block(get_strategy("ema_cross"), random_bars(50, 1),
+                    {"fast": np.array([3]), "slow": np.array([9]),
+                     **{k: np.asarray(v, dtype=float) for k, v in grid.items()}},
+                    Execution(**execution), PPY)
