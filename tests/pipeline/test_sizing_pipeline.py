@@ -29,7 +29,7 @@ def test_a_size_axis_is_a_dim_of_the_store_and_ranks(tmp_path, capsys):
     ds = barsweep.open_results(out)
     assert ds["sharpe"].dims == ("symbol", "fast", "slow", "size_value")
     np.testing.assert_array_equal(ds["size_value"].values, [0.2, 0.6, 1.0])
-    bars = open_bars(str(store), "AAA", "1h")
+    bars = open_bars(str(store), "AAA", "1h").isel(symbol=0)
     bars = {k: bars[k].values for k in ("open", "high", "low", "close")}
     f, s, v = np.meshgrid([4, 8], [30, 60], [0.2, 0.6, 1.0], indexing="ij")
     ours = sweep_block(get_strategy("ema_cross"), bars,
