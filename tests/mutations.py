@@ -36,6 +36,18 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "a percent size puts all the cash in",
+        "engine/core/fills.py",
+        "        budget = cash * size_value\n",
+        "        budget = cash\n",
+        ("tests/engine/test_sizing.py::test_a_partial_size_leaves_the_rest_in_cash",)),
+    Mutation(
+        "a lot does not round the size",
+        "engine/core/fills.py",
+        "        size = (size // lot) * lot\n",
+        "        size = size\n",
+        ("tests/engine/test_sizing.py::test_sized_sweep_and_backtest_equal_the_reference",)),
+    Mutation(
         "bars per year: always 365 days (daily stocks annualised as 24/7)",
         "engine/core/year.py",
         "    if (n - 1) * float(step_ns) >= CONTINUOUS_COVERAGE * span:",
