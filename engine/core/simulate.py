@@ -202,10 +202,6 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     allow_short = run.allow_short
     use_funding = run.funding
     conflict = run.conflict
-    size_type = run.size_type
-    size_value = combos.size_value[c]
-    lot = run.lot
-    vol_window = run.vol_window  # > 0: ``vol_target`` sizing, which measures it at entries
     # ``entry``: an entry and an exit together open from flat, which ``scan`` (the flat
     # test of every other mode) does not see, so flat bars take the general step
     entry_wins = conflict == CONFLICT_ENTRY
@@ -309,11 +305,13 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             if pending_side != 0 and position == 0.0:
                 entry_equity = cash
-                vol = realized_vol(close, t - 1, vol_window, run.ppy) if vol_window else 0.0
+                # sizes read at entries only (fewer live values in the held loops)
+                vol = (realized_vol(close, t - 1, run.vol_window, run.ppy)
+                       if run.vol_window else 0.0)
                 position, cash, entry_fill = open_position(cash, pending_side, open_[t],
                                                            fee_rate, fixed_fee, slippage,
-                                                           size_type, size_value, lot,
-                                                           stop_loss, vol)
+                                                           run.size_type, combos.size_value[c],
+                                                           run.lot, stop_loss, vol)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -378,11 +376,11 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             if enter_side != 0 and position == 0.0:
                 entry_equity = cash
-                vol = realized_vol(close, t, vol_window, run.ppy) if vol_window else 0.0
+                vol = realized_vol(close, t, run.vol_window, run.ppy) if run.vol_window else 0.0
                 position, cash, entry_fill = open_position(cash, enter_side, close[t],
                                                            fee_rate, fixed_fee, slippage,
-                                                           size_type, size_value, lot,
-                                                           stop_loss, vol)
+                                                           run.size_type, combos.size_value[c],
+                                                           run.lot, stop_loss, vol)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
