@@ -82,7 +82,7 @@ def test_an_engine_edit_recompiles_and_an_unchanged_tree_loads(tmp_path):
 
     fills = engine / "core" / "fills.py"
     source = fills.read_text()
-    fee = "size = (cash - fixed_fee) / (fill * (1.0 + fee_rate))"
+    fee = "size = (budget - fixed_fee) / (fill * (1.0 + fee_rate))"
     assert source.count(fee) == 1
     fills.write_text(source.replace(fee, fee.replace("fee_rate", "3.0 * fee_rate")))
     edited = run(tmp_path)
