@@ -16,6 +16,7 @@ from .execution import (
     check_stop,
     execution_of,
     run_settings,
+    size_column,
     split_combo,
 )
 from .fills import EXIT_REASONS
@@ -48,5 +49,5 @@ __all__ = [
     "TRADE_ACC0", "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year",
     "benchmark_returns", "check_size", "check_stop", "execution_of", "finalize", "plan_rows",
     "portfolio_record", "prepare_inputs", "read_only", "run_settings", "segment_bounds",
-    "split_combo", "symbol_record", "trade_dt", "warm_up",
+    "size_column", "split_combo", "symbol_record", "trade_dt", "warm_up",
 ]

@@ -39,8 +39,8 @@ from ...engine.core import (
     RISK_WITHOUT_STOP,
     STOP_PARAMS,
     Execution,
-    check_size,
     check_stop,
+    size_column,
 )
 from ...engine.rules import Rule, compile_rule
 from ...engine.strategies import (
@@ -481,17 +481,14 @@ def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
 
 def size_problems(size, swept: np.ndarray | None) -> list[tuple[str, str]]:
     """What the spec's size (``execution.size``) and its grid axis ``size_value``
-    (``swept``, None without) may not be: a value in both, a size needing a value
-    without one, values its type refuses (:func:`~barsweep.engine.core.check_size`)."""
-    if swept is None:
-        if size.type != "all" and size.value is None:
-            return [("execution.size", f"type {size.type} needs a value (execution.size.value, "
-                                       f"or a grid axis size_value)")]
-        return []
-    if size.value is not None:
-        return [("execution.size", "its value is also a grid axis (size_value); keep one")]
-    problem = next(filter(None, (check_size(size.type, v) for v in np.unique(swept))), None)
-    return [("grid.size_value", problem)] if problem else []
+    (``swept``, None without) may not be, as the engine refuses it
+    (:func:`~barsweep.engine.core.size_column`): ``(key, problem)``, or none."""
+    try:
+        size_column(size, swept, 1)
+    except SpecError as err:
+        key, _, problem = str(err).partition(": ")
+        return [(key, problem)]
+    return []
 
 
 def _whole(values: np.ndarray) -> bool:
