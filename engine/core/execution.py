@@ -8,6 +8,7 @@ Adding a setting touches this module (a field of :class:`Execution`, a field of
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
@@ -53,21 +54,25 @@ def _number(default, **bounds):
     return Field(default, strict=True, allow_inf_nan=False, **bounds)
 
 
-def check_size(kind: str, value: float) -> str | None:
+def check_size(kind: str, value: float, leverage: float = 1.0) -> str | None:
     """Why a size's ``value`` is refused for its ``kind`` (``execution.size.type``), or
-    None when it is valid: none for ``all``, a fraction in (0, 1] for ``percent`` and
-    ``risk``, a finite number > 0 otherwise.
+    None when it is valid: none for ``all``, a fraction of the cash in (0, 1] for
+    ``risk`` and in (0, ``leverage``] for ``percent``, a finite number > 0 otherwise.
 
     >>> check_size("percent", 1.5)
     'type percent takes a fraction of the cash in (0, 1], got 1.5'
+    >>> check_size("percent", 1.5, leverage=2.0) is None
+    True
     """
     value = float(value)
     if kind == "all":
         return "type all takes no value (it puts all the cash in)"
     if not np.isfinite(value) or value <= 0.0:
         return f"type {kind} takes a value > 0, got {value!r}"
-    if kind in ("percent", "risk") and value > 1.0:
-        return f"type {kind} takes a fraction of the cash in (0, 1], got {value!r}"
+    most = leverage if kind == "percent" else 1.0
+    if kind in ("percent", "risk") and value > most:
+        more = "" if most == 1.0 else f" (leverage {most:g})"
+        return f"type {kind} takes a fraction of the cash in (0, {most:g}]{more}, got {value!r}"
     return None
 
 
@@ -90,7 +95,8 @@ class Size(BaseModel):
 
     @model_validator(mode="after")
     def _fits_type(self) -> Size:
-        problem = check_size(self.type, self.value) if self.value is not None else None
+        problem = (check_size(self.type, self.value, math.inf) if self.value is not None
+                   else None)  # a percent within the leverage: checked by Execution
         if problem:
             raise ValueError(problem)
         if self.window is not None and self.type != "vol_target":
@@ -131,7 +137,17 @@ class Execution(BaseModel):
         ``funding_rate`` column).
     size : Size
         How an entry is sized: ``{type: all}`` (default, all the cash), ``percent``,
-        ``cash`` or ``quantity`` with a ``value``.
+        ``cash``, ``quantity``, ``risk`` or ``vol_target`` with a ``value``.
+    leverage : float
+        The most the positions may be worth over the equity at entry, >= 1 (default 1):
+        it multiplies what every size may buy; a long then borrows cash.
+    borrow_rate : float
+        A year's interest on borrowed cash (a leveraged long's) and fee on a short's
+        value, charged at every bar's close, >= 0.
+    maintenance_margin : float or None
+        A position whose equity falls below this fraction of its value inside a bar is
+        closed there (a margin call, exit reason ``margin``); None: only at zero equity
+        (ruin).
     lot : float or None
         Sizes are rounded down to whole multiples of this quantity; None: any size.
     conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
@@ -155,6 +171,9 @@ class Execution(BaseModel):
     funding: bool = Field(False, strict=True)
     size: Size = Size()
     lot: float | None = _number(None, gt=0)
+    leverage: float = _number(1.0, ge=1)
+    borrow_rate: float = _number(0.0, ge=0)
+    maintenance_margin: float | None = _number(None, gt=0, lt=1)
     conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
 
     @field_validator("init_cash")
@@ -164,6 +183,14 @@ class Execution(BaseModel):
         if value <= fixed_fee:
             raise ValueError(f"init_cash must be > fixed_fee ({fixed_fee!r}), got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _size_within_leverage(self) -> Execution:
+        if self.size.value is not None:
+            problem = check_size(self.size.type, self.size.value, self.leverage)
+            if problem:
+                raise ValueError(f"size: {problem}")
+        return self
 
     @field_validator(*STOP_PARAMS)
     @classmethod
@@ -220,6 +247,9 @@ class RunSettings(NamedTuple):
     size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
     lot: float  # sizes in whole multiples of this (0.0: any size); the value: per combo
     vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
+    leverage: float  # what a size may buy over the cash, >= 1
+    borrow: float  # interest (and short fee) a bar: borrow_rate / ppy
+    maintenance: float  # the margin call's fraction of a position's value (0.0: none)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -243,6 +273,9 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         size_type=SIZE_TYPES.index(execution.size.type),
         lot=float(execution.lot or 0.0),
         vol_window=int(execution.size.vol_window),
+        leverage=float(execution.leverage),
+        borrow=float(execution.borrow_rate) / float(ppy),
+        maintenance=float(execution.maintenance_margin or 0.0),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,
@@ -299,13 +332,15 @@ def execution_columns(execution: Execution, swept: Mapping[str, np.ndarray],
         elif scalar is not None:
             column[:] = scalar
         out[name] = column
-    out["size_value"] = size_column(execution.size, swept.get("size_value"), n_combos)
+    out["size_value"] = size_column(execution.size, swept.get("size_value"), n_combos,
+                                    execution.leverage)
     if execution.size.type == "risk" and not (out["stop_loss"] > 0.0).all():
         raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out
 
 
-def size_column(size: Size, swept: np.ndarray | None, n_combos: int) -> np.ndarray:
+def size_column(size: Size, swept: np.ndarray | None, n_combos: int,
+                leverage: float = 1.0) -> np.ndarray:
     """Each combo's size value: the grid axis ``size_value`` (``swept``), else the
     size's own value (1.0 for ``all``); SpecError naming the key when refused."""
     if swept is None:
@@ -317,7 +352,7 @@ def size_column(size: Size, swept: np.ndarray | None, n_combos: int) -> np.ndarr
         raise SpecError("execution.size: its value is also a grid axis (size_value); keep one")
     values = np.asarray(swept, dtype=np.float64)
     for value in np.unique(values):
-        problem = check_size(size.type, value)
+        problem = check_size(size.type, value, leverage)
         if problem:
             raise SpecError(f"grid.size_value: {problem}")
     return values.copy()

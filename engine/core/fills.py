@@ -20,7 +20,8 @@ EXIT_TARGET = 2
 EXIT_TRAIL = 3
 EXIT_END = 4
 EXIT_RUIN = 5
-EXIT_REASONS = ("signal", "stop", "target", "trail", "end", "ruin")
+EXIT_MARGIN = 6
+EXIT_REASONS = ("signal", "stop", "target", "trail", "end", "ruin", "margin")
 
 # What an entry and an exit of one side, true on the same bar, do (``execution.conflict``;
 # vectorbt's ``ConflictMode``, its codes): CONFLICT_MODES[code].
@@ -44,9 +45,12 @@ SIZE_TYPES = ("all", "percent", "cash", "quantity", "risk", "vol_target")
 
 @njit(cache=True)
 def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, size_value,
-                  lot, stop_loss, vol):
+                  lot, stop_loss, vol, leverage):
     """Open a position of ``side`` at ``price`` with the cash ``cash``, sized by
     ``size_type`` and ``size_value`` (docs/EXECUTION.md, "Sizing and costs").
+
+    ``leverage`` (>= 1) multiplies what the cash pays for: the budget of ``all``, and the
+    cap of every other size (a long then borrows, its cash below zero).
 
     The fill moves against the trader by ``slippage``. ``all`` puts all the cash in:
     ``(cash - fixed_fee) / (fill * (1 + fee_rate))`` as vectorbt's ``size=inf``;
@@ -67,11 +71,11 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
     or the size rounds down to nothing.
     """
     fill = price * (1.0 + side * slippage)
-    budget = cash
+    budget = cash * leverage
     if size_type == SIZE_PERCENT:
         budget = cash * size_value
     elif size_type == SIZE_VOL_TARGET:
-        budget = cash * min(size_value / vol, 1.0) if vol > 0.0 else 0.0
+        budget = cash * min(size_value / vol, leverage) if vol > 0.0 else 0.0
     size = (budget - fixed_fee) / (fill * (1.0 + fee_rate))
     if size_type == SIZE_CASH:
         size = min(size, size_value / fill)
@@ -85,7 +89,7 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
         return 0.0, cash, fill
     notional = size * fill
     if side > 0.0:
-        if size_type == SIZE_ALL and lot == 0.0:
+        if size_type == SIZE_ALL and lot == 0.0 and leverage == 1.0:
             return size, 0.0, fill  # all of the cash is spent (no rounding residue)
         return size, cash - notional - notional * fee_rate - fixed_fee, fill
     return -size, cash + notional - notional * fee_rate - fixed_fee, fill
@@ -130,6 +134,30 @@ def ruin_reached(cash, position, high, low):
     """
     worst = low if position > 0.0 else high
     return cash + position * worst <= 0.0 and position != 0.0
+
+
+@njit(cache=True)
+def margin_level(cash, position, maintenance):
+    """The price where a position's equity ``cash + position * price`` falls to the
+    maintenance fraction of its value, ``maintenance * |position| * price``: below it a
+    long, above it a short, is called (:func:`margin_fill`)."""
+    if position > 0.0:
+        return -cash / (position * (1.0 - maintenance))
+    return cash / (-position * (1.0 + maintenance))
+
+
+@njit(cache=True)
+def margin_fill(cash, position, open_, high, low, maintenance):
+    """Where a bar calls a position's margin: its :func:`margin_level`, or the open when
+    the bar opens beyond it; -1.0 when the bar's range stays clear of it."""
+    level = margin_level(cash, position, maintenance)
+    if position > 0.0:
+        if open_ <= level:
+            return open_
+        return level if low <= level else -1.0
+    if open_ >= level:
+        return open_
+    return level if high >= level else -1.0
 
 
 @njit(cache=True)

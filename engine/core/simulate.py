@@ -50,12 +50,14 @@ from .fills import (
     CONFLICT_EXIT,
     CONFLICT_OPPOSITE,
     EXIT_END,
+    EXIT_MARGIN,
     EXIT_RUIN,
     EXIT_SIGNAL,
     EXIT_STOP,
     EXIT_TARGET,
     EXIT_TRAIL,
     exits_held,
+    margin_fill,
     open_position,
     realized_vol,
     resolve_signals,
@@ -311,25 +313,37 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 position, cash, entry_fill = open_position(cash, pending_side, open_[t],
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
-                                                           run.lot, stop_loss, vol)
+                                                           run.lot, stop_loss, vol,
+                                                           run.leverage)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
             pending_exit = False
             pending_side = 0
-        # 2. stops and ruin inside the bar
+        # 2. stops, margin calls and ruin inside the bar
         ruin = ruin_reached(cash, position, high[t], low[t])
-        if ruin or (use_stops and position != 0.0):
+        margin_px = -1.0
+        if run.maintenance > 0.0 and position != 0.0:
+            margin_px = margin_fill(cash, position, open_[t], high[t], low[t],
+                                    run.maintenance)
+        if ruin or margin_px > 0.0 or (use_stops and position != 0.0):
             side = 1.0 if position > 0.0 else -1.0
             reason = -1
             price = 0.0
             if use_stops:
                 reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
                                           stop_loss, take_profit, trailing_stop)
+            stopped = reason == EXIT_STOP or reason == EXIT_TRAIL
             ruin_px = ruin_fill(cash, position, open_[t]) if ruin else 0.0
+            # a margin call comes before the ruin price, unless the bar opens beyond that
+            gapped = ruin and cash + position * open_[t] <= 0.0
+            if margin_px > 0.0 and not gapped and not (
+                    stopped and side * (price - margin_px) > 0.0):
+                ruin = False
+                reason = EXIT_MARGIN
+                price = margin_px
             # the adverse price first: a stop strictly before the ruin price fills instead
-            if ruin and not ((reason == EXIT_STOP or reason == EXIT_TRAIL)
-                             and side * (price - ruin_px) > 0.0):
+            if ruin and not (stopped and side * (price - ruin_px) > 0.0):
                 # liquidated where equity reaches zero; nothing is left to pay a fee
                 trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                        entry_fill, entry_equity, ruin_px, 0.0, int(EXIT_RUIN))
@@ -348,10 +362,17 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 extreme = max(extreme, high[t])
             else:
                 extreme = min(extreme, low[t])
-        # 3. funding on the position held through the bar; funding that takes the
-        # equity to zero liquidates the position at this close (ruin)
-        if use_funding and position != 0.0:
-            cash -= position * close[t] * funding[t]
+        # 3. funding and borrowing on the position held through the bar (interest on a
+        # long's borrowed cash, a fee on a short's value); charges that take the equity
+        # to zero liquidate the position at this close (ruin)
+        charged = position != 0.0 and (use_funding or run.borrow > 0.0)
+        if charged:
+            if use_funding:
+                cash -= position * close[t] * funding[t]
+            if position > 0.0:
+                cash -= max(-cash, 0.0) * run.borrow
+            else:
+                cash += position * close[t] * run.borrow
             if cash + position * close[t] <= 0.0:
                 trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                        entry_fill, entry_equity, close[t], 0.0, int(EXIT_RUIN))
@@ -380,7 +401,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 position, cash, entry_fill = open_position(cash, enter_side, close[t],
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
-                                                           run.lot, stop_loss, vol)
+                                                           run.lot, stop_loss, vol,
+                                                           run.leverage)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True

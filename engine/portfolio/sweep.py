@@ -116,7 +116,7 @@ def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
 
 def check_portfolio_execution(execution: Execution) -> None:
     """Refuse what portfolios do not model yet: shorts, funding, sizes other than its
-    weights' (``execution.size``, ``execution.lot``)."""
+    weights' (``execution.size``, ``execution.lot``), leverage and margin."""
     if execution.direction != "long":
         raise SpecError("a portfolio trades long only: set execution.direction: long")
     if execution.funding:
@@ -124,6 +124,10 @@ def check_portfolio_execution(execution: Execution) -> None:
     if execution.size.type != "all" or execution.lot is not None:
         raise SpecError("a portfolio sizes its positions by portfolio.weight: remove "
                         "execution.size and execution.lot")
+    if (execution.leverage != 1.0 or execution.borrow_rate
+            or execution.maintenance_margin is not None):
+        raise SpecError("a portfolio does not borrow yet: remove execution.leverage, "
+                        "borrow_rate and maintenance_margin")
 
 
 def max_positions_column(max_positions, n_combos: int, n_symbols: int) -> np.ndarray:

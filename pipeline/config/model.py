@@ -252,7 +252,8 @@ class Spec(BaseModel):
                 problem = next(filter(None, map(check, dict(axes)[key].tolist())), None)
                 if problem:
                     problems.append((f"grid.{key}", problem))
-        problems += size_problems(self.execution.size, dict(axes).get("size_value"))
+        problems += size_problems(self.execution.size, dict(axes).get("size_value"),
+                                  self.execution.leverage)
         if (self.execution.size.type == "risk" and self.execution.stop_loss is None
                 and "stop_loss" not in self.grid):
             problems.append(("execution.size", RISK_WITHOUT_STOP))
@@ -479,12 +480,13 @@ def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
         return None, [(key, message)]
 
 
-def size_problems(size, swept: np.ndarray | None) -> list[tuple[str, str]]:
+def size_problems(size, swept: np.ndarray | None,
+                  leverage: float = 1.0) -> list[tuple[str, str]]:
     """What the spec's size (``execution.size``) and its grid axis ``size_value``
     (``swept``, None without) may not be, as the engine refuses it
     (:func:`~barsweep.engine.core.size_column`): ``(key, problem)``, or none."""
     try:
-        size_column(size, swept, 1)
+        size_column(size, swept, 1, leverage)
     except SpecError as err:
         key, _, problem = str(err).partition(": ")
         return [(key, problem)]

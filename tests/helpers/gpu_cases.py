@@ -45,6 +45,8 @@ EXECUTIONS = {
                                   size={"type": "percent", "value": 0.6}, lot=7.0),
     "close_short_cash_quantity": dict(fill="close", direction="short", fixed_fee=1.0,
                                       slippage=0.001, size={"type": "cash", "value": 4000.0}),
+    "open_both_leverage_margin": dict(fill="next_open", direction="both", fees=0.001,
+                                      leverage=3.0, borrow_rate=0.5, maintenance_margin=0.3),
 }
 
 #: Each ``execution.conflict`` mode, for ``rule_hold`` (whose entries and exits hold

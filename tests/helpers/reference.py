@@ -55,7 +55,7 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                  fees=0.0, fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
                  direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
                  funding=False, conflict="opposite", signal=None, size="all", size_value=None,
-                 lot=None, window=20):
+                 lot=None, window=20, leverage=1.0, borrow_rate=0.0, maintenance_margin=None):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
     Written from docs/EXECUTION.md's semantics: queued orders fill at the open,
@@ -86,6 +86,14 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     of the cash, at most all of it, ``vol`` the sample deviation of the ``window`` bar
     returns up to the signal's bar times ``sqrt(ppy)``), never more than the cash pays
     for with its fees; ``lot``: sizes rounded down to whole multiples of it.
+
+    ``leverage`` multiplies what the cash pays for (``all``'s budget, every other size's
+    cap; a leveraged long borrows, its cash below zero); ``borrow_rate`` (a year) is
+    charged at every close on a long's borrowed cash and on a short's value, after
+    funding; ``maintenance_margin``: a position whose equity falls below that fraction
+    of its value inside a bar is closed at that price (or the open, on a gap) as a
+    market order, exit reason ``margin``, before the ruin price unless the bar opens
+    beyond zero equity, after a stop the bar reaches strictly before it.
     """
     n = len(close)
     high = high if high is not None else close
@@ -101,14 +109,14 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
 
     def enter(t, side, price):
         fill_px = price * (1 + slippage) if side > 0 else price * (1 - slippage)
-        budget = state["cash"] * (size_value if size == "percent" else 1.0)
+        budget = state["cash"] * (size_value if size == "percent" else leverage)
         if size == "vol_target":
             last = t - 1 if fill == "next_open" else t  # the signal's bar
             if last - window + 1 < 1:
                 return  # too few bars to measure: no entry
             returns = [close[i] / close[i - 1] - 1 for i in range(last - window + 1, last + 1)]
             vol = statistics.stdev(returns) * math.sqrt(ppy)
-            budget = state["cash"] * min(size_value / vol, 1.0) if vol > 0 else 0.0
+            budget = state["cash"] * min(size_value / vol, leverage) if vol > 0 else 0.0
         affordable = (budget - fixed_fee) / (fill_px * (1 + fees))
         wanted = {"cash": (size_value or 0.0) / fill_px, "quantity": size_value,
                   "risk": (size_value or 0.0) * state["cash"] / ((stop_loss or 0.0) * fill_px)
@@ -164,6 +172,18 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         if cash + pos * open_[t] <= 0:
             return open_[t]
         return -cash / pos
+
+    def margin_hit(t):
+        """The price where bar t calls the position's margin (its equity below
+        ``maintenance_margin`` of its value), or None."""
+        if not maintenance_margin:
+            return None
+        cash, pos = state["cash"], state["pos"]
+        if pos > 0:
+            level = -cash / (pos * (1 - maintenance_margin))
+            return open_[t] if open_[t] <= level else level if low[t] <= level else None
+        level = cash / (-pos * (1 + maintenance_margin))
+        return open_[t] if open_[t] >= level else level if high[t] >= level else None
 
     def stop_hit(t):
         """(reason, price) of a stop inside bar t, or None."""
@@ -223,6 +243,13 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
             hit = stop_hit(t) if use_stops else None
             ruin = ruin_hit(t)
             side = state["entry"]["side"]
+            margin = margin_hit(t)
+            gapped = ruin is not None and state["cash"] + state["pos"] * open_[t] <= 0
+            stop_first = (hit is not None and hit[0] in ("stop", "trail")
+                          and margin is not None
+                          and ((hit[1] > margin) if side > 0 else (hit[1] < margin)))
+            if margin is not None and not gapped and not stop_first:
+                ruin, hit = None, ("margin", margin)
             if ruin is not None and hit is not None and hit[0] in ("stop", "trail"):
                 # a stop the bar reaches strictly before the ruin price fills instead
                 if (hit[1] > ruin) if side > 0 else (hit[1] < ruin):
@@ -235,9 +262,14 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                 state["entry"]["best"] = max(state["entry"]["best"], high[t])
             elif use_stops:
                 state["entry"]["best"] = min(state["entry"]["best"], low[t])
-        # 3. funding on the position held through the bar
-        if funding and state["pos"] != 0:
-            state["cash"] -= state["pos"] * close[t] * funding_rate[t]
+        # 3. funding and borrowing on the position held through the bar
+        if (funding or borrow_rate) and state["pos"] != 0:
+            if funding:
+                state["cash"] -= state["pos"] * close[t] * funding_rate[t]
+            if state["pos"] > 0:  # interest on the borrowed cash
+                state["cash"] -= max(-state["cash"], 0.0) * borrow_rate / ppy
+            else:  # a fee on the short's value
+                state["cash"] -= -state["pos"] * close[t] * borrow_rate / ppy
             if state["cash"] + state["pos"] * close[t] <= 0:  # nothing left: ruin
                 liquidate(t, close[t])
         # 4. the close's signals
