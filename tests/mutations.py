@@ -36,6 +36,20 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "a margin call never comes",
+        "engine/core/fills.py",
+        "        return level if low <= level else -1.0\n",
+        "        return -1.0\n",
+        ("tests/engine/test_leverage.py::"
+         "test_a_margin_call_closes_where_the_equity_is_the_maintenance_fraction",)),
+    Mutation(
+        "leverage buys no more",
+        "engine/core/fills.py",
+        "    budget = cash * leverage\n",
+        "    budget = cash\n",
+        ("tests/engine/test_leverage.py::"
+         "test_twice_the_equity_moves_twice_the_price_and_pays_interest",)),
+    Mutation(
         "a percent size puts all the cash in",
         "engine/core/fills.py",
         "        budget = cash * size_value\n",
