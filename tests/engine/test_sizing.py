@@ -116,7 +116,7 @@ def test_a_partial_size_leaves_the_rest_in_cash():
 
 
 @pytest.mark.parametrize("settings, words", [
-    ({"size": {"type": "percent", "value": 1.5}}, "execution.size: type percent takes a fraction"),
+    ({"size": {"type": "percent", "value": 1.5}}, "execution: size: type percent takes a fraction"),
     ({"size": {"type": "all", "value": 0.5}}, "execution.size: type all takes no value"),
     ({"size": {"type": "quantity", "value": -3.0}}, "execution.size.value: Input should be "
                                                    "greater than 0"),
