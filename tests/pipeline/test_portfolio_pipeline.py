@@ -121,6 +121,9 @@ def test_rank_a_portfolio_store(local, tmp_path, store, capsys):
     ({"execution": {"size": {"type": "percent", "value": 0.5}}},
      r"execution: a portfolio sizes its positions by portfolio\.weight"),
     ({"execution": {"lot": 1.0}}, r"execution: a portfolio sizes its positions by"),
+    ({"execution": {"leverage": 2.0}}, r"execution: a portfolio does not borrow yet"),
+    ({"grid": {**GRID, "size_value": [0.5]}, "execution": {"size": {"type": "percent"}}},
+     r"a portfolio sizes its positions by portfolio\.weight"),
 ])
 def test_spec_refusals(store, tmp_path, more, match):
     with pytest.raises(SpecError, match=match):
