@@ -140,24 +140,10 @@ def ruin_reached(cash, position, high, low):
 def margin_level(cash, position, maintenance):
     """The price where a position's equity ``cash + position * price`` falls to the
     maintenance fraction of its value, ``maintenance * |position| * price``: below it a
-    long, above it a short, is called (:func:`margin_fill`)."""
+    long, above it a short, is called (:func:`stop_exit`'s ``margin``)."""
     if position > 0.0:
         return -cash / (position * (1.0 - maintenance))
     return cash / (-position * (1.0 + maintenance))
-
-
-@njit(cache=True)
-def margin_fill(cash, position, open_, high, low, maintenance):
-    """Where a bar calls a position's margin: its :func:`margin_level`, or the open when
-    the bar opens beyond it; -1.0 when the bar's range stays clear of it."""
-    level = margin_level(cash, position, maintenance)
-    if position > 0.0:
-        if open_ <= level:
-            return open_
-        return level if low <= level else -1.0
-    if open_ >= level:
-        return open_
-    return level if high >= level else -1.0
 
 
 @njit(cache=True)
@@ -172,20 +158,22 @@ def ruin_fill(cash, position, open_):
 
 @njit(cache=True)
 def stop_exit(side, open_, high, low, entry_fill, extreme, stop_loss, take_profit,
-              trailing_stop):
-    """Whether a bar's range hits a stop, and where it fills.
+              trailing_stop, margin):
+    """Whether a bar's range hits a stop or a margin call, and where it fills.
 
     Levels are fractions of the entry fill price (stop, target) or of the best
     price since entry, ``extreme`` (trailing: the highest high of a long, the
     lowest low of a short, up to the previous bar). A bar that opens through a
     level fills at its open; a stop (fixed or trailing) is checked before the
     target, so when both are inside one bar the stop fills (conservative). A
-    fraction of 0 disables that level.
+    fraction of 0 disables that level. ``margin`` > 0 is the price of a margin call
+    (:func:`margin_level`), an adverse level like the stops': the first of them the bar
+    reaches fills (the margin call on a tie); 0 (or a long's level <= 0) never calls.
 
     Returns
     -------
-    (reason, price): reason ``EXIT_STOP``, ``EXIT_TRAIL`` or ``EXIT_TARGET``, or
-    -1 (and 0.0) when nothing is hit.
+    (reason, price): reason ``EXIT_STOP``, ``EXIT_TRAIL``, ``EXIT_MARGIN`` or
+    ``EXIT_TARGET``, or -1 (and 0.0) when nothing is hit.
     """
     reason = -1
     level = 0.0
@@ -198,6 +186,9 @@ def stop_exit(side, open_, high, low, entry_fill, extreme, stop_loss, take_profi
             if reason < 0 or trail > level:
                 level = trail
                 reason = EXIT_TRAIL
+        if margin > 0.0 and (reason < 0 or margin >= level):
+            level = margin
+            reason = EXIT_MARGIN
         if reason >= 0:
             if open_ <= level:
                 return reason, open_
@@ -218,6 +209,9 @@ def stop_exit(side, open_, high, low, entry_fill, extreme, stop_loss, take_profi
             if reason < 0 or trail < level:
                 level = trail
                 reason = EXIT_TRAIL
+        if margin > 0.0 and (reason < 0 or margin <= level):
+            level = margin
+            reason = EXIT_MARGIN
         if reason >= 0:
             if open_ >= level:
                 return reason, open_

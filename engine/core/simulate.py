@@ -57,7 +57,7 @@ from .fills import (
     EXIT_TARGET,
     EXIT_TRAIL,
     exits_held,
-    margin_fill,
+    margin_level,
     open_position,
     realized_vol,
     resolve_signals,
@@ -211,7 +211,9 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     stop_loss = combos.stop_loss[c]
     take_profit = combos.take_profit[c]
     trailing_stop = combos.trailing_stop[c]
-    use_stops = stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
+    # a margin call is checked as the stops are
+    use_stops = (stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
+                 or run.maintenance > 0.0)
 
     cash = init_cash
     position = 0.0
@@ -322,28 +324,20 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             pending_side = 0
         # 2. stops, margin calls and ruin inside the bar
         ruin = ruin_reached(cash, position, high[t], low[t])
-        margin_px = -1.0
-        if run.maintenance > 0.0 and position != 0.0:
-            margin_px = margin_fill(cash, position, open_[t], high[t], low[t],
-                                    run.maintenance)
-        if ruin or margin_px > 0.0 or (use_stops and position != 0.0):
+        if ruin or (use_stops and position != 0.0):
             side = 1.0 if position > 0.0 else -1.0
             reason = -1
             price = 0.0
             if use_stops:
+                margin = (margin_level(cash, position, run.maintenance)
+                          if run.maintenance > 0.0 else 0.0)
                 reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
-                                          stop_loss, take_profit, trailing_stop)
-            stopped = reason == EXIT_STOP or reason == EXIT_TRAIL
+                                          stop_loss, take_profit, trailing_stop, margin)
             ruin_px = ruin_fill(cash, position, open_[t]) if ruin else 0.0
-            # a margin call comes before the ruin price, unless the bar opens beyond that
-            gapped = ruin and cash + position * open_[t] <= 0.0
-            if margin_px > 0.0 and not gapped and not (
-                    stopped and side * (price - margin_px) > 0.0):
-                ruin = False
-                reason = EXIT_MARGIN
-                price = margin_px
-            # the adverse price first: a stop strictly before the ruin price fills instead
-            if ruin and not (stopped and side * (price - ruin_px) > 0.0):
+            # the adverse price first: a stop (or a margin call, whose level lies before
+            # the ruin price) strictly before the ruin price fills instead
+            if ruin and not ((reason == EXIT_STOP or reason == EXIT_TRAIL
+                              or reason == EXIT_MARGIN) and side * (price - ruin_px) > 0.0):
                 # liquidated where equity reaches zero; nothing is left to pay a fee
                 trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                        entry_fill, entry_equity, ruin_px, 0.0, int(EXIT_RUIN))

@@ -211,7 +211,7 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym, rec):
         if size != 0.0:
             high = px[2, i, t]
             reason, price = stop_exit(1.0, px[0, i, t], high, px[3, i, t], state[i, S_FILL],
-                                      state[i, S_EXTREME], stops[0], stops[1], stops[2])
+                                      state[i, S_EXTREME], stops[0], stops[1], stops[2], 0.0)
             if reason >= 0:
                 slip = 0.0 if reason == EXIT_TARGET else run.slippage
                 cash, fill, net = sell(cash, size, price, run.fee_rate, run.fixed_fee, slip)
