@@ -229,8 +229,10 @@ class RunSettings(NamedTuple):
     """What ``simulate`` reads of one run besides its bars and combos: the execution
     settings, the bars run, bars per year and the benchmark's sums over those bars.
 
-    A numba named tuple of scalars (ints, floats and bools as themselves), made by
-    :func:`run_settings` and narrowed to a window by :func:`over_span`.
+    A numba named tuple of scalars (ints, floats and bools as themselves) and one tuple,
+    ``borrowing``, made by :func:`run_settings` and narrowed to a window by
+    :func:`over_span`. ``borrowing`` is ``()`` when the run neither borrows nor meets
+    margin calls: its type then compiles that code away (:func:`fills.borrowing_terms`).
     """
 
     start: int  # the first bar simulated (a window's; 0 for a whole run)
@@ -247,9 +249,8 @@ class RunSettings(NamedTuple):
     size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
     lot: float  # sizes in whole multiples of this (0.0: any size); the value: per combo
     vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
-    leverage: float  # what a size may buy over the cash, >= 1
-    borrow: float  # interest (and short fee) a bar: borrow_rate / ppy
-    maintenance: float  # the margin call's fraction of a position's value (0.0: none)
+    # () or (leverage >= 1, borrow_rate / ppy, maintenance_margin or 0.0): see above
+    borrowing: tuple
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -273,13 +274,25 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         size_type=SIZE_TYPES.index(execution.size.type),
         lot=float(execution.lot or 0.0),
         vol_window=int(execution.size.vol_window),
-        leverage=float(execution.leverage),
-        borrow=float(execution.borrow_rate) / float(ppy),
-        maintenance=float(execution.maintenance_margin or 0.0),
+        borrowing=borrowing(execution, ppy),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,
     ), bench, 0, len(bench))
+
+
+def borrowing(execution: Execution, ppy: float) -> tuple:
+    """:class:`RunSettings`' ``borrowing``: ``(leverage, borrow_rate / ppy,
+    maintenance_margin or 0.0)``, or ``()`` when they are 1, 0 and None.
+
+    >>> borrowing(Execution(), 8760.0)
+    ()
+    >>> borrowing(Execution(leverage=2.0, maintenance_margin=0.25), 8760.0)
+    (2.0, 0.0, 0.25)
+    """
+    terms = (float(execution.leverage), float(execution.borrow_rate) / float(ppy),
+             float(execution.maintenance_margin or 0.0))
+    return () if terms == (1.0, 0.0, 0.0) else terms
 
 
 def over_span(settings: RunSettings, bench: np.ndarray, start: int, end: int) -> RunSettings:

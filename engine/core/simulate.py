@@ -56,6 +56,7 @@ from .fills import (
     EXIT_STOP,
     EXIT_TARGET,
     EXIT_TRAIL,
+    borrowing_terms,
     exits_held,
     margin_level,
     open_position,
@@ -211,9 +212,11 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     stop_loss = combos.stop_loss[c]
     take_profit = combos.take_profit[c]
     trailing_stop = combos.trailing_stop[c]
+    # constants (1.0, 0.0, 0.0) when the run does not borrow: that code compiles away
+    leverage, borrow, maintenance = borrowing_terms(run.borrowing)
     # a margin call is checked as the stops are
     use_stops = (stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
-                 or run.maintenance > 0.0)
+                 or maintenance > 0.0)
 
     cash = init_cash
     position = 0.0
@@ -316,7 +319,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
                                                            run.lot, stop_loss, vol,
-                                                           run.leverage)
+                                                           leverage)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -329,8 +332,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             reason = -1
             price = 0.0
             if use_stops:
-                margin = (margin_level(cash, position, run.maintenance)
-                          if run.maintenance > 0.0 else 0.0)
+                margin = (margin_level(cash, position, maintenance)
+                          if maintenance > 0.0 else 0.0)
                 reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
                                           stop_loss, take_profit, trailing_stop, margin)
             ruin_px = ruin_fill(cash, position, open_[t]) if ruin else 0.0
@@ -359,14 +362,14 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
         # 3. funding and borrowing on the position held through the bar (interest on a
         # long's borrowed cash, a fee on a short's value); charges that take the equity
         # to zero liquidate the position at this close (ruin)
-        charged = position != 0.0 and (use_funding or run.borrow > 0.0)
+        charged = position != 0.0 and (use_funding or borrow > 0.0)
         if charged:
             if use_funding:
                 cash -= position * close[t] * funding[t]
             if position > 0.0:
-                cash -= max(-cash, 0.0) * run.borrow
+                cash -= max(-cash, 0.0) * borrow
             else:
-                cash += position * close[t] * run.borrow
+                cash += position * close[t] * borrow
             if cash + position * close[t] <= 0.0:
                 trade_acc = book_trade(trade_acc, rec, entry_bar, t, position,
                                        entry_fill, entry_equity, close[t], 0.0, int(EXIT_RUIN))
@@ -396,7 +399,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
                                                            run.lot, stop_loss, vol,
-                                                           run.leverage)
+                                                           leverage)
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
