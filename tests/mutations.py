@@ -38,8 +38,8 @@ MUTATIONS = (
     Mutation(
         "a margin call never comes",
         "engine/core/fills.py",
-        "        return level if low <= level else -1.0\n",
-        "        return -1.0\n",
+        "        if margin > 0.0 and (reason < 0 or margin >= level):\n",
+        "        if False:\n",
         ("tests/engine/test_leverage.py::"
          "test_a_margin_call_closes_where_the_equity_is_the_maintenance_fraction",)),
     Mutation(
