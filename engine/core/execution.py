@@ -24,14 +24,21 @@ from pydantic import (
 )
 
 from ...errors import SpecError, refusals
-from .fills import CONFLICT_MODES, SIZE_TYPES
+from .fills import CONFLICT_MODES, ORDER_TYPES, SIZE_TYPES
 
 #: The stops, execution settings that may also be grid axes (swept like strategy
 #: parameters).
 STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
-#: Every execution setting that may be a grid axis: the stops and the size's value
-#: (``execution.size.value``, one per combo).
-EXECUTION_AXES = (*STOP_PARAMS, "size_value")
+#: The entry order's settings that may be grid axes: its offset and its validity
+#: (``execution.entry_order.offset``, ``.valid_bars``).
+ORDER_AXES = ("entry_offset", "valid_bars")
+#: Every execution setting that may be a grid axis: the stops, the size's value
+#: (``execution.size.value``) and the entry order's, one value per combo.
+EXECUTION_AXES = (*STOP_PARAMS, "size_value", *ORDER_AXES)
+#: The execution axes of whole numbers (the others are floats).
+WHOLE_AXES = ("valid_bars",)
+#: ``valid_bars`` of an order valid until it fills, is cancelled or replaced.
+UNTIL_CANCELLED = 1 << 62
 
 
 def check_stop(name: str, value: float, direction: str = "both") -> str | None:
@@ -110,6 +117,42 @@ class Size(BaseModel):
         return (self.window or 20) if self.type == "vol_target" else 0
 
 
+def check_order(name: str, value: float) -> str | None:
+    """Why an entry order's ``entry_offset`` or ``valid_bars`` is refused, or None.
+
+    >>> check_order("entry_offset", -0.01)
+    'entry_offset must be a fraction of the close in [0, 1), got -0.01'
+    """
+    value = float(value)
+    if name == "entry_offset" and not 0.0 <= value < 1.0:
+        return f"entry_offset must be a fraction of the close in [0, 1), got {value!r}"
+    if name == "valid_bars" and not (value >= 1 and value == int(value)):
+        return f"valid_bars must be a whole number of bars >= 1, got {value!r}"
+    return None
+
+
+class EntryOrder(BaseModel):
+    """How an entry signal enters (docs/EXECUTION.md, "Entry orders"): at ``market``
+    (default: the close, or the next open, as ``fill`` says), or with a ``limit`` or
+    ``stop`` order placed at the signal's close at ``offset`` (a fraction of the close:
+    below it for a long limit, above for a long stop, mirrored for shorts), waiting
+    ``valid_bars`` bars (None: until it fills, is cancelled or replaced). Either may
+    instead be a grid axis, ``entry_offset`` or ``valid_bars``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["market", "limit", "stop"] = "market"
+    offset: float | None = _number(None, ge=0, lt=1)
+    valid_bars: int | None = Field(None, strict=True, ge=1)
+
+    @model_validator(mode="after")
+    def _fits_type(self) -> EntryOrder:
+        if self.type == "market" and (self.offset is not None or self.valid_bars is not None):
+            raise ValueError("type market fills at once: it takes no offset or valid_bars "
+                             "(set type limit or stop)")
+        return self
+
+
 class Execution(BaseModel):
     """How orders fill (docs/EXECUTION.md); validated when made (a
     pydantic ``ValidationError``, or :func:`execution_of`'s SpecError).
@@ -148,6 +191,9 @@ class Execution(BaseModel):
         A position whose equity falls below this fraction of its value inside a bar is
         closed there (a margin call, exit reason ``margin``); None: only at zero equity
         (ruin).
+    entry_order : EntryOrder
+        How entry signals enter: ``{type: market}`` (default), or a ``limit`` or ``stop``
+        order with an ``offset`` and ``valid_bars``.
     lot : float or None
         Sizes are rounded down to whole multiples of this quantity; None: any size.
     conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
@@ -174,6 +220,7 @@ class Execution(BaseModel):
     leverage: float = _number(1.0, ge=1)
     borrow_rate: float = _number(0.0, ge=0)
     maintenance_margin: float | None = _number(None, gt=0, lt=1)
+    entry_order: EntryOrder = EntryOrder()
     conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
 
     @field_validator("init_cash")
@@ -232,7 +279,8 @@ class RunSettings(NamedTuple):
     A numba named tuple of scalars (ints, floats and bools as themselves) and one tuple,
     ``borrowing``, made by :func:`run_settings` and narrowed to a window by
     :func:`over_span`. ``borrowing`` is ``()`` when the run neither borrows nor meets
-    margin calls: its type then compiles that code away (:func:`fills.borrowing_terms`).
+    margin calls, and ``entry_order`` when it enters at market: their types then compile
+    that code away (:func:`fills.borrowing_terms`, :func:`fills.order_type_of`).
     """
 
     start: int  # the first bar simulated (a window's; 0 for a whole run)
@@ -251,6 +299,8 @@ class RunSettings(NamedTuple):
     vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
     # () or (leverage >= 1, borrow_rate / ppy, maintenance_margin or 0.0): see above
     borrowing: tuple
+    # () for market entries, or (the entry order's code, ``fills.ORDER_TYPES``,): as above
+    entry_order: tuple
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -275,6 +325,8 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         lot=float(execution.lot or 0.0),
         vol_window=int(execution.size.vol_window),
         borrowing=borrowing(execution, ppy),
+        entry_order=(() if execution.entry_order.type == "market"
+                     else (ORDER_TYPES.index(execution.entry_order.type),)),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,
@@ -321,8 +373,8 @@ def split_combo(combo: Mapping) -> tuple[dict, dict]:
 def execution_columns(execution: Execution, swept: Mapping[str, np.ndarray],
                       n_combos: int) -> dict[str, np.ndarray]:
     """Per-combo execution values by name (each of :data:`EXECUTION_AXES`), shape
-    (n_combos,), float64: the stops (0 where there is none) and the size's value (1.0
-    for ``all``).
+    (n_combos,), float64 (``valid_bars``: int64): the stops (0 where there is none), the
+    size's value (1.0 for ``all``) and the entry order's (:func:`order_columns`).
 
     A value given in ``swept`` (a grid axis) takes one value per combo; otherwise the
     execution's scalar applies to every combo. Both at once is refused, as is a size
@@ -347,6 +399,7 @@ def execution_columns(execution: Execution, swept: Mapping[str, np.ndarray],
         out[name] = column
     out["size_value"] = size_column(execution.size, swept.get("size_value"), n_combos,
                                     execution.leverage)
+    out.update(order_columns(execution.entry_order, swept, n_combos))
     if execution.size.type == "risk" and not (out["stop_loss"] > 0.0).all():
         raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out
@@ -369,3 +422,33 @@ def size_column(size: Size, swept: np.ndarray | None, n_combos: int,
         if problem:
             raise SpecError(f"grid.size_value: {problem}")
     return values.copy()
+
+
+def order_columns(order: EntryOrder, swept: Mapping[str, np.ndarray],
+                  n_combos: int) -> dict[str, np.ndarray]:
+    """Each combo's ``entry_offset`` (float64; 0.0 at market) and ``valid_bars`` (int64;
+    :data:`UNTIL_CANCELLED` without a limit): the grid axes (``swept``), else the order's
+    own values; SpecError naming the key when refused."""
+    out = {}
+    for name, field in zip(ORDER_AXES, ("offset", "valid_bars")):
+        scalar = getattr(order, field)
+        if name in swept:
+            if order.type == "market":
+                raise SpecError(f"grid.{name}: the entry order is type market (it fills at "
+                                f"once): set execution.entry_order.type to limit or stop")
+            if scalar is not None:
+                raise SpecError(f"execution.entry_order: its {field} is also a grid axis "
+                                f"({name}); keep one")
+            values = np.asarray(swept[name], dtype=np.float64)
+            problem = next(filter(None, (check_order(name, v) for v in np.unique(values))),
+                           None)
+            if problem:
+                raise SpecError(f"grid.{name}: {problem}")
+        elif name == "entry_offset" and scalar is None and order.type != "market":
+            raise SpecError(f"execution.entry_order: type {order.type} needs an offset "
+                            f"(execution.entry_order.offset, or a grid axis entry_offset)")
+        else:
+            default = 0.0 if name == "entry_offset" else UNTIL_CANCELLED
+            values = np.full(n_combos, default if scalar is None else scalar)
+        out[name] = values.astype(np.int64 if name in WHOLE_AXES else np.float64)
+    return out

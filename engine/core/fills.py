@@ -42,6 +42,13 @@ SIZE_RISK = 4
 SIZE_VOL_TARGET = 5
 SIZE_TYPES = ("all", "percent", "cash", "quantity", "risk", "vol_target")
 
+# How an entry signal enters (``execution.entry_order.type``): ORDER_TYPES[code]. A limit
+# or stop order waits at a level for later bars to reach it (docs/EXECUTION.md).
+ORDER_MARKET = 0
+ORDER_LIMIT = 1
+ORDER_STOP = 2
+ORDER_TYPES = ("market", "limit", "stop")
+
 
 @njit(cache=True)
 def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, size_value,
@@ -145,6 +152,40 @@ def borrowing_terms(borrowing):
     if len(borrowing) == 0:
         return 1.0, 0.0, 0.0
     return borrowing[0], borrowing[1], borrowing[2]
+
+
+@njit(cache=True)
+def order_type_of(entry_order):
+    """The entry order's code (``ORDER_TYPES``) of a run's ``entry_order``
+    (:class:`~barsweep.engine.core.execution.RunSettings`): ``ORDER_MARKET`` for ``()``, a
+    constant that compiles the pending orders' code away (as :func:`borrowing_terms`)."""
+    if len(entry_order) == 0:
+        return ORDER_MARKET
+    return entry_order[0]
+
+
+@njit(cache=True)
+def order_level(order_type, side, close, offset):
+    """The level of a pending entry order of ``side`` placed at ``close``: ``offset`` (a
+    fraction in [0, 1)) below the close for a long limit and a short stop (they fill
+    when the price falls to it), above it for a long stop and a short limit."""
+    if (order_type == ORDER_LIMIT) == (side > 0):
+        return close * (1.0 - offset)
+    return close * (1.0 + offset)
+
+
+@njit(cache=True)
+def order_fill(order_type, side, level, open_, high, low):
+    """Where a pending entry order at ``level`` fills in a bar, or -1.0 when the bar does
+    not reach it. A bar that opens through the level fills at its open (a limit at a
+    better price, a stop at a worse one); one whose range reaches it, at the level."""
+    if (order_type == ORDER_LIMIT) == (side > 0):  # fills at or below the level
+        if open_ <= level:
+            return open_
+        return level if low <= level else -1.0
+    if open_ >= level:
+        return open_
+    return level if high >= level else -1.0
 
 
 @njit(cache=True)

@@ -56,6 +56,10 @@ class Combos(NamedTuple):
         Fractions of the entry price (trailing: of the best price since); 0 = none.
     size_value : ndarray, shape (n_combos,), float64
         The value of the entry's size (``execution.size``; 1.0 for ``all``).
+    entry_offset : ndarray, shape (n_combos,), float64
+        The entry order's offset, a fraction of the close (0.0 at market).
+    valid_bars : ndarray, shape (n_combos,), int64
+        The bars a pending entry order waits (``execution.UNTIL_CANCELLED``: no limit).
     """
 
     rows: np.ndarray
@@ -64,6 +68,8 @@ class Combos(NamedTuple):
     take_profit: np.ndarray
     trailing_stop: np.ndarray
     size_value: np.ndarray
+    entry_offset: np.ndarray
+    valid_bars: np.ndarray
 
     def take(self, index) -> Combos:
         """The combos ``index`` (an order, a slice) of this block, as a Combos."""
@@ -96,7 +102,8 @@ class KernelInputs:
 
     ``bars`` is :func:`bar_tuple`'s; ``strategy_params`` the strategy's own parameter
     arrays (the execution axes removed); ``fparams`` (n_combos, n_params) and
-    ``per_combo`` (each of EXECUTION_AXES, shape (n_combos,)) are float64, in the
+    ``per_combo`` (each of EXECUTION_AXES, shape (n_combos,)) are float64 (``valid_bars``
+    int64), in the
     combos' given order; ``settings`` what ``simulate`` reads of a run over every bar;
     ``volume`` the bars' volume column (None without one), for indicators that read it.
     """

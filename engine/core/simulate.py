@@ -56,10 +56,15 @@ from .fills import (
     EXIT_STOP,
     EXIT_TARGET,
     EXIT_TRAIL,
+    ORDER_LIMIT,
+    ORDER_MARKET,
     borrowing_terms,
     exits_held,
     margin_level,
     open_position,
+    order_fill,
+    order_level,
+    order_type_of,
     realized_vol,
     resolve_signals,
     ruin_fill,
@@ -214,6 +219,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     trailing_stop = combos.trailing_stop[c]
     # constants (1.0, 0.0, 0.0) when the run does not borrow: that code compiles away
     leverage, borrow, maintenance = borrowing_terms(run.borrowing)
+    # a constant ORDER_MARKET at market: the pending orders' code compiles away
+    order_type = order_type_of(run.entry_order)
     # a margin call is checked as the stops are
     use_stops = (stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
                  or maintenance > 0.0)
@@ -228,6 +235,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     ruined = False
     pending_exit = False
     pending_side = 0
+    # a pending limit or stop entry order: its side (0: none), level and last valid bar
+    order_side = 0
+    order_at = 0.0
+    order_end = 0
     prev_equity = init_cash
     equity = init_cash
     n_exposed = 0
@@ -256,7 +267,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
         # bar whose signal acts, which the general step below then handles. In lockstep
         # an iteration covers one bar of a stretch (a flat stretch is booked at its end,
         # as a whole: the same sums).
-        if not pending_exit and pending_side == 0 and position == 0.0 and not entry_wins:
+        if (not pending_exit and pending_side == 0 and order_side == 0 and position == 0.0
+                and not entry_wins):
             if lockstep:  # ``scan_flat``'s test, on this bar only
                 long_entry, long_exit, short_entry, short_exit = signal(
                     ind, rows, fparams, bars, t, 0.0, 0.0, t)
@@ -277,7 +289,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             # flat bars add no return: the segments passed end with the sums as they are
             seg, seg_end, seg_r, seg_r2 = book_segments(segs, t, seg, seg_end, seg_r,
                                                         seg_r2, ret_acc, t0, n)
-        elif not pending_exit and pending_side == 0 and (
+        elif not pending_exit and pending_side == 0 and order_side == 0 and (
                 simple and position > 0.0 and cash == 0.0):
             start = t
             held_end = t + 1 if lockstep else seg_end  # (seg_end > t)
@@ -325,6 +337,26 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             pending_exit = False
             pending_side = 0
+        # 1b. a pending entry order fills where the bar reaches its level; the bar's
+        # stops then see the bar from that price on (``bar_open``)
+        bar_open = open_[t]
+        if order_type != ORDER_MARKET and order_side != 0 and position == 0.0:
+            price = order_fill(order_type, order_side, order_at, open_[t], high[t], low[t])
+            if price > 0.0:
+                entry_equity = cash
+                vol = (realized_vol(close, t - 1, run.vol_window, run.ppy)
+                       if run.vol_window else 0.0)
+                # a limit fills at its price (or a better open): no slippage
+                slip = 0.0 if order_type == ORDER_LIMIT else slippage
+                position, cash, entry_fill = open_position(cash, order_side, price, fee_rate,
+                                                           fixed_fee, slip, run.size_type,
+                                                           combos.size_value[c], run.lot,
+                                                           stop_loss, vol, leverage)
+                entry_bar = t
+                extreme = entry_fill
+                filled = True
+                bar_open = price
+                order_side = 0
         # 2. stops, margin calls and ruin inside the bar
         ruin = ruin_reached(cash, position, high[t], low[t])
         if ruin or (use_stops and position != 0.0):
@@ -334,9 +366,9 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             if use_stops:
                 margin = (margin_level(cash, position, maintenance)
                           if maintenance > 0.0 else 0.0)
-                reason, price = stop_exit(side, open_[t], high[t], low[t], entry_fill, extreme,
+                reason, price = stop_exit(side, bar_open, high[t], low[t], entry_fill, extreme,
                                           stop_loss, take_profit, trailing_stop, margin)
-            ruin_px = ruin_fill(cash, position, open_[t]) if ruin else 0.0
+            ruin_px = ruin_fill(cash, position, bar_open) if ruin else 0.0
             # the adverse price first: a stop (or a margin call, whose level lies before
             # the ruin price) strictly before the ruin price fills instead
             if ruin and not ((reason == EXIT_STOP or reason == EXIT_TRAIL
@@ -381,6 +413,16 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                                                                 position, entry_fill, entry_bar)
         exit_now, enter_side = resolve_signals(position, allow_long, allow_short, conflict,
                                                long_entry, long_exit, short_entry, short_exit)
+        if order_type != ORDER_MARKET:
+            if enter_side != 0:  # placed (or replaced) at this close; fills from bar t + 1
+                order_side = enter_side
+                order_at = order_level(order_type, enter_side, close[t],
+                                       combos.entry_offset[c])
+                order_end = t + combos.valid_bars[c]
+                enter_side = 0
+            elif order_side != 0 and (t >= order_end or (
+                    long_exit if order_side > 0 else short_exit)):
+                order_side = 0  # expired, or cancelled by its side's exit signal
         if next_open:
             if t + 1 < n:
                 pending_exit = exit_now

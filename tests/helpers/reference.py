@@ -55,7 +55,8 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                  fees=0.0, fixed_fee=0.0, slippage=0.0, init_cash=10_000.0, ppy=365.0,
                  direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
                  funding=False, conflict="opposite", signal=None, size="all", size_value=None,
-                 lot=None, window=20, leverage=1.0, borrow_rate=0.0, maintenance_margin=None):
+                 lot=None, window=20, leverage=1.0, borrow_rate=0.0, maintenance_margin=None,
+                 entry_order="market", entry_offset=0.0, valid_bars=None):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
     Written from docs/EXECUTION.md's semantics: queued orders fill at the open,
@@ -94,6 +95,15 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     of its value inside a bar is closed at that price (or the open, on a gap) as a
     market order, exit reason ``margin``, before the ruin price unless the bar opens
     beyond zero equity, after a stop the bar reaches strictly before it.
+
+    ``entry_order`` ``limit`` or ``stop``: an entry signal at a close places an order at
+    ``entry_offset`` of the close (a long limit and a short stop below it, the others
+    above), waiting ``valid_bars`` bars (None: no limit) from the next; it fills at the
+    first bar that reaches the level (at its open when the bar opens through it), a
+    limit without slippage; the entry's size sees the volatility up to the bar before.
+    That bar's stops are checked from the fill price on (as the bar's open). A new entry
+    signal replaces the order; the exit signal of its side, or its last bar's close
+    without a fill, cancels it.
     """
     n = len(close)
     high = high if high is not None else close
@@ -105,13 +115,15 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     state = dict(cash=init_cash, pos=0.0, entry=None, ruined=False)
     trades, equity = [], []
     queued_exit, queued_side = False, 0
+    order = None  # a pending entry order: dict(side, level, last)
     exposed = 0
 
-    def enter(t, side, price):
-        fill_px = price * (1 + slippage) if side > 0 else price * (1 - slippage)
+    def enter(t, side, price, slip=slippage, vol_last=None):
+        fill_px = price * (1 + slip) if side > 0 else price * (1 - slip)
         budget = state["cash"] * (size_value if size == "percent" else leverage)
         if size == "vol_target":
             last = t - 1 if fill == "next_open" else t  # the signal's bar
+            last = last if vol_last is None else vol_last
             if last - window + 1 < 1:
                 return  # too few bars to measure: no entry
             returns = [close[i] / close[i - 1] - 1 for i in range(last - window + 1, last + 1)]
@@ -161,7 +173,7 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                            entry_price=e["price"], exit_price=price))
         state["cash"], state["pos"], state["entry"], state["ruined"] = 0.0, 0.0, None, True
 
-    def ruin_hit(t):
+    def ruin_hit(t, o):
         """The price where the equity ``cash + pos * price`` reaches zero inside bar t, or
         None: a long's equity at the low, a short's at the high, is <= 0; the price is the
         open if the equity is <= 0 there already, else where it is zero."""
@@ -169,11 +181,11 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         worst = low[t] if pos > 0 else high[t]
         if cash + pos * worst > 0:
             return None
-        if cash + pos * open_[t] <= 0:
-            return open_[t]
+        if cash + pos * o <= 0:
+            return o
         return -cash / pos
 
-    def margin_hit(t):
+    def margin_hit(t, o):
         """The price where bar t calls the position's margin (its equity below
         ``maintenance_margin`` of its value), or None."""
         if not maintenance_margin:
@@ -181,14 +193,14 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         cash, pos = state["cash"], state["pos"]
         if pos > 0:
             level = -cash / (pos * (1 - maintenance_margin))
-            return open_[t] if open_[t] <= level else level if low[t] <= level else None
+            return o if o <= level else level if low[t] <= level else None
         level = cash / (-pos * (1 + maintenance_margin))
-        return open_[t] if open_[t] >= level else level if high[t] >= level else None
+        return o if o >= level else level if high[t] >= level else None
 
-    def stop_hit(t):
-        """(reason, price) of a stop inside bar t, or None."""
+    def stop_hit(t, o):
+        """(reason, price) of a stop inside bar t (from the price ``o`` on), or None."""
         e = state["entry"]
-        o, h, lo = open_[t], high[t], low[t]
+        h, lo = high[t], low[t]
         if e["side"] > 0:
             levels = []
             if stop_loss:
@@ -237,14 +249,27 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         if queued_side and state["pos"] == 0 and not state["ruined"]:
             enter(t, queued_side, open_[t])
         queued_exit, queued_side = False, 0
+        # 1b. a pending entry order fills where the bar reaches its level
+        bar_open = open_[t]
+        if order is not None and state["pos"] == 0 and not state["ruined"]:
+            below = (entry_order == "limit") == (order["side"] > 0)
+            level = order["level"]
+            if below:
+                price = bar_open if bar_open <= level else level if low[t] <= level else None
+            else:
+                price = bar_open if bar_open >= level else level if high[t] >= level else None
+            if price is not None:
+                enter(t, order["side"], price, 0.0 if entry_order == "limit" else slippage,
+                      vol_last=t - 1)
+                bar_open, order = price, None
         # 2. stops and ruin inside the bar: the adverse price first
         if state["pos"] != 0:
             use_stops = stop_loss or take_profit or trailing_stop
-            hit = stop_hit(t) if use_stops else None
-            ruin = ruin_hit(t)
+            hit = stop_hit(t, bar_open) if use_stops else None
+            ruin = ruin_hit(t, bar_open)
             side = state["entry"]["side"]
-            margin = margin_hit(t)
-            gapped = ruin is not None and state["cash"] + state["pos"] * open_[t] <= 0
+            margin = margin_hit(t, bar_open)
+            gapped = ruin is not None and state["cash"] + state["pos"] * bar_open <= 0
             stop_first = (hit is not None and hit[0] in ("stop", "trail")
                           and margin is not None
                           and ((hit[1] > margin) if side > 0 else (hit[1] < margin)))
@@ -280,6 +305,7 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
             le, lx = long_entries[t], long_exits[t]
             se, sx = short_entries[t], short_exits[t]
         pos = state["pos"]
+        raw_lx, raw_sx = lx, sx
         le, lx = ref_conflict(conflict, pos, le, lx)
         se, sx = ref_conflict(conflict, pos, se, sx)
         do_exit = (pos > 0 and lx) or (pos < 0 and sx)
@@ -287,6 +313,16 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         if pos == 0 or do_exit:
             want_long, want_short = le and can_long, se and can_short
             side = 1 if want_long and not want_short else -1 if want_short and not want_long else 0
+        if entry_order != "market":
+            if side:  # placed, or replaced, at this close
+                below = (entry_order == "limit") == (side > 0)
+                level = close[t] * (1 - entry_offset) if below else close[t] * (1 + entry_offset)
+                order = dict(side=side, level=level,
+                             last=t + valid_bars if valid_bars else math.inf)
+                side = 0
+            elif order is not None and (t >= order["last"]
+                                        or (raw_lx if order["side"] > 0 else raw_sx)):
+                order = None  # expired, or cancelled by its side's exit signal
         if fill == "close":
             if do_exit:
                 leave(t, close[t], "signal")
