@@ -43,6 +43,24 @@ MUTATIONS = (
         ("tests/engine/test_leverage.py::"
          "test_a_margin_call_closes_where_the_equity_is_the_maintenance_fraction",)),
     Mutation(
+        "an entry order through a gap fills at its level",
+        "engine/core/fills.py",
+        "        if open_ <= level:\n            return open_\n        return level if low",
+        "        if open_ <= level:\n            return level\n        return level if low",
+        ("tests/engine/test_entry_orders.py::test_long_orders_equal_backtesting_py[None-limit]",)),
+    Mutation(
+        "an exit signal does not cancel a pending entry order",
+        "engine/core/simulate.py",
+        "                    long_exit if order_side > 0 else short_exit)):\n",
+        "                    False)):\n",
+        ("tests/engine/test_entry_orders.py::test_long_orders_equal_backtesting_py[None-stop]",)),
+    Mutation(
+        "the entry bar's stops see the bar's open, before the order filled",
+        "engine/core/simulate.py",
+        "                bar_open = price\n",
+        "                bar_open = open_[t]\n",
+        ("tests/engine/test_entry_orders.py::test_the_kernel_on_the_hand_cases",)),
+    Mutation(
         "leverage buys no more",
         "engine/core/fills.py",
         "    budget = cash * leverage\n",

@@ -23,7 +23,14 @@ import numba
 import numpy as np
 
 from ...errors import SpecError
-from ..core.execution import Execution, RunSettings, execution_of, over_span, run_settings
+from ..core.execution import (
+    ORDER_AXES,
+    Execution,
+    RunSettings,
+    execution_of,
+    over_span,
+    run_settings,
+)
 from ..core.hoist import hoist
 from ..core.inputs import Bars, locality_order, prepare_inputs, read_only
 from ..core.metrics import N_METRICS
@@ -128,6 +135,8 @@ def check_portfolio_execution(execution: Execution) -> None:
             or execution.maintenance_margin is not None):
         raise SpecError("a portfolio does not borrow yet: remove execution.leverage, "
                         "borrow_rate and maintenance_margin")
+    if execution.entry_order.type != "market":
+        raise SpecError("a portfolio enters at market only yet: remove execution.entry_order")
 
 
 def max_positions_column(max_positions, n_combos: int, n_symbols: int) -> np.ndarray:
@@ -172,6 +181,10 @@ def sweep_portfolio_with(
     if "size_value" in params:
         raise SpecError("a portfolio sizes its positions by portfolio.weight: remove the "
                         "grid axis size_value")
+    for name in ORDER_AXES:
+        if name in params:
+            raise SpecError(f"a portfolio enters at market only yet: remove the grid axis "
+                            f"{name}")
     if strategy.signal is None:
         raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
     if not bars:

@@ -36,10 +36,13 @@ from pydantic import (
 
 from ...engine.core import (
     EXECUTION_AXES,
+    ORDER_AXES,
     RISK_WITHOUT_STOP,
     STOP_PARAMS,
+    WHOLE_AXES,
     Execution,
     check_stop,
+    order_columns,
     size_column,
 )
 from ...engine.rules import Rule, compile_rule
@@ -209,7 +212,8 @@ class Spec(BaseModel):
         if strategy is None:
             return value
         kinds = {p.name: _kind(p.kind) for p in strategy.params} | dict.fromkeys(
-            (k for k in EXECUTION_AXES if k in value), "float") | dict.fromkeys(
+            (k for k in EXECUTION_AXES if k in value and k not in WHOLE_AXES), "float") | {
+            k: "int" for k in WHOLE_AXES if k in value} | dict.fromkeys(
             (k for k in PORTFOLIO_AXES if k in value), "int")
         if isinstance(info.context, dict):
             info.context["axes"] = tuple((k, as_kind(expanded[k], kind))
@@ -254,6 +258,7 @@ class Spec(BaseModel):
                     problems.append((f"grid.{key}", problem))
         problems += size_problems(self.execution.size, dict(axes).get("size_value"),
                                   self.execution.leverage)
+        problems += order_problems(self.execution.entry_order, dict(axes))
         if (self.execution.size.type == "risk" and self.execution.stop_loss is None
                 and "stop_loss" not in self.grid):
             problems.append(("execution.size", RISK_WITHOUT_STOP))
@@ -493,6 +498,19 @@ def size_problems(size, swept: np.ndarray | None,
     return []
 
 
+def order_problems(order, axes: dict[str, np.ndarray]) -> list[tuple[str, str]]:
+    """What the spec's entry order (``execution.entry_order``) and its grid axes
+    (``entry_offset``, ``valid_bars`` in ``axes``) may not be, as the engine refuses them
+    (:func:`~barsweep.engine.core.order_columns`): ``(key, problem)``, or none."""
+    swept = {k: axes[k] for k in ORDER_AXES if k in axes}
+    try:
+        order_columns(order, swept, 1)
+    except SpecError as err:
+        key, _, problem = str(err).partition(": ")
+        return [(key, problem)]
+    return []
+
+
 def _whole(values: np.ndarray) -> bool:
     values = np.asarray(values)
     return values.dtype.kind in "iu" or bool(
@@ -512,14 +530,15 @@ def _strategy_problems(strategy: Strategy, expanded: dict,
     for key, values in expanded.items():
         if key in STOP_PARAMS:
             check = functools.partial(check_stop, key)
-        elif key == "size_value":  # checked with the size's type (:func:`size_problems`)
-            continue
+        elif key == "size_value" or key in ORDER_AXES:
+            continue  # checked with the size's type and the order's (:func:`size_problems`)
         elif key in names:
             check = strategy.param(key).check
         else:
             problems.append((f"grid.{key}", f"strategy {strategy.name!r} has no parameter "
                              f"{key!r}; its parameters: {listed} (and the stops "
-                             f"{', '.join(STOP_PARAMS)}, and size_value)"))
+                             f"{', '.join(STOP_PARAMS)}, size_value, "
+                             f"{', '.join(ORDER_AXES)})"))
             continue
         reason = next(filter(None, map(check, values.tolist())), None)
         if reason:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
+from ...engine.core import ORDER_AXES
 from ...engine.portfolio import PRIORITIES, check_portfolio_execution, parse_period
 from ...errors import SpecError
 from .sections import SECTION_CONFIG
@@ -184,4 +185,6 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
     if "size_value" in spec.grid:
         problems.append(("grid.size_value", "a portfolio sizes its positions by "
                          "portfolio.weight: remove the axis"))
+    problems += [(f"grid.{name}", "a portfolio enters at market only yet: remove the axis")
+                 for name in ORDER_AXES if name in spec.grid]
     return problems

@@ -47,6 +47,10 @@ EXECUTIONS = {
                                       slippage=0.001, size={"type": "cash", "value": 4000.0}),
     "open_both_leverage_margin": dict(fill="next_open", direction="both", fees=0.001,
                                       leverage=3.0, borrow_rate=0.5, maintenance_margin=0.3),
+    "close_both_stop_entry_target": dict(fill="close", direction="both", slippage=0.001,
+                                         take_profit=0.03, entry_order={
+                                             "type": "stop", "offset": 0.002,
+                                             "valid_bars": 4}),
 }
 
 #: Each ``execution.conflict`` mode, for ``rule_hold`` (whose entries and exits hold
@@ -122,6 +126,11 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
                   stop_loss=np.array([0.01, 0.02, 0.04]), trailing_stop=np.array([0.02, 0.05]))
     out.append(("ema_cross-stops_as_grid_axes", "ema_cross", "open_both_slip_fixed", stops,
                 EXECUTIONS["open_both_slip_fixed"]))
+    orders = _grid(fast=np.arange(3, 7), slow=np.arange(20, 44, 8),
+                   entry_offset=np.array([0.0, 0.004, 0.01]), valid_bars=np.array([1, 5]))
+    out.append(("ema_cross-limit_orders_as_grid_axes", "ema_cross", "open_both_limit", orders,
+                dict(fill="next_open", direction="both", fees=0.001, stop_loss=0.02,
+                     entry_order={"type": "limit"})))
     # fast and slow drawn from one set of periods: combos share indicator rows across slots
     shared = _grid(fast=np.arange(4, 20, 2), slow=np.arange(4, 20, 2))
     keep = shared["fast"] != shared["slow"]
