@@ -61,6 +61,19 @@ MUTATIONS = (
         "                bar_open = open_[t]\n",
         ("tests/engine/test_entry_orders.py::test_the_kernel_on_the_hand_cases",)),
     Mutation(
+        "a risk size in ATRs measures its stop loss instead",
+        "engine/core/fills.py",
+        "        distance = atr_stop if atr_stop != 0.0 else stop_loss * fill\n",
+        "        distance = stop_loss * fill\n",
+        ("tests/engine/test_atr_settings.py::"
+         "test_a_risk_size_in_atrs_loses_its_fraction_at_that_distance",)),
+    Mutation(
+        "the kernels' ATR ignores its window",
+        "engine/core/inputs.py",
+        "atr(*cols[1:], atr_bars) if atr_bars",
+        "atr(*cols[1:], 14) if atr_bars",
+        ("tests/engine/test_atr_settings.py::test_the_kernels_atr_is_talibs",)),
+    Mutation(
         "leverage buys no more",
         "engine/core/fills.py",
         "    budget = cash * leverage\n",

@@ -87,7 +87,8 @@ class Size(BaseModel):
     """How an entry is sized (docs/EXECUTION.md, "Sizing and costs"): ``all`` the cash
     (default), a ``percent`` of it (``value`` in (0, 1]), a ``cash`` amount (the
     position's value at the fill, fees on top), a ``quantity`` of units, the ``risk``
-    of losing the fraction ``value`` of the cash at the stop (``stop_loss`` needed), or
+    of losing the fraction ``value`` of the cash at the stop (``stop_loss``, or ``atr``
+    ATRs from the fill: the distance in the ATR of ``execution.atr_window`` bars), or
     a ``vol_target``: the fraction ``value / volatility`` of the cash, the volatility
     annualised from the ``window`` bar returns before the entry; each at most what the
     cash pays for. ``value`` may instead be the grid axis ``size_value`` (one per
@@ -99,6 +100,7 @@ class Size(BaseModel):
     type: Literal["all", "percent", "cash", "quantity", "risk", "vol_target"] = "all"
     value: float | None = _number(None, gt=0)
     window: int | None = Field(None, strict=True, ge=2)
+    atr: float | None = _number(None, gt=0)
 
     @model_validator(mode="after")
     def _fits_type(self) -> Size:
@@ -108,6 +110,8 @@ class Size(BaseModel):
             raise ValueError(problem)
         if self.window is not None and self.type != "vol_target":
             raise ValueError(f"type {self.type} takes no window (vol_target's)")
+        if self.atr is not None and self.type != "risk":
+            raise ValueError(f"type {self.type} takes no atr (risk's stop distance)")
         return self
 
     @property
@@ -117,14 +121,19 @@ class Size(BaseModel):
         return (self.window or 20) if self.type == "vol_target" else 0
 
 
-def check_order(name: str, value: float) -> str | None:
-    """Why an entry order's ``entry_offset`` or ``valid_bars`` is refused, or None.
+def check_order(name: str, value: float, unit: str = "close") -> str | None:
+    """Why an entry order's ``entry_offset`` (in ``unit``: a fraction of the close, or
+    ATRs) or ``valid_bars`` is refused, or None.
 
     >>> check_order("entry_offset", -0.01)
     'entry_offset must be a fraction of the close in [0, 1), got -0.01'
+    >>> check_order("entry_offset", 2.5, unit="atr") is None
+    True
     """
     value = float(value)
-    if name == "entry_offset" and not 0.0 <= value < 1.0:
+    if name == "entry_offset" and unit == "atr" and not 0.0 <= value < math.inf:
+        return f"entry_offset must be a number of ATRs >= 0, got {value!r}"
+    if name == "entry_offset" and unit == "close" and not 0.0 <= value < 1.0:
         return f"entry_offset must be a fraction of the close in [0, 1), got {value!r}"
     if name == "valid_bars" and not (value >= 1 and value == int(value)):
         return f"valid_bars must be a whole number of bars >= 1, got {value!r}"
@@ -134,7 +143,8 @@ def check_order(name: str, value: float) -> str | None:
 class EntryOrder(BaseModel):
     """How an entry signal enters (docs/EXECUTION.md, "Entry orders"): at ``market``
     (default: the close, or the next open, as ``fill`` says), or with a ``limit`` or
-    ``stop`` order placed at the signal's close at ``offset`` (a fraction of the close:
+    ``stop`` order placed at the signal's close at ``offset`` (``unit`` ``close``: a
+    fraction of the close; ``atr``: ATRs of ``execution.atr_window`` bars at that close;
     below it for a long limit, above for a long stop, mirrored for shorts), waiting
     ``valid_bars`` bars (None: until it fills, is cancelled or replaced). Either may
     instead be a grid axis, ``entry_offset`` or ``valid_bars``."""
@@ -142,14 +152,19 @@ class EntryOrder(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["market", "limit", "stop"] = "market"
-    offset: float | None = _number(None, ge=0, lt=1)
+    offset: float | None = _number(None, ge=0)
     valid_bars: int | None = Field(None, strict=True, ge=1)
+    unit: Literal["close", "atr"] = "close"
 
     @model_validator(mode="after")
     def _fits_type(self) -> EntryOrder:
         if self.type == "market" and (self.offset is not None or self.valid_bars is not None):
             raise ValueError("type market fills at once: it takes no offset or valid_bars "
                              "(set type limit or stop)")
+        problem = (check_order("entry_offset", self.offset, self.unit)
+                   if self.offset is not None else None)
+        if problem:
+            raise ValueError(problem.replace("entry_offset", "offset", 1))
         return self
 
 
@@ -194,6 +209,9 @@ class Execution(BaseModel):
     entry_order : EntryOrder
         How entry signals enter: ``{type: market}`` (default), or a ``limit`` or ``stop``
         order with an ``offset`` and ``valid_bars``.
+    atr_window : int
+        The bars of the ATR (TA-Lib's ``ATR``) that settings in ATRs read: a risk size's
+        ``atr``, an entry order's offset in ``unit: atr``; 14 unless set.
     lot : float or None
         Sizes are rounded down to whole multiples of this quantity; None: any size.
     conflict : {"opposite", "ignore", "entry", "exit", "adjacent"}
@@ -221,6 +239,7 @@ class Execution(BaseModel):
     borrow_rate: float = _number(0.0, ge=0)
     maintenance_margin: float | None = _number(None, gt=0, lt=1)
     entry_order: EntryOrder = EntryOrder()
+    atr_window: int = Field(14, strict=True, ge=1)
     conflict: Literal["opposite", "ignore", "entry", "exit", "adjacent"] = "opposite"
 
     @field_validator("init_cash")
@@ -239,6 +258,13 @@ class Execution(BaseModel):
                 raise ValueError(f"size: {problem}")
         return self
 
+    @property
+    def atr_bars(self) -> int:
+        """The ATR's window when a setting reads the ATR, else 0 (no ATR computed)."""
+        used = self.size.atr is not None or (self.entry_order.type != "market"
+                                             and self.entry_order.unit == "atr")
+        return self.atr_window if used else 0
+
     @field_validator(*STOP_PARAMS)
     @classmethod
     def _stop_fraction(cls, value: float | None, info: ValidationInfo) -> float | None:
@@ -250,7 +276,8 @@ class Execution(BaseModel):
 
 
 #: Why a ``risk`` size is refused without a stop loss.
-RISK_WITHOUT_STOP = ("type risk sizes by the loss at the stop: set execution.stop_loss "
+RISK_WITHOUT_STOP = ("type risk sizes by the loss at the stop: set execution.size.atr "
+                     "(the stop distance in ATRs) or execution.stop_loss "
                      "(or sweep it as a grid axis)")
 
 
@@ -299,8 +326,10 @@ class RunSettings(NamedTuple):
     vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
     # () or (leverage >= 1, borrow_rate / ppy, maintenance_margin or 0.0): see above
     borrowing: tuple
-    # () for market entries, or (the entry order's code, ``fills.ORDER_TYPES``,): as above
+    # () for market entries, or (the entry order's code, ``fills.ORDER_TYPES``, 1 when its
+    # offset is in ATRs else 0): as above
     entry_order: tuple
+    risk_atr: float  # a risk size's stop distance in ATRs (0.0: its stop_loss)
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
@@ -326,7 +355,9 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
         vol_window=int(execution.size.vol_window),
         borrowing=borrowing(execution, ppy),
         entry_order=(() if execution.entry_order.type == "market"
-                     else (ORDER_TYPES.index(execution.entry_order.type),)),
+                     else (ORDER_TYPES.index(execution.entry_order.type),
+                           int(execution.entry_order.unit == "atr"))),
+        risk_atr=float(execution.size.atr or 0.0),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,
@@ -400,7 +431,8 @@ def execution_columns(execution: Execution, swept: Mapping[str, np.ndarray],
     out["size_value"] = size_column(execution.size, swept.get("size_value"), n_combos,
                                     execution.leverage)
     out.update(order_columns(execution.entry_order, swept, n_combos))
-    if execution.size.type == "risk" and not (out["stop_loss"] > 0.0).all():
+    if (execution.size.type == "risk" and execution.size.atr is None
+            and not (out["stop_loss"] > 0.0).all()):
         raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out
 
@@ -440,7 +472,7 @@ def order_columns(order: EntryOrder, swept: Mapping[str, np.ndarray],
                 raise SpecError(f"execution.entry_order: its {field} is also a grid axis "
                                 f"({name}); keep one")
             values = np.asarray(swept[name], dtype=np.float64)
-            problem = next(filter(None, (check_order(name, v) for v in np.unique(values))),
+            problem = next(filter(None, (check_order(name, v, order.unit) for v in np.unique(values))),
                            None)
             if problem:
                 raise SpecError(f"grid.{name}: {problem}")

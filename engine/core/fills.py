@@ -52,7 +52,7 @@ ORDER_TYPES = ("market", "limit", "stop")
 
 @njit(cache=True)
 def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, size_value,
-                  lot, stop_loss, vol, leverage):
+                  lot, stop_loss, vol, leverage, atr_stop):
     """Open a position of ``side`` at ``price`` with the cash ``cash``, sized by
     ``size_type`` and ``size_value`` (docs/EXECUTION.md, "Sizing and costs").
 
@@ -66,8 +66,9 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
     volatility of the bars before the entry, :func:`realized_vol`; none when it is not
     a positive number), at most all of it. ``cash`` buys a position worth
     ``size_value`` at the fill (fees on top), ``quantity`` ``size_value`` units and
-    ``risk`` the units whose loss at the stop (``stop_loss``, a fraction of the fill) is
-    the fraction ``size_value`` of the cash, each at most what the cash pays for, fees
+    ``risk`` the units whose loss at the stop (``atr_stop``, a price distance, when it
+    is not 0.0; else ``stop_loss``, a fraction of the fill) is the fraction
+    ``size_value`` of the cash (none while ``atr_stop`` is NaN), each at most what the cash pays for, fees
     included (vectorbt's ``allow_partial``). ``lot`` > 0 rounds the size down to whole
     multiples of it (vectorbt's ``size_granularity``). The cash a size leaves stays in
     the account.
@@ -89,7 +90,9 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
     elif size_type == SIZE_QUANTITY:
         size = min(size, size_value)
     elif size_type == SIZE_RISK:
-        size = min(size, size_value * cash / (stop_loss * fill))
+        distance = atr_stop if atr_stop != 0.0 else stop_loss * fill
+        # none while the ATR is NaN (its warm-up) or 0
+        size = min(size, size_value * cash / distance) if distance > 0.0 else 0.0
     if lot > 0.0:
         size = (size // lot) * lot
     if not size > 0.0:  # NaN too
@@ -100,6 +103,14 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
             return size, 0.0, fill  # all of the cash is spent (no rounding residue)
         return size, cash - notional - notional * fee_rate - fixed_fee, fill
     return -size, cash + notional - notional * fee_rate - fixed_fee, fill
+
+
+@njit(cache=True)
+def atr_stop(risk_atr, atr, t):
+    """:func:`open_position`'s ``atr_stop``: a risk size's stop distance, ``risk_atr``
+    ATRs as of bar ``t`` (NaN in the ATR's warm-up), or 0.0 when ``risk_atr`` is 0 (the
+    stop loss measures it)."""
+    return risk_atr * atr[t] if risk_atr > 0.0 else 0.0
 
 
 @njit(cache=True)
@@ -156,20 +167,25 @@ def borrowing_terms(borrowing):
 
 @njit(cache=True)
 def order_type_of(entry_order):
-    """The entry order's code (``ORDER_TYPES``) of a run's ``entry_order``
-    (:class:`~barsweep.engine.core.execution.RunSettings`): ``ORDER_MARKET`` for ``()``, a
-    constant that compiles the pending orders' code away (as :func:`borrowing_terms`)."""
+    """``(code, in_atr)`` of a run's ``entry_order``
+    (:class:`~barsweep.engine.core.execution.RunSettings`): its code (``ORDER_TYPES``)
+    and whether its offset is in ATRs; ``(ORDER_MARKET, False)`` for ``()``, constants
+    that compile the pending orders' code away (as :func:`borrowing_terms`)."""
     if len(entry_order) == 0:
-        return ORDER_MARKET
-    return entry_order[0]
+        return ORDER_MARKET, False
+    return entry_order[0], entry_order[1] != 0
 
 
 @njit(cache=True)
-def order_level(order_type, side, close, offset):
+def order_level(order_type, side, close, offset, atr, in_atr):
     """The level of a pending entry order of ``side`` placed at ``close``: ``offset`` (a
-    fraction in [0, 1)) below the close for a long limit and a short stop (they fill
-    when the price falls to it), above it for a long stop and a short limit."""
-    if (order_type == ORDER_LIMIT) == (side > 0):
+    fraction in [0, 1) of the close, or, ``in_atr``, that many ``atr``) below the close
+    for a long limit and a short stop (they fill when the price falls to it), above it
+    for a long stop and a short limit. NaN while the ATR is (its warm-up): never filled."""
+    below = (order_type == ORDER_LIMIT) == (side > 0)
+    if in_atr:
+        return close - offset * atr if below else close + offset * atr
+    if below:
         return close * (1.0 - offset)
     return close * (1.0 + offset)
 

@@ -25,6 +25,7 @@ from .execution import (
     run_settings,
     split_combo,
 )
+from ..indicators.osc import atr
 from .hoist import param_matrix
 
 BAR_COLUMNS = ("open", "high", "low", "close")
@@ -40,6 +41,7 @@ class Bars(NamedTuple):
     close: np.ndarray
     funding: np.ndarray  # the funding rate of each bar (zeros without funding)
     bench: np.ndarray  # the benchmark (buy-and-hold) returns: 0, then close / prev close - 1
+    atr: np.ndarray  # TA-Lib's ATR of ``execution.atr_window`` bars (zeros when unread)
 
 
 class Combos(NamedTuple):
@@ -76,9 +78,10 @@ class Combos(NamedTuple):
         return Combos(*(field[index] for field in self))
 
 
-def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> Bars:
+def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False,
+              atr_bars: int = 0) -> Bars:
     """:class:`Bars` for the kernels: open, high, low, close, funding rate, benchmark
-    returns.
+    returns and the ATR of ``atr_bars`` bars (zeros for 0: no setting reads it).
 
     Columns are C-contiguous float64 (no copy when they already are) and read-only
     (a memory map's columns are; others are handed over as read-only views), so that
@@ -93,7 +96,9 @@ def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> Bars:
         rate = np.ascontiguousarray(bars["funding_rate"], dtype=np.float64)
     else:
         rate = np.zeros(len(cols[3]))
-    return Bars(*(read_only(c) for c in (*cols, rate, benchmark_returns(cols[3]))))
+    true_range = atr(*cols[1:], atr_bars) if atr_bars else np.zeros(len(cols[3]))
+    return Bars(*(read_only(c) for c in (*cols, rate, benchmark_returns(cols[3]),
+                                         true_range)))
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,7 @@ def prepare_inputs(strategy, bars: Mapping[str, np.ndarray],
                   ppy: float) -> KernelInputs:
     """Validate and pack the bars, the combos' parameters and the execution settings as
     a kernel takes them (see :func:`~barsweep.engine.dispatch.sweep_block`)."""
-    kernel_bars = bar_tuple(bars, execution.funding)
+    kernel_bars = bar_tuple(bars, execution.funding, execution.atr_bars)
     if len(kernel_bars.close) == 0:
         raise SpecError("the bars are empty; metrics need at least one bar")
     n_combos = combo_count(params)

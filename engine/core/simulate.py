@@ -58,6 +58,7 @@ from .fills import (
     EXIT_TRAIL,
     ORDER_LIMIT,
     ORDER_MARKET,
+    atr_stop,
     borrowing_terms,
     exits_held,
     margin_level,
@@ -195,7 +196,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
         Written (one combo: ``backtest()``): ``rec.equity`` at the closes of the bars
         run and ``rec.trades``, one row per trade.
     """
-    open_, high, low, close, funding, bench = bars
+    open_, high, low, close, funding, bench, atr = bars
     rows = combos.rows[c]
     fparams = combos.fparams[c]
     segs = out.segs[c]
@@ -220,7 +221,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     # constants (1.0, 0.0, 0.0) when the run does not borrow: that code compiles away
     leverage, borrow, maintenance = borrowing_terms(run.borrowing)
     # a constant ORDER_MARKET at market: the pending orders' code compiles away
-    order_type = order_type_of(run.entry_order)
+    order_type, order_in_atr = order_type_of(run.entry_order)
     # a margin call is checked as the stops are
     use_stops = (stop_loss > 0.0 or take_profit > 0.0 or trailing_stop > 0.0
                  or maintenance > 0.0)
@@ -330,8 +331,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 position, cash, entry_fill = open_position(cash, pending_side, open_[t],
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
-                                                           run.lot, stop_loss, vol,
-                                                           leverage)
+                                                           run.lot, stop_loss, vol, leverage,
+                                                           atr_stop(run.risk_atr, atr, t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -351,7 +352,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 position, cash, entry_fill = open_position(cash, order_side, price, fee_rate,
                                                            fixed_fee, slip, run.size_type,
                                                            combos.size_value[c], run.lot,
-                                                           stop_loss, vol, leverage)
+                                                           stop_loss, vol, leverage,
+                                                           atr_stop(run.risk_atr, atr, t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -417,7 +419,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             if enter_side != 0:  # placed (or replaced) at this close; fills from bar t + 1
                 order_side = enter_side
                 order_at = order_level(order_type, enter_side, close[t],
-                                       combos.entry_offset[c])
+                                       combos.entry_offset[c], atr[t], order_in_atr)
                 order_end = t + combos.valid_bars[c]
                 enter_side = 0
             elif order_side != 0 and (t >= order_end or (
@@ -440,8 +442,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 position, cash, entry_fill = open_position(cash, enter_side, close[t],
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
-                                                           run.lot, stop_loss, vol,
-                                                           leverage)
+                                                           run.lot, stop_loss, vol, leverage,
+                                                           atr_stop(run.risk_atr, atr, t))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True

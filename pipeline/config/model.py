@@ -259,8 +259,8 @@ class Spec(BaseModel):
         problems += size_problems(self.execution.size, dict(axes).get("size_value"),
                                   self.execution.leverage)
         problems += order_problems(self.execution.entry_order, dict(axes))
-        if (self.execution.size.type == "risk" and self.execution.stop_loss is None
-                and "stop_loss" not in self.grid):
+        if (self.execution.size.type == "risk" and self.execution.size.atr is None
+                and self.execution.stop_loss is None and "stop_loss" not in self.grid):
             problems.append(("execution.size", RISK_WITHOUT_STOP))
         if self.walk_forward is not None:
             for key in ("train", "test", "step"):

@@ -51,6 +51,11 @@ EXECUTIONS = {
                                          take_profit=0.03, entry_order={
                                              "type": "stop", "offset": 0.002,
                                              "valid_bars": 4}),
+    "open_long_atr_limit_risk": dict(fill="next_open", fees=0.001, stop_loss=0.03,
+                                     atr_window=10, size={"type": "risk", "value": 0.05,
+                                                          "atr": 2.0},
+                                     entry_order={"type": "limit", "offset": 0.3,
+                                                  "unit": "atr"}),
 }
 
 #: Each ``execution.conflict`` mode, for ``rule_hold`` (whose entries and exits hold

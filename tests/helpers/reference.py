@@ -56,7 +56,8 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
                  direction="long", stop_loss=None, take_profit=None, trailing_stop=None,
                  funding=False, conflict="opposite", signal=None, size="all", size_value=None,
                  lot=None, window=20, leverage=1.0, borrow_rate=0.0, maintenance_margin=None,
-                 entry_order="market", entry_offset=0.0, valid_bars=None):
+                 entry_order="market", entry_offset=0.0, valid_bars=None, offset_unit="close",
+                 risk_atr=None, atr=None):
     """Backtest signals bar by bar; return (metrics dict, equity list, trades list).
 
     Written from docs/EXECUTION.md's semantics: queued orders fill at the open,
@@ -103,7 +104,11 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     limit without slippage; the entry's size sees the volatility up to the bar before.
     That bar's stops are checked from the fill price on (as the bar's open). A new entry
     signal replaces the order; the exit signal of its side, or its last bar's close
-    without a fill, cancels it.
+    without a fill, cancels it. ``offset_unit`` ``atr``: the offset is that many
+    ``atr[t]`` (the ATR series, a list) from the close instead (NaN: never filled).
+
+    ``risk_atr``: a ``risk`` size's stop distance is that many ATRs (``atr`` as of the
+    signal's bar) instead of ``stop_loss``; no entry while it is NaN.
     """
     n = len(close)
     high = high if high is not None else close
@@ -120,10 +125,13 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
 
     def enter(t, side, price, slip=slippage, vol_last=None):
         fill_px = price * (1 + slip) if side > 0 else price * (1 - slip)
+        last = t - 1 if fill == "next_open" else t  # the signal's bar
+        last = last if vol_last is None else vol_last
+        distance = risk_atr * atr[last] if risk_atr else (stop_loss or 0.0) * fill_px
+        if size == "risk" and not distance > 0:  # the ATR's warm-up (NaN), or 0
+            return
         budget = state["cash"] * (size_value if size == "percent" else leverage)
         if size == "vol_target":
-            last = t - 1 if fill == "next_open" else t  # the signal's bar
-            last = last if vol_last is None else vol_last
             if last - window + 1 < 1:
                 return  # too few bars to measure: no entry
             returns = [close[i] / close[i - 1] - 1 for i in range(last - window + 1, last + 1)]
@@ -131,12 +139,12 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
             budget = state["cash"] * min(size_value / vol, leverage) if vol > 0 else 0.0
         affordable = (budget - fixed_fee) / (fill_px * (1 + fees))
         wanted = {"cash": (size_value or 0.0) / fill_px, "quantity": size_value,
-                  "risk": (size_value or 0.0) * state["cash"] / ((stop_loss or 0.0) * fill_px)
+                  "risk": (size_value or 0.0) * state["cash"] / distance
                   if size == "risk" else None}.get(size)
         units = affordable if wanted is None else min(wanted, affordable)
         if lot:
             units = math.floor(units / lot) * lot
-        if units <= 0:
+        if not units > 0:  # NaN too
             return
         before = state["cash"]
         if side > 0:
@@ -316,7 +324,12 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         if entry_order != "market":
             if side:  # placed, or replaced, at this close
                 below = (entry_order == "limit") == (side > 0)
-                level = close[t] * (1 - entry_offset) if below else close[t] * (1 + entry_offset)
+                if offset_unit == "atr":
+                    level = (close[t] - entry_offset * atr[t] if below
+                             else close[t] + entry_offset * atr[t])
+                else:
+                    level = (close[t] * (1 - entry_offset) if below
+                             else close[t] * (1 + entry_offset))
                 order = dict(side=side, level=level,
                              last=t + valid_bars if valid_bars else math.inf)
                 side = 0
