@@ -472,8 +472,8 @@ def order_columns(order: EntryOrder, swept: Mapping[str, np.ndarray],
                 raise SpecError(f"execution.entry_order: its {field} is also a grid axis "
                                 f"({name}); keep one")
             values = np.asarray(swept[name], dtype=np.float64)
-            problem = next(filter(None, (check_order(name, v, order.unit) for v in np.unique(values))),
-                           None)
+            problem = next(filter(None, (check_order(name, v, order.unit)
+                                         for v in np.unique(values))), None)
             if problem:
                 raise SpecError(f"grid.{name}: {problem}")
         elif name == "entry_offset" and scalar is None and order.type != "market":

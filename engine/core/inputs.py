@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import SpecError
+from ..indicators.osc import atr
 from .execution import (
     Execution,
     RunSettings,
@@ -25,7 +26,6 @@ from .execution import (
     run_settings,
     split_combo,
 )
-from ..indicators.osc import atr
 from .hoist import param_matrix
 
 BAR_COLUMNS = ("open", "high", "low", "close")
