@@ -71,8 +71,7 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
     ``size_value`` of the cash (none while ``atr_stop`` is NaN), each at most what the
     cash pays for, fees included (vectorbt's ``allow_partial``). ``lot`` > 0 rounds the
     size down to whole multiples of it (vectorbt's ``size_granularity``). The cash a
-    size leaves stays in
-    the account.
+    size leaves stays in the account.
 
     Returns
     -------
