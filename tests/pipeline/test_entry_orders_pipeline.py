@@ -78,3 +78,38 @@ def test_bad_orders_are_refused_before_any_store(tmp_path, store, capsys, execut
     err = capsys.readouterr().err.strip()
     assert words in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("mode", [
+    {"walk_forward": {"train": 400, "test": 200}},
+    {"search": {"method": "random", "budget": 10, "seed": 3}},
+    {"search": {"method": "halving", "budget": 24, "seed": 3, "eta": 2, "rungs": 2}},
+])
+def test_order_axes_in_walk_forward_and_search_stores(tmp_path, store, mode):
+    """The order's axes (offsets in ATRs here) are parameters like any other: a
+    walk-forward store has its windows; a searched store its drawn combos, those run on
+    every bar equal to the engine's run of them on the same bars."""
+    out = tmp_path / "orders.zarr"
+    execution = {"fill": "next_open", "direction": "both", "fees": 0.001,
+                 "entry_order": {"type": "stop", "unit": "atr"}, "atr_window": 10}
+    grid = {"entry_offset": [0.0, 0.5, 1.5], "valid_bars": [1, 3, 8]}
+    spec = yaml.safe_load(spec_file(tmp_path, store, execution, grid, out).read_text())
+    spec.update(mode)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "spec.yaml"), "--cluster", "local", "--workers", "2",
+                 "--quiet"]) == 0
+    ds = barsweep.open_results(out)
+    assert "entry_offset" in ds.variables and "valid_bars" in ds.variables
+    assert np.isfinite(ds["sharpe"].values).any()
+    if "walk_forward" in mode:
+        assert "window" in ds.dims
+        return
+    assert np.unique(ds["entry_offset"].values).size > 1
+    full = ds.isel(symbol=0).where(ds["bars_run"].isel(symbol=0) == 1200, drop=True)
+    bars = open_bars(str(store), "AAA", "1h").isel(symbol=0)
+    bars = {k: bars[k].values for k in ("open", "high", "low", "close")}
+    params = {k: full[k].values for k in ("fast", "slow", "entry_offset", "valid_bars")}
+    ours = sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution),
+                       float(ds.attrs["periods_per_year"]))
+    assert len(ours) > 0
+    np.testing.assert_array_equal(full["sharpe"].values, ours[:, METRICS.index("sharpe")])
