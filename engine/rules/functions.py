@@ -16,7 +16,7 @@ from dataclasses import dataclass
 SERIES = ("open", "high", "low", "close", "volume")
 
 #: The position state a rule reads by name (not lagged, not inside an indicator).
-STATE = ("position", "entry_price", "bars_held")
+STATE = ("position", "entry_price", "bars_held", "quantity")
 
 #: Per-bar helpers: name -> (fewest, most) arguments.
 HELPERS = {"abs": (1, 1), "min": (2, 8), "max": (2, 8), "cross_above": (2, 2),

@@ -259,7 +259,8 @@ class _Emitter:
             return self.read(f"ind[{row_of}, t]" if i == "t" else f"at_row(ind, {row_of}, {i})")
         if kind == "state":
             return {"position": "side(position)", "bars_held": "held(position, t, entry_bar)",
-                    "entry_price": "price(position, entry_price)"}[value]
+                    "entry_price": "price(position, entry_price)",
+                    "quantity": "position"}[value]
         if kind == "lag":
             return self(args[0], f"{i} - {self._int(args[1])}")
         if kind == "cross":

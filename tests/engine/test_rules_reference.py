@@ -54,7 +54,8 @@ def _kinds(grid: dict) -> dict:
 
 
 #: Rules written for this test: lags by literals and parameters, nesting, crosses of
-#: expressions, min/max/abs, != and not, every state name, both sides.
+#: expressions, min/max/abs, != and not, every state name (``quantity``: the signed size
+#: held, here capping the position's value), both sides.
 OWN = {
     "lags": (Rule("close > close[lag] and close[1] < open[lag] * 1.01",
                   "close < sma(close, n)[lag] or not (high[2] > low[1])"),
@@ -70,6 +71,10 @@ OWN = {
                               "close > entry_price + 2 * atr(high, low, close, n)"),
               {"n": [10, 20], "k": [1.0, 2.0], "hold": [3, 12], "stop": [0.01, 0.03]}),
     "nan": (Rule("rsi(close, n) != 50 and close > open", "close < open"), {"n": [10, 30]}),
+    "quantity": (Rule("close > sma(close, n)", "abs(quantity) * close > cap",
+                      short_entry="close < sma(close, n)",
+                      short_exit="quantity * close < -cap * 0.98"),
+                 {"n": [5, 20], "cap": [10_050.0, 10_300.0]}),
     "helpers": (Rule("min(open, close) > max(sma(close, n), ema(close, n)) and close != open",
                      "macd(close, n, 26, 9).macd < macd(close, n, 26, 9).signal or "
                      "stoch(high, low, close, 14, 3, 3).k > 80"),

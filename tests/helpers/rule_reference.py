@@ -77,7 +77,8 @@ class RuleReference:
             position, price, bar = self.state
             return {"position": float(np.sign(position)),
                     "entry_price": price if position != 0 else NAN,
-                    "bars_held": self.t - bar if position != 0 else 0}[node.value]
+                    "bars_held": self.t - bar if position != 0 else 0,
+                    "quantity": float(position)}[node.value]
         if kind == "call":
             series = self._indicator(node)
             return float(series[t]) if t >= 0 else NAN
