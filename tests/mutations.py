@@ -70,8 +70,8 @@ MUTATIONS = (
     Mutation(
         "the kernels' ATR ignores its window",
         "engine/core/inputs.py",
-        "atr(*cols[1:], atr_bars) if atr_bars",
-        "atr(*cols[1:], 14) if atr_bars",
+        "atr(bars.high, bars.low, bars.close, window)",
+        "atr(bars.high, bars.low, bars.close, 14)",
         ("tests/engine/test_atr_settings.py::test_the_kernels_atr_is_talibs",)),
     Mutation(
         "leverage buys no more",

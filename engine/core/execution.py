@@ -306,8 +306,9 @@ class RunSettings(NamedTuple):
     A numba named tuple of scalars (ints, floats and bools as themselves) and one tuple,
     ``borrowing``, made by :func:`run_settings` and narrowed to a window by
     :func:`over_span`. ``borrowing`` is ``()`` when the run neither borrows nor meets
-    margin calls, and ``entry_order`` when it enters at market: their types then compile
-    that code away (:func:`fills.borrowing_terms`, :func:`fills.order_type_of`).
+    margin calls, ``entry_order`` when it enters at market and ``atr`` when no setting
+    reads the ATR: their types then compile that code away (:func:`fills.borrowing_terms`,
+    :func:`fills.order_type_of`, :func:`fills.atr_at`).
     """
 
     start: int  # the first bar simulated (a window's; 0 for a whole run)
@@ -330,14 +331,18 @@ class RunSettings(NamedTuple):
     # offset is in ATRs else 0): as above
     entry_order: tuple
     risk_atr: float  # a risk size's stop distance in ATRs (0.0: its stop_loss)
+    # () when no setting reads the ATR, else (the ATR column, shape (n_bars,),): as above
+    atr: tuple
     ppy: float  # bars per year
     sum_b: float  # sum of the benchmark returns of bars (start, end)
     sum_b2: float  # and of their squares
 
 
-def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSettings:
+def run_settings(execution: Execution, ppy: float, bench: np.ndarray,
+                 atr: np.ndarray | None = None) -> RunSettings:
     """The settings the kernels read, for a run over every bar of ``bench`` (the
-    benchmark returns, :func:`benchmark_returns`); :func:`over_span` narrows it."""
+    benchmark returns, :func:`benchmark_returns`) and, when a setting reads it, the ATR
+    column ``atr`` (``execution.atr_bars``); :func:`over_span` narrows it."""
     return over_span(RunSettings(
         start=0,
         end=len(bench),
@@ -358,6 +363,7 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray) -> RunSett
                      else (ORDER_TYPES.index(execution.entry_order.type),
                            int(execution.entry_order.unit == "atr"))),
         risk_atr=float(execution.size.atr or 0.0),
+        atr=() if atr is None else (atr,),
         ppy=float(ppy),
         sum_b=0.0,
         sum_b2=0.0,

@@ -106,11 +106,21 @@ def open_position(cash, side, price, fee_rate, fixed_fee, slippage, size_type, s
 
 
 @njit(cache=True)
+def atr_at(atr, t):
+    """The ATR at bar ``t`` of a run's ``atr`` (:class:`~barsweep.engine.core.execution.
+    RunSettings`: ``(column,)``); the constant 0.0 for ``()``, which compiles the code of
+    the settings in ATRs away (as :func:`borrowing_terms`)."""
+    if len(atr) == 0:
+        return 0.0
+    return atr[0][t]
+
+
+@njit(cache=True)
 def atr_stop(risk_atr, atr, t):
     """:func:`open_position`'s ``atr_stop``: a risk size's stop distance, ``risk_atr``
     ATRs as of bar ``t`` (NaN in the ATR's warm-up), or 0.0 when ``risk_atr`` is 0 (the
-    stop loss measures it)."""
-    return risk_atr * atr[t] if risk_atr > 0.0 else 0.0
+    stop loss measures it). ``atr``: the run's (:func:`atr_at`)."""
+    return risk_atr * atr_at(atr, t) if risk_atr > 0.0 else 0.0
 
 
 @njit(cache=True)

@@ -41,7 +41,6 @@ class Bars(NamedTuple):
     close: np.ndarray
     funding: np.ndarray  # the funding rate of each bar (zeros without funding)
     bench: np.ndarray  # the benchmark (buy-and-hold) returns: 0, then close / prev close - 1
-    atr: np.ndarray  # TA-Lib's ATR of ``execution.atr_window`` bars (zeros when unread)
 
 
 class Combos(NamedTuple):
@@ -78,10 +77,9 @@ class Combos(NamedTuple):
         return Combos(*(field[index] for field in self))
 
 
-def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False,
-              atr_bars: int = 0) -> Bars:
+def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False) -> Bars:
     """:class:`Bars` for the kernels: open, high, low, close, funding rate, benchmark
-    returns and the ATR of ``atr_bars`` bars (zeros for 0: no setting reads it).
+    returns.
 
     Columns are C-contiguous float64 (no copy when they already are) and read-only
     (a memory map's columns are; others are handed over as read-only views), so that
@@ -96,9 +94,7 @@ def bar_tuple(bars: Mapping[str, np.ndarray], funding: bool = False,
         rate = np.ascontiguousarray(bars["funding_rate"], dtype=np.float64)
     else:
         rate = np.zeros(len(cols[3]))
-    true_range = atr(*cols[1:], atr_bars) if atr_bars else np.zeros(len(cols[3]))
-    return Bars(*(read_only(c) for c in (*cols, rate, benchmark_returns(cols[3]),
-                                         true_range)))
+    return Bars(*(read_only(c) for c in (*cols, rate, benchmark_returns(cols[3]))))
 
 
 @dataclass(frozen=True)
@@ -145,12 +141,18 @@ class KernelInputs:
         return [over_span(self.settings, self.bars.bench, start, end) for start, end in spans]
 
 
+def atr_column(bars: Bars, window: int) -> np.ndarray | None:
+    """TA-Lib's ATR of ``window`` bars, read-only, for the settings in ATRs; None for a
+    ``window`` of 0 (no setting reads it: nothing computed)."""
+    return read_only(atr(bars.high, bars.low, bars.close, window)) if window else None
+
+
 def prepare_inputs(strategy, bars: Mapping[str, np.ndarray],
                   params: Mapping[str, np.ndarray], execution: Execution,
                   ppy: float) -> KernelInputs:
     """Validate and pack the bars, the combos' parameters and the execution settings as
     a kernel takes them (see :func:`~barsweep.engine.dispatch.sweep_block`)."""
-    kernel_bars = bar_tuple(bars, execution.funding, execution.atr_bars)
+    kernel_bars = bar_tuple(bars, execution.funding)
     if len(kernel_bars.close) == 0:
         raise SpecError("the bars are empty; metrics need at least one bar")
     n_combos = combo_count(params)
@@ -158,7 +160,8 @@ def prepare_inputs(strategy, bars: Mapping[str, np.ndarray],
     return KernelInputs(kernel_bars, n_combos, strategy_params,
                  param_matrix(strategy, strategy_params, n_combos),
                  execution_columns(execution, swept, n_combos),
-                 run_settings(execution, ppy, kernel_bars.bench),
+                 run_settings(execution, ppy, kernel_bars.bench, atr_column(kernel_bars,
+                                                                            execution.atr_bars)),
                  None if "volume" not in bars else read_only(
                      np.ascontiguousarray(bars["volume"], dtype=np.float64)))
 

@@ -58,6 +58,7 @@ from .fills import (
     EXIT_TRAIL,
     ORDER_LIMIT,
     ORDER_MARKET,
+    atr_at,
     atr_stop,
     borrowing_terms,
     exits_held,
@@ -196,7 +197,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
         Written (one combo: ``backtest()``): ``rec.equity`` at the closes of the bars
         run and ``rec.trades``, one row per trade.
     """
-    open_, high, low, close, funding, bench, atr = bars
+    open_, high, low, close, funding, bench = bars
     rows = combos.rows[c]
     fparams = combos.fparams[c]
     segs = out.segs[c]
@@ -332,7 +333,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
                                                            run.lot, stop_loss, vol, leverage,
-                                                           atr_stop(run.risk_atr, atr, t - 1))
+                                                           atr_stop(run.risk_atr, run.atr,
+                                                                    t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -353,7 +355,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                                                            fixed_fee, slip, run.size_type,
                                                            combos.size_value[c], run.lot,
                                                            stop_loss, vol, leverage,
-                                                           atr_stop(run.risk_atr, atr, t - 1))
+                                                           atr_stop(run.risk_atr, run.atr,
+                                                                    t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -419,7 +422,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             if enter_side != 0:  # placed (or replaced) at this close; fills from bar t + 1
                 order_side = enter_side
                 order_at = order_level(order_type, enter_side, close[t],
-                                       combos.entry_offset[c], atr[t], order_in_atr)
+                                       combos.entry_offset[c], atr_at(run.atr, t),
+                                       order_in_atr)
                 order_end = t + combos.valid_bars[c]
                 enter_side = 0
             elif order_side != 0 and (t >= order_end or (
@@ -443,7 +447,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                                                            fee_rate, fixed_fee, slippage,
                                                            run.size_type, combos.size_value[c],
                                                            run.lot, stop_loss, vol, leverage,
-                                                           atr_stop(run.risk_atr, atr, t))
+                                                           atr_stop(run.risk_atr, run.atr, t))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True

@@ -208,8 +208,7 @@ def sweep_cuda(
     clock = _Clock(timings)
     inputs = prepare_inputs(strategy, bars, params, execution, ppy)
     d_bars = device_bars(inputs.bars,
-                         None if bars_key is None else (bars_key, execution.funding,
-                                                        execution.atr_bars))
+                         None if bars_key is None else (bars_key, execution.funding))
     clock.lap("bars")
     ind, rows = device_indicators(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos,
                                   d_bars)

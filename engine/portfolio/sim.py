@@ -81,8 +81,7 @@ def member_bars(stacked):
     grows with N); each member's Bars is of the type the single-symbol signals read.
     """
     return [Bars(stacked.open[i], stacked.high[i], stacked.low[i], stacked.close[i],
-                 stacked.funding[i], stacked.bench[i], stacked.atr[i])
-            for i in range(stacked.close.shape[0])]
+                 stacked.funding[i], stacked.bench[i]) for i in range(stacked.close.shape[0])]
 
 
 @njit(cache=True)

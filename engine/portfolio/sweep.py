@@ -92,9 +92,9 @@ def stack_bars(members: Sequence[Bars], px: np.ndarray) -> Bars:
     >>> stack_bars([one, one], px).close[1]
     array([1., 2., 3.])
     """
-    funding, bench, atr = (np.stack([getattr(b, name) for b in members])
-                           for name in ("funding", "bench", "atr"))
-    return Bars(*(read_only(a) for a in (px[0], px[2], px[3], px[1], funding, bench, atr)))
+    funding, bench = (np.stack([getattr(b, name) for b in members])
+                      for name in ("funding", "bench"))
+    return Bars(*(read_only(a) for a in (px[0], px[2], px[3], px[1], funding, bench)))
 
 
 def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:

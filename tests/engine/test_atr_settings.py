@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from barsweep.engine import METRICS, Execution, backtest, get_strategy, sweep_block
-from barsweep.engine.core.inputs import bar_tuple
+from barsweep.engine.core.inputs import atr_column, bar_tuple, prepare_inputs
 from barsweep.errors import SpecError
 
 PPY = 8760.0
@@ -63,10 +63,18 @@ def test_atr_settings_equal_the_reference(seed, n_bars, window, fill, direction,
 @pytest.mark.parametrize("window", [1, 7, 14, 30])
 def test_the_kernels_atr_is_talibs(window):
     bars = random_bars(200, 4, gap=0.01)
-    ours = bar_tuple(bars, atr_bars=window).atr
+    ours = atr_column(bar_tuple(bars), window)
     theirs = talib.ATR(bars["high"], bars["low"], bars["close"], timeperiod=window)
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, equal_nan=True)
-    assert not bar_tuple(bars).atr.any()  # unread: zeros, nothing computed
+    assert atr_column(bar_tuple(bars), 0) is None  # unread: nothing computed
+    execution = Execution(entry_order={"type": "limit", "offset": 1.0, "unit": "atr"},
+                          atr_window=window)
+    inputs = prepare_inputs(get_strategy("ema_cross"), bars,
+                            dict(fast=np.array([3]), slow=np.array([9])), execution, PPY)
+    np.testing.assert_array_equal(inputs.settings.atr[0], ours)  # what the kernels read
+    assert prepare_inputs(get_strategy("ema_cross"), bars,
+                          dict(fast=np.array([3]), slow=np.array([9])), Execution(),
+                          PPY).settings.atr == ()  # compiled away
 
 
 def test_a_risk_size_in_atrs_loses_its_fraction_at_that_distance():

@@ -82,7 +82,8 @@ def test_a_risk_size_without_a_stop_is_refused_before_anything_runs(tmp_path):
             "strategy": "ema_cross", "grid": {"fast": [3], "slow": [9]},
             "execution": {"size": {"type": "risk", "value": 0.01}}}
     with pytest.raises(SpecError, match=r"execution\.size: type risk sizes by the loss at "
-                                        r"the stop: set execution\.stop_loss"):
+                                        r"the stop: set execution\.size\.atr .* or "
+                                        r"execution\.stop_loss"):
         parse_spec(spec)
     swept = {**spec, "grid": {**spec["grid"], "stop_loss": [0.01, 0.02]}}
     assert parse_spec(swept).execution.size.type == "risk"  # a stop as a grid axis

@@ -41,7 +41,7 @@ def main() -> None:
     bar = typeof(np.zeros(n))
     ind = typeof(np.asfortranarray(np.zeros((2, n))))
     report = {}
-    bars = typeof(Bars(*[np.zeros(n)] * 7))
+    bars = typeof(Bars(*[np.zeros(n)] * 6))
     run = typeof(run_settings(Execution(), 8760.0, np.zeros(n)))
     out = typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2))))
     for name in strategy_names():

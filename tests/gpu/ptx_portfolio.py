@@ -50,7 +50,7 @@ def param_bytes(ptx: str) -> int:
 def arg_types(n_sym: int, n_params: int) -> tuple:
     """The kernel's argument types for ``n_sym`` symbols (device arrays type as these)."""
     n = 8
-    bars = typeof(Bars(*[np.zeros(n)] * 7))
+    bars = typeof(Bars(*[np.zeros(n)] * 6))
     table = typeof(np.asfortranarray(np.zeros((2, n))))
     combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, n_params)),
                     *[np.zeros(n)] * 5, np.zeros(n, dtype=np.int64))
