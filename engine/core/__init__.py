@@ -17,6 +17,7 @@ from .execution import (
     check_size,
     check_stop,
     execution_of,
+    leverage_column,
     order_columns,
     run_settings,
     size_column,
@@ -44,12 +45,12 @@ from .simulate import Outputs, segment_bounds
 from .year import bars_in_year, bars_per_year
 
 __all__ = [
-    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Combos", "DD_ACC0", "EXECUTION_AXES",
-    "EXIT_REASONS", "Execution", "KernelInputs", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX",
-    "METRIC_INFO", "N_METRICS", "ORDER_AXES", "Outputs", "PortfolioRecord", "RET_ACC0",
-    "RISK_WITHOUT_STOP", "Record", "RunSettings", "STOP_PARAMS", "TRADE_ACC0", "WHOLE_AXES",
-    "acc_drawdown", "acc_returns", "bars_in_year", "bars_per_year", "benchmark_returns",
-    "check_size", "check_stop", "execution_of", "finalize", "order_columns", "plan_rows",
+    "BAR_COLUMNS", "BEST_WHEN_IDLE", "Bars", "Combos", "DD_ACC0", "EXECUTION_AXES", "EXIT_REASONS",
+    "Execution", "KernelInputs", "LOWER_IS_BETTER", "METRICS", "METRIC_INDEX", "METRIC_INFO",
+    "N_METRICS", "ORDER_AXES", "Outputs", "PortfolioRecord", "RET_ACC0", "RISK_WITHOUT_STOP",
+    "Record", "RunSettings", "STOP_PARAMS", "TRADE_ACC0", "WHOLE_AXES", "acc_drawdown",
+    "acc_returns", "bars_in_year", "bars_per_year", "benchmark_returns", "check_size",
+    "check_stop", "execution_of", "finalize", "leverage_column", "order_columns", "plan_rows",
     "portfolio_record", "prepare_inputs", "read_only", "run_settings", "segment_bounds",
     "size_column", "split_combo", "symbol_record", "trade_dt", "warm_up",
 ]

@@ -33,8 +33,8 @@ STOP_PARAMS = ("stop_loss", "take_profit", "trailing_stop")
 #: (``execution.entry_order.offset``, ``.valid_bars``).
 ORDER_AXES = ("entry_offset", "valid_bars")
 #: Every execution setting that may be a grid axis: the stops, the size's value
-#: (``execution.size.value``) and the entry order's, one value per combo.
-EXECUTION_AXES = (*STOP_PARAMS, "size_value", *ORDER_AXES)
+#: (``execution.size.value``), the leverage and the entry order's, one value per combo.
+EXECUTION_AXES = (*STOP_PARAMS, "size_value", "leverage", *ORDER_AXES)
 #: The execution axes of whole numbers (the others are floats).
 WHOLE_AXES = ("valid_bars",)
 #: ``valid_bars`` of an order valid until it fills, is cancelled or replaced.
@@ -325,7 +325,8 @@ class RunSettings(NamedTuple):
     size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
     lot: float  # sizes in whole multiples of this (0.0: any size); the value: per combo
     vol_window: int  # bars of ``vol_target``'s volatility (0: another sizing)
-    # () or (leverage >= 1, borrow_rate / ppy, maintenance_margin or 0.0): see above
+    # () or (borrow_rate / ppy, maintenance_margin or 0.0): see above (the leverage is
+    # per combo, read at entries: ``Combos.leverage``)
     borrowing: tuple
     # () for market entries, or (the entry order's code, ``fills.ORDER_TYPES``, 1 when its
     # offset is in ATRs else 0): as above
@@ -371,17 +372,17 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray,
 
 
 def borrowing(execution: Execution, ppy: float) -> tuple:
-    """:class:`RunSettings`' ``borrowing``: ``(leverage, borrow_rate / ppy,
-    maintenance_margin or 0.0)``, or ``()`` when they are 1, 0 and None.
+    """:class:`RunSettings`' ``borrowing``: ``(borrow_rate / ppy, maintenance_margin or
+    0.0)``, or ``()`` when they are 0 and None.
 
     >>> borrowing(Execution(), 8760.0)
     ()
     >>> borrowing(Execution(leverage=2.0, maintenance_margin=0.25), 8760.0)
-    (2.0, 0.0, 0.25)
+    (0.0, 0.25)
     """
-    terms = (float(execution.leverage), float(execution.borrow_rate) / float(ppy),
+    terms = (float(execution.borrow_rate) / float(ppy),
              float(execution.maintenance_margin or 0.0))
-    return () if terms == (1.0, 0.0, 0.0) else terms
+    return () if terms == (0.0, 0.0) else terms
 
 
 def over_span(settings: RunSettings, bench: np.ndarray, start: int, end: int) -> RunSettings:
@@ -434,13 +435,38 @@ def execution_columns(execution: Execution, swept: Mapping[str, np.ndarray],
         elif scalar is not None:
             column[:] = scalar
         out[name] = column
+    out["leverage"] = leverage_column(execution, swept.get("leverage"), n_combos)
     out["size_value"] = size_column(execution.size, swept.get("size_value"), n_combos,
-                                    execution.leverage)
+                                    float(out["leverage"].max(initial=1.0)))
+    if execution.size.type == "percent" and "leverage" in swept:
+        over = out["size_value"] > out["leverage"]
+        if over.any():
+            k = int(np.argmax(over))
+            raise SpecError(f"grid.size_value: type percent takes a fraction of the cash up "
+                            f"to the combo's leverage; a combo has size_value "
+                            f"{out['size_value'][k]:g} with leverage {out['leverage'][k]:g}")
     out.update(order_columns(execution.entry_order, swept, n_combos))
     if (execution.size.type == "risk" and execution.size.atr is None
             and not (out["stop_loss"] > 0.0).all()):
         raise SpecError(f"execution.size: {RISK_WITHOUT_STOP}")
     return out
+
+
+def leverage_column(execution: Execution, swept: np.ndarray | None,
+                    n_combos: int) -> np.ndarray:
+    """Each combo's leverage: the grid axis ``leverage`` (``swept``), else the
+    execution's; SpecError naming the key when refused (a value below 1, or the axis
+    beside an ``execution.leverage`` that was set)."""
+    if swept is None:
+        return np.full(n_combos, float(execution.leverage))
+    if "leverage" in execution.model_fields_set:
+        raise SpecError("execution.leverage: it is also a grid axis (leverage); keep one")
+    values = np.asarray(swept, dtype=np.float64)
+    bad = values[~(np.isfinite(values) & (values >= 1.0))]
+    if bad.size:
+        raise SpecError(f"grid.leverage: leverage must be >= 1 (what a size may buy over "
+                        f"the cash), got {float(bad[0])!r}")
+    return values.copy()
 
 
 def size_column(size: Size, swept: np.ndarray | None, n_combos: int,

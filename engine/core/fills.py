@@ -166,13 +166,13 @@ def ruin_reached(cash, position, high, low):
 
 @njit(cache=True)
 def borrowing_terms(borrowing):
-    """``(leverage, borrow, maintenance)`` of a run's ``borrowing``
-    (:class:`~barsweep.engine.core.execution.RunSettings`): ``(1.0, 0.0, 0.0)`` for
-    ``()``, constants that compile the borrowing and margin code away (numba reads the
-    length of a tuple argument from its type and prunes the other branch)."""
+    """``(borrow, maintenance)`` of a run's ``borrowing``
+    (:class:`~barsweep.engine.core.execution.RunSettings`): ``(0.0, 0.0)`` for ``()``,
+    constants that compile the borrowing and margin code away (numba reads the length of
+    a tuple argument from its type and prunes the other branch)."""
     if len(borrowing) == 0:
-        return 1.0, 0.0, 0.0
-    return borrowing[0], borrowing[1], borrowing[2]
+        return 0.0, 0.0
+    return borrowing[0], borrowing[1]
 
 
 @njit(cache=True)

@@ -57,6 +57,8 @@ class Combos(NamedTuple):
         Fractions of the entry price (trailing: of the best price since); 0 = none.
     size_value : ndarray, shape (n_combos,), float64
         The value of the entry's size (``execution.size``; 1.0 for ``all``).
+    leverage : ndarray, shape (n_combos,), float64
+        What a size may buy over the cash, >= 1 (``execution.leverage``).
     entry_offset : ndarray, shape (n_combos,), float64
         The entry order's offset, a fraction of the close (0.0 at market).
     valid_bars : ndarray, shape (n_combos,), int64
@@ -69,6 +71,7 @@ class Combos(NamedTuple):
     take_profit: np.ndarray
     trailing_stop: np.ndarray
     size_value: np.ndarray
+    leverage: np.ndarray
     entry_offset: np.ndarray
     valid_bars: np.ndarray
 

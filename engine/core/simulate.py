@@ -219,8 +219,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     stop_loss = combos.stop_loss[c]
     take_profit = combos.take_profit[c]
     trailing_stop = combos.trailing_stop[c]
-    # constants (1.0, 0.0, 0.0) when the run does not borrow: that code compiles away
-    leverage, borrow, maintenance = borrowing_terms(run.borrowing)
+    # constants (0.0, 0.0) when the run does not borrow: that code compiles away
+    borrow, maintenance = borrowing_terms(run.borrowing)
     # a constant ORDER_MARKET at market: the pending orders' code compiles away
     order_type, order_in_atr = order_type_of(run.entry_order)
     # a margin call is checked as the stops are
@@ -329,12 +329,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 # sizes read at entries only (fewer live values in the held loops)
                 vol = (realized_vol(close, t - 1, run.vol_window, run.ppy)
                        if run.vol_window else 0.0)
-                position, cash, entry_fill = open_position(cash, pending_side, open_[t],
-                                                           fee_rate, fixed_fee, slippage,
-                                                           run.size_type, combos.size_value[c],
-                                                           run.lot, stop_loss, vol, leverage,
-                                                           atr_stop(run.risk_atr, run.atr,
-                                                                    t - 1))
+                position, cash, entry_fill = open_position(
+                    cash, pending_side, open_[t], fee_rate, fixed_fee, slippage, run.size_type,
+                    combos.size_value[c], run.lot, stop_loss, vol, combos.leverage[c],
+                    atr_stop(run.risk_atr, run.atr, t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -351,12 +349,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                        if run.vol_window else 0.0)
                 # a limit fills at its price (or a better open): no slippage
                 slip = 0.0 if order_type == ORDER_LIMIT else slippage
-                position, cash, entry_fill = open_position(cash, order_side, price, fee_rate,
-                                                           fixed_fee, slip, run.size_type,
-                                                           combos.size_value[c], run.lot,
-                                                           stop_loss, vol, leverage,
-                                                           atr_stop(run.risk_atr, run.atr,
-                                                                    t - 1))
+                position, cash, entry_fill = open_position(
+                    cash, order_side, price, fee_rate, fixed_fee, slip, run.size_type,
+                    combos.size_value[c], run.lot, stop_loss, vol, combos.leverage[c],
+                    atr_stop(run.risk_atr, run.atr, t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -443,11 +439,10 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             if enter_side != 0 and position == 0.0:
                 entry_equity = cash
                 vol = realized_vol(close, t, run.vol_window, run.ppy) if run.vol_window else 0.0
-                position, cash, entry_fill = open_position(cash, enter_side, close[t],
-                                                           fee_rate, fixed_fee, slippage,
-                                                           run.size_type, combos.size_value[c],
-                                                           run.lot, stop_loss, vol, leverage,
-                                                           atr_stop(run.risk_atr, run.atr, t))
+                position, cash, entry_fill = open_position(
+                    cash, enter_side, close[t], fee_rate, fixed_fee, slippage, run.size_type,
+                    combos.size_value[c], run.lot, stop_loss, vol, combos.leverage[c],
+                    atr_stop(run.risk_atr, run.atr, t))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True

@@ -185,6 +185,8 @@ def sweep_portfolio_with(
         if name in params:
             raise SpecError(f"a portfolio enters at market only yet: remove the grid axis "
                             f"{name}")
+    if "leverage" in params:
+        raise SpecError("a portfolio does not borrow yet: remove the grid axis leverage")
     if strategy.signal is None:
         raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
     if not bars:

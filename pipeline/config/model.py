@@ -42,6 +42,7 @@ from ...engine.core import (
     WHOLE_AXES,
     Execution,
     check_stop,
+    leverage_column,
     order_columns,
     size_column,
 )
@@ -256,8 +257,11 @@ class Spec(BaseModel):
                 problem = next(filter(None, map(check, dict(axes)[key].tolist())), None)
                 if problem:
                     problems.append((f"grid.{key}", problem))
+        levered = dict(axes).get("leverage")
+        problems += leverage_problems(self.execution, levered, dict(axes).get("size_value"))
         problems += size_problems(self.execution.size, dict(axes).get("size_value"),
-                                  self.execution.leverage)
+                                  self.execution.leverage if levered is None
+                                  else float(np.max(levered)))
         problems += order_problems(self.execution.entry_order, dict(axes))
         if (self.execution.size.type == "risk" and self.execution.size.atr is None
                 and self.execution.stop_loss is None and "stop_loss" not in self.grid):
@@ -498,6 +502,26 @@ def size_problems(size, swept: np.ndarray | None,
     return []
 
 
+def leverage_problems(execution: Execution, swept: np.ndarray | None,
+                      size_values: np.ndarray | None) -> list[tuple[str, str]]:
+    """What the grid axis ``leverage`` (``swept``, None without) may not be, as the engine
+    refuses it (:func:`~barsweep.engine.core.leverage_column`), and a percent size above
+    a combo's leverage: ``(key, problem)``, or none."""
+    if swept is None:
+        return []
+    try:
+        leverage_column(execution, swept, 1)
+    except SpecError as err:
+        key, _, problem = str(err).partition(": ")
+        return [(key, problem)]
+    if (execution.size.type == "percent" and size_values is not None
+            and np.max(size_values) > np.min(swept)):
+        return [("grid.size_value", f"type percent takes a fraction of the cash up to the "
+                                    f"combo's leverage; size_value {np.max(size_values):g} "
+                                    f"meets leverage {np.min(swept):g}")]
+    return []
+
+
 def order_problems(order, axes: dict[str, np.ndarray]) -> list[tuple[str, str]]:
     """What the spec's entry order (``execution.entry_order``) and its grid axes
     (``entry_offset``, ``valid_bars`` in ``axes``) may not be, as the engine refuses them
@@ -530,14 +554,14 @@ def _strategy_problems(strategy: Strategy, expanded: dict,
     for key, values in expanded.items():
         if key in STOP_PARAMS:
             check = functools.partial(check_stop, key)
-        elif key == "size_value" or key in ORDER_AXES:
+        elif key in ("size_value", "leverage") or key in ORDER_AXES:
             continue  # checked with the size's type and the order's (:func:`size_problems`)
         elif key in names:
             check = strategy.param(key).check
         else:
             problems.append((f"grid.{key}", f"strategy {strategy.name!r} has no parameter "
                              f"{key!r}; its parameters: {listed} (and the stops "
-                             f"{', '.join(STOP_PARAMS)}, size_value, "
+                             f"{', '.join(STOP_PARAMS)}, size_value, leverage, "
                              f"{', '.join(ORDER_AXES)})"))
             continue
         reason = next(filter(None, map(check, values.tolist())), None)

@@ -187,4 +187,6 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
                          "portfolio.weight: remove the axis"))
     problems += [(f"grid.{name}", "a portfolio enters at market only yet: remove the axis")
                  for name in ORDER_AXES if name in spec.grid]
+    if "leverage" in spec.grid:
+        problems.append(("grid.leverage", "a portfolio does not borrow yet: remove the axis"))
     return problems

@@ -120,3 +120,36 @@ def test_bad_leverage_is_refused_in_one_line(settings, words):
         execution_of(settings)
     assert str(err.value).startswith(words), str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_leverage_as_a_grid_axis_equals_each_run_alone():
+    bars = random_bars(400, 13, gap=0.01)
+    grid = dict(fast=np.array([3, 3, 5, 5]), slow=np.array([12, 12, 20, 20]),
+                leverage=np.array([1.0, 2.5, 1.5, 4.0]), size_value=np.array([0.5, 2.0, 1.5, 3.0]))
+    execution = dict(fill="next_open", direction="both", fees=0.001, borrow_rate=0.2,
+                     maintenance_margin=0.2, size={"type": "percent"})
+    swept = sweep_block(get_strategy("ema_cross"), bars, grid, Execution(**execution), PPY)
+    for k in range(4):
+        alone = backtest(bars, "ema_cross", dict(fast=grid["fast"][k], slow=grid["slow"][k]),
+                         ppy=PPY, **{**execution, "leverage": float(grid["leverage"][k]),
+                                     "size": {"type": "percent",
+                                              "value": float(grid["size_value"][k])}})
+        assert dict(zip(METRICS, swept[k])) == pytest.approx(alone.metrics, nan_ok=True,
+                                                             rel=0, abs=0)
+    assert len(set(map(tuple, swept.tolist()))) == 4
+
+
+@pytest.mark.parametrize("execution, grid, words", [
+    ({}, {"leverage": [0.5, 2.0]}, "grid.leverage: leverage must be >= 1"),
+    ({"leverage": 2.0}, {"leverage": [1.0, 2.0]}, "execution.leverage: it is also a grid axis"),
+    ({"size": {"type": "percent"}}, {"leverage": [1.0, 2.0], "size_value": [1.5, 1.5]},
+     "grid.size_value: type percent takes a fraction of the cash up to the combo's leverage"),
+])
+def test_a_bad_leverage_axis_is_refused_naming_the_key(execution, grid, words):
+    bars = random_bars(50, 1)
+    n = len(grid["leverage"])
+    params = dict(fast=np.array([3] * n), slow=np.array([9] * n),
+                  **{k: np.array(v) for k, v in grid.items()})
+    with pytest.raises(SpecError) as err:
+        sweep_block(get_strategy("ema_cross"), bars, params, Execution(**execution), PPY)
+    assert str(err.value).startswith(words), str(err.value)

@@ -47,7 +47,7 @@ def main() -> None:
     for name in strategy_names():
         strategy = get_strategy(name)
         combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, len(strategy.params))),
-                        *[np.zeros(n)] * 5, np.zeros(n, dtype=np.int64))
+                        *[np.zeros(n)] * 6, np.zeros(n, dtype=np.int64))
         args = (bars, ind, typeof(combos), run, out)
         ptx, _ = cuda.compile_ptx(gpu.sweep_kernel(strategy).py_func, args, cc=CC)
         report[name] = {"ptx_chars": len(ptx), "fma": ptx.count("fma.rn.f64")}

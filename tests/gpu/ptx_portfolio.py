@@ -53,7 +53,7 @@ def arg_types(n_sym: int, n_params: int) -> tuple:
     bars = typeof(Bars(*[np.zeros(n)] * 6))
     table = typeof(np.asfortranarray(np.zeros((2, n))))
     combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, n_params)),
-                    *[np.zeros(n)] * 5, np.zeros(n, dtype=np.int64))
+                    *[np.zeros(n)] * 6, np.zeros(n, dtype=np.int64))
     run = run_settings(Execution(), 8760.0, np.zeros(n))
     index = np.zeros(n, dtype=np.int64)
     book = Book(index, index, index, Sizing(False, *[np.zeros((1, n_sym, n))] * 2,

@@ -39,7 +39,7 @@ def kernel_ptx(name: str) -> str:
     n = 8
     strategy = get_strategy(name)
     combos = Combos(np.zeros((n, 2), dtype=np.int64), np.zeros((n, len(strategy.params))),
-                    *[np.zeros(n)] * 5, np.zeros(n, dtype=np.int64))
+                    *[np.zeros(n)] * 6, np.zeros(n, dtype=np.int64))
     args = (typeof(Bars(*[np.zeros(n)] * 6)), typeof(np.asfortranarray(np.zeros((2, n)))),
             typeof(combos), typeof(run_settings(Execution(), 8760.0, np.zeros(n))),
             typeof(Outputs(np.zeros((n, N_METRICS)), np.zeros((n, 2, 2)))))

@@ -136,6 +136,11 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
     out.append(("ema_cross-limit_orders_as_grid_axes", "ema_cross", "open_both_limit", orders,
                 dict(fill="next_open", direction="both", fees=0.001, stop_loss=0.02,
                      entry_order={"type": "limit"})))
+    levered = _grid(fast=np.arange(3, 7), slow=np.arange(20, 44, 8),
+                    leverage=np.array([1.0, 2.0, 4.0]))
+    out.append(("ema_cross-leverage_as_a_grid_axis", "ema_cross", "open_both_levered", levered,
+                dict(fill="next_open", direction="both", fees=0.001, borrow_rate=0.5,
+                     maintenance_margin=0.3)))
     # fast and slow drawn from one set of periods: combos share indicator rows across slots
     shared = _grid(fast=np.arange(4, 20, 2), slow=np.arange(4, 20, 2))
     keep = shared["fast"] != shared["slow"]

@@ -193,6 +193,21 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
             return o
         return -cash / pos
 
+    def margin_level():
+        """The price where the position's equity is ``maintenance_margin`` of its value."""
+        cash, pos = state["cash"], state["pos"]
+        if pos > 0:
+            return -cash / (pos * (1 - maintenance_margin))
+        return cash / (-pos * (1 + maintenance_margin))
+
+    def stop_level():
+        """The tighter of the stop loss and trailing levels (the first the price meets)."""
+        e = state["entry"]
+        levels = [e["price"] * (1 - e["side"] * stop_loss)] if stop_loss else []
+        if trailing_stop:
+            levels.append(e["best"] * (1 - e["side"] * trailing_stop))
+        return max(levels) if e["side"] > 0 else min(levels)
+
     def margin_hit(t, o):
         """The price where bar t calls the position's margin (its equity below
         ``maintenance_margin`` of its value), or None."""
@@ -278,9 +293,12 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
             side = state["entry"]["side"]
             margin = margin_hit(t, bar_open)
             gapped = ruin is not None and state["cash"] + state["pos"] * bar_open <= 0
+            # which level the price reaches first (not where they fill: a bar that opens
+            # through both fills both at its open); a tie goes to the margin call
             stop_first = (hit is not None and hit[0] in ("stop", "trail")
                           and margin is not None
-                          and ((hit[1] > margin) if side > 0 else (hit[1] < margin)))
+                          and ((stop_level() > margin_level()) if side > 0
+                               else (stop_level() < margin_level())))
             if margin is not None and not gapped and not stop_first:
                 ruin, hit = None, ("margin", margin)
             if ruin is not None and hit is not None and hit[0] in ("stop", "trail"):
