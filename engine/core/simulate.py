@@ -326,8 +326,13 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             if pending_side != 0 and position == 0.0:
                 entry_equity = cash
-                position, cash, entry_fill = enter(cash, pending_side, open_[t], slippage,
-                                                   close, t - 1, combos, c, run)
+                # sizes read at entries only (fewer live values in the held loops)
+                vol = (realized_vol(close, t - 1, run.vol_window, run.ppy)
+                       if run.vol_window else 0.0)
+                position, cash, entry_fill = open_position(
+                    cash, pending_side, open_[t], fee_rate, fixed_fee, slippage, run.size_type,
+                    combos.size_value[c], run.lot, stop_loss, vol, combos.leverage[c],
+                    atr_stop(run.risk_atr, run.atr, t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -340,10 +345,14 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             price = order_fill(order_type, order_side, order_at, open_[t], high[t], low[t])
             if price > 0.0:
                 entry_equity = cash
+                vol = (realized_vol(close, t - 1, run.vol_window, run.ppy)
+                       if run.vol_window else 0.0)
                 # a limit fills at its price (or a better open): no slippage
                 slip = 0.0 if order_type == ORDER_LIMIT else slippage
-                position, cash, entry_fill = enter(cash, order_side, price, slip, close, t - 1,
-                                                   combos, c, run)
+                position, cash, entry_fill = open_position(
+                    cash, order_side, price, fee_rate, fixed_fee, slip, run.size_type,
+                    combos.size_value[c], run.lot, stop_loss, vol, combos.leverage[c],
+                    atr_stop(run.risk_atr, run.atr, t - 1))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -429,8 +438,11 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 filled = True
             if enter_side != 0 and position == 0.0:
                 entry_equity = cash
-                position, cash, entry_fill = enter(cash, enter_side, close[t], slippage, close,
-                                                   t, combos, c, run)
+                vol = realized_vol(close, t, run.vol_window, run.ppy) if run.vol_window else 0.0
+                position, cash, entry_fill = open_position(
+                    cash, enter_side, close[t], fee_rate, fixed_fee, slippage, run.size_type,
+                    combos.size_value[c], run.lot, stop_loss, vol, combos.leverage[c],
+                    atr_stop(run.risk_atr, run.atr, t))
                 entry_bar = t
                 extreme = entry_fill
                 filled = True
@@ -477,18 +489,6 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
 
     finalize(out.metrics[c], n - t0, run.ppy, init_cash, equity, ret_acc, dd_acc, trade_acc,
              n_exposed, (run.sum_b, run.sum_b2), ruined)
-
-
-@njit(cache=True)
-def enter(cash, side, price, slippage, close, last, combos, c, run):
-    """Open combo ``c``'s position of ``side`` at ``price``, sized as the run and the combo
-    say (:func:`open_position`), with the volatility and the ATR as of bar ``last`` (the
-    signal's close): ``(signed size, cash after, fill price)``. Read at entries only,
-    so the held loops carry none of the size's settings."""
-    vol = realized_vol(close, last, run.vol_window, run.ppy) if run.vol_window else 0.0
-    return open_position(cash, side, price, run.fee_rate, run.fixed_fee, slippage,
-                         run.size_type, combos.size_value[c], run.lot, combos.stop_loss[c],
-                         vol, combos.leverage[c], atr_stop(run.risk_atr, run.atr, last))
 
 
 @njit(inline="always", cache=True)
