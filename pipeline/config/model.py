@@ -489,50 +489,47 @@ def _rule_strategy(spec: RuleSpec, expanded: Mapping[str, np.ndarray]
         return None, [(key, message)]
 
 
+def _refused(check, *args) -> list[tuple[str, str]]:
+    """``check(*args)``'s refusal (an engine check raising ``SpecError("key: problem")``)
+    as the spec's ``[(key, problem)]``; none when it passes."""
+    try:
+        check(*args)
+    except SpecError as err:
+        key, _, problem = str(err).partition(": ")
+        return [(key, problem)]
+    return []
+
+
 def size_problems(size, swept: np.ndarray | None,
                   leverage: float = 1.0) -> list[tuple[str, str]]:
     """What the spec's size (``execution.size``) and its grid axis ``size_value``
     (``swept``, None without) may not be, as the engine refuses it
     (:func:`~barsweep.engine.core.size_column`): ``(key, problem)``, or none."""
-    try:
-        size_column(size, swept, 1, leverage)
-    except SpecError as err:
-        key, _, problem = str(err).partition(": ")
-        return [(key, problem)]
-    return []
+    return _refused(size_column, size, swept, 1, leverage)
 
 
 def leverage_problems(execution: Execution, swept: np.ndarray | None,
                       size_values: np.ndarray | None) -> list[tuple[str, str]]:
     """What the grid axis ``leverage`` (``swept``, None without) may not be, as the engine
     refuses it (:func:`~barsweep.engine.core.leverage_column`), and a percent size above
-    a combo's leverage: ``(key, problem)``, or none."""
+    a combo's leverage (some combo of the two axes' product): ``(key, problem)``, or none."""
     if swept is None:
         return []
-    try:
-        leverage_column(execution, swept, 1)
-    except SpecError as err:
-        key, _, problem = str(err).partition(": ")
-        return [(key, problem)]
-    if (execution.size.type == "percent" and size_values is not None
+    problems = _refused(leverage_column, execution, swept, 1)
+    if (not problems and execution.size.type == "percent" and size_values is not None
             and np.max(size_values) > np.min(swept)):
-        return [("grid.size_value", f"type percent takes a fraction of the cash up to the "
-                                    f"combo's leverage; size_value {np.max(size_values):g} "
-                                    f"meets leverage {np.min(swept):g}")]
-    return []
+        problems = [("grid.size_value", f"type percent takes a fraction of the cash up to "
+                                        f"the combo's leverage; size_value "
+                                        f"{np.max(size_values):g} meets leverage "
+                                        f"{np.min(swept):g}")]
+    return problems
 
 
 def order_problems(order, axes: dict[str, np.ndarray]) -> list[tuple[str, str]]:
     """What the spec's entry order (``execution.entry_order``) and its grid axes
     (``entry_offset``, ``valid_bars`` in ``axes``) may not be, as the engine refuses them
     (:func:`~barsweep.engine.core.order_columns`): ``(key, problem)``, or none."""
-    swept = {k: axes[k] for k in ORDER_AXES if k in axes}
-    try:
-        order_columns(order, swept, 1)
-    except SpecError as err:
-        key, _, problem = str(err).partition(": ")
-        return [(key, problem)]
-    return []
+    return _refused(order_columns, order, {k: axes[k] for k in ORDER_AXES if k in axes}, 1)
 
 
 def _whole(values: np.ndarray) -> bool:
