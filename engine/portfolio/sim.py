@@ -33,9 +33,12 @@ from numba import njit
 from ..core.fills import (
     CONFLICT_ENTRY,
     EXIT_END,
+    EXIT_MARGIN,
     EXIT_RUIN,
     EXIT_SIGNAL,
     EXIT_TARGET,
+    borrowing_terms,
+    realized_vol,
     resolve_signals,
     stop_exit,
 )
@@ -62,8 +65,13 @@ from .orders import (
     S_PENDING,
     S_POS,
     book_trade,
-    buy,
+    buying_power,
+    entry_units,
     open_position,
+    open_shares,
+    order_code,
+    order_exits,
+    order_side,
     rebalance_fill,
     sell,
 )
@@ -86,14 +94,15 @@ def member_bars(stacked):
 
 @njit(cache=True)
 def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing, lb, run,
-                trade_acc, sym, rec):
+                sizes, trade_acc, sym, rec):
     """Fill the orders in ``state[:, order_col]`` at ``px[column, i, t]`` (the open
     or the close): every exit, then the entries in the order of ``sizing`` while fewer
     than ``max_open`` positions are open, each with its target weight
     (:func:`~.weights.target_weight`, lookback index ``lb``; none when 0) of
-    the account's value marked at these prices before any of these orders. The order
-    and the weights are read at the close where the orders were decided: ``t`` (close)
-    or ``t - 1`` (open).
+    the account's value marked at these prices before any of these orders (times the
+    leverage), sized as ``sizes`` says (:func:`enter_orders`). The order and the weights
+    are read at the close where the orders were decided: ``t`` (close) or ``t - 1``
+    (open).
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym[i, 0]`` counts
     symbol ``i``'s closed trades and ``sym[i, 1]`` the bars they were held (marked);
@@ -105,23 +114,27 @@ def fill_orders(px, column, t, state, order_col, cash, n_open, max_open, sizing,
         if state[i, S_POS] != 0.0:
             value += state[i, S_POS] * px[column, i, t]
     for i in range(n_sym):
-        if state[i, order_col] < 0.0 and state[i, S_POS] != 0.0:
+        if order_exits(state[i, order_col]) and state[i, S_POS] != 0.0:
             cash, fill, net = sell(cash, state[i, S_POS], px[column, i, t], run.fee_rate,
                                    run.fixed_fee, run.slippage)
             trade_acc = book_trade(state, i, t, fill, net, EXIT_SIGNAL, t - state[i, S_BAR],
                                    trade_acc, sym, rec)
             n_open -= 1
     cash, n_open = enter_orders(px, column, t, state, order_col, cash, n_open, max_open,
-                                value, sizing, lb, run)
+                                value, sizing, lb, run, sizes)
     return cash, n_open, trade_acc
 
 
 @njit(inline="always", cache=True)
 def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value, sizing, lb,
-                 run):
+                 run, sizes):
     """The entries of :func:`fill_orders`, in the order of ``sizing``, each targeting
-    its weight of ``value`` (none when 0), read at the close where they were decided
-    (``t`` for the close, ``t - 1`` for the open); returns ``(cash, open positions)``.
+    its weight of ``value`` times the leverage (none when the weight is 0), read at the
+    close where they were decided (``t`` for the close, ``t - 1`` for the open), sized
+    by ``execution.size`` within that target (:func:`~.orders.entry_units`) and cut to
+    the buying power (:func:`~.orders.buying_power`, :func:`~.orders.open_shares`);
+    returns ``(cash, open positions)``. ``sizes``: the combo's ``(leverage, size value,
+    stop loss)``.
 
     Inlined into :func:`fill_orders`, which is not inlined into the per-bar loop: the
     orders' code inlined there made the loop of the compiled kernel 1.3 to 1.8 times
@@ -129,25 +142,35 @@ def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value,
     few bars, the call costs little there. :func:`liquidate` likewise.
     """
     decided = t if column == 1 else t - 1
+    leverage, size_value, stop_loss = sizes
     for r in range(state.shape[0]):
         i = entry_symbol(sizing, lb, r, decided)
-        if state[i, order_col] > 0.0 and state[i, S_POS] == 0.0 and n_open < max_open:
+        side = order_side(state[i, order_col])
+        if side != 0.0 and state[i, S_POS] == 0.0 and n_open < max_open:
             weight = target_weight(sizing, lb, i, decided, max_open)
             if weight <= 0.0:
                 continue
-            size, cash, fill, cost = buy(cash, weight * value, px[column, i, t],
-                                         run.fee_rate, run.fixed_fee, run.slippage)
+            price = px[column, i, t]
+            vol = (realized_vol(px[1, i], decided, run.vol_window, run.ppy)
+                   if run.vol_window else 0.0)
+            units = entry_units(run.size_type, size_value, value, weight * value * leverage,
+                                price, price * (1.0 + side * run.slippage), run.fee_rate,
+                                run.fixed_fee, stop_loss, vol)
+            size, cash, fill, cost = open_shares(
+                cash, buying_power(px, column, t, state, cash, leverage), side, units, price,
+                run.fee_rate, run.fixed_fee, run.slippage, run.lot)
             if size > 0.0:
-                open_position(state, i, t, size, fill, cost)
+                open_position(state, i, t, side * size, fill, cost)
                 n_open += 1
     return cash, n_open
 
 
 @njit(inline="always", cache=True)
-def close_orders(step, sbars, px, ind, rows, fparams, t, state, conflict):
-    """Each symbol's order at the close of bar ``t`` into ``state[:, S_ORDER]`` (-1 exit,
-    1 enter from flat, 0 none), each rule evaluated with its symbol's position state and
-    resolved with the conflict mode ``conflict`` (``fills.CONFLICT_MODES``).
+def close_orders(step, sbars, px, ind, rows, fparams, t, state, run):
+    """Each symbol's order at the close of bar ``t`` into ``state[:, S_ORDER]``
+    (:func:`~.orders.order_code`: exit, enter from flat or both; 0 none), each rule
+    evaluated with its symbol's position state and resolved with the run's directions and
+    conflict mode (``fills.resolve_signals``).
 
     Returns ``(how many symbols have an order, the positions' value at the close before
     any order)``.
@@ -163,9 +186,10 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state, conflict):
         long_entry, long_exit, short_entry, short_exit = step(
             ind[i], rows, fparams, sbars[i], t, position, state[i, S_FILL],
             int(state[i, S_BAR]))
-        exit_now, side = resolve_signals(position, True, False, conflict, long_entry,
-                                         long_exit, short_entry, short_exit)
-        order = -1.0 if exit_now else (1.0 if side > 0 else 0.0)
+        exit_now, side = resolve_signals(position, run.allow_long, run.allow_short,
+                                         run.conflict, long_entry, long_exit, short_entry,
+                                         short_exit)
+        order = order_code(exit_now, float(side))
         state[i, S_ORDER] = order
         if order != 0.0:
             n_orders += 1
@@ -174,7 +198,7 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state, conflict):
 
 
 @njit(inline="always", cache=True)
-def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
+def next_entry(scan, sbars, ind, rows, fparams, t, n, state, allow_long, allow_short):
     """The first bar >= ``t`` at which a symbol enters, all being flat; ``n`` when none
     does.
 
@@ -185,7 +209,8 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state):
     first = n
     for i in range(state.shape[0]):
         if state[i, S_NEXT] < t:
-            state[i, S_NEXT] = scan(ind[i], rows, fparams, sbars[i], t, n, True, False)
+            state[i, S_NEXT] = scan(ind[i], rows, fparams, sbars[i], t, n, allow_long,
+                                    allow_short)
         if state[i, S_NEXT] < first:
             first = int(state[i, S_NEXT])
     return first
@@ -198,10 +223,10 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym, rec):
 
     ``stops`` is ``(stop_loss, take_profit, trailing_stop)``, fractions (0: none); the
     levels, gaps and which fills first are ``fills.stop_exit``'s, from the position's
-    entry fill and its highest high ``state[i, S_EXTREME]``, as in a single-symbol
-    run. A stop or trailing exit sells at its price less ``slippage``, a target at its
-    price; fees as any exit. A position not stopped raises its highest high to this
-    bar's.
+    entry fill and its best price ``state[i, S_EXTREME]`` (a long's highest high, a
+    short's lowest low), as in a single-symbol run. A stop or trailing exit closes at its
+    price less ``slippage`` (a short: plus), a target at its price; fees as any exit. A
+    position not stopped moves its best price to this bar's.
 
     Returns ``(cash, open positions, trade accumulator)``; ``sym`` as
     :func:`fill_orders` counts.
@@ -209,8 +234,10 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym, rec):
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size != 0.0:
+            side = 1.0 if size > 0.0 else -1.0
             high = px[2, i, t]
-            reason, price = stop_exit(1.0, px[0, i, t], high, px[3, i, t], state[i, S_FILL],
+            low = px[3, i, t]
+            reason, price = stop_exit(side, px[0, i, t], high, low, state[i, S_FILL],
                                       state[i, S_EXTREME], stops[0], stops[1], stops[2], 0.0)
             if reason >= 0:
                 slip = 0.0 if reason == EXIT_TARGET else run.slippage
@@ -218,9 +245,55 @@ def stop_positions(px, t, state, stops, cash, n_open, run, trade_acc, sym, rec):
                 trade_acc = book_trade(state, i, t, fill, net, reason, t - state[i, S_BAR],
                                        trade_acc, sym, rec)
                 n_open -= 1
-            elif high > state[i, S_EXTREME]:
+            elif side > 0.0 and high > state[i, S_EXTREME]:
                 state[i, S_EXTREME] = high
+            elif side < 0.0 and low < state[i, S_EXTREME]:
+                state[i, S_EXTREME] = low
     return cash, n_open, trade_acc
+
+
+@njit(cache=True)
+def charge_positions(sbars, px, t, state, cash, funding, borrow):
+    """The cash after bar ``t``'s charges on the positions held through it: with
+    ``funding``, each position pays ``shares * close * funding_rate[t]`` (its symbol's;
+    a short receives a positive rate); each short pays ``borrow`` (a bar's rate) on its
+    value, then negative cash pays ``borrow`` on what it owes."""
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        if size != 0.0 and funding:
+            cash -= size * px[1, i, t] * sbars[i].funding[t]
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        if size < 0.0:
+            cash += size * px[1, i, t] * borrow
+    return cash - max(-cash, 0.0) * borrow
+
+
+@njit(cache=True)
+def margin_call(px, t, state, cash, n_open, maintenance, run, trade_acc, sym, rec):
+    """Close every position at ``close[t]`` (as signal exits: slippage, fees; exit reason
+    ``margin``) when the account's equity there is below ``maintenance`` times its gross
+    exposure ``sum(|shares| * close)`` (and above 0: :func:`liquidate` takes a ruin).
+
+    Returns ``(cash, open positions, trade accumulator)``.
+    """
+    equity = cash
+    gross = 0.0
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        if size != 0.0:
+            equity += size * px[1, i, t]
+            gross += abs(size) * px[1, i, t]
+    if equity <= 0.0 or equity >= maintenance * gross:
+        return cash, n_open, trade_acc
+    for i in range(state.shape[0]):
+        size = state[i, S_POS]
+        if size != 0.0:
+            cash, fill, net = sell(cash, size, px[1, i, t], run.fee_rate, run.fixed_fee,
+                                   run.slippage)
+            trade_acc = book_trade(state, i, t, fill, net, EXIT_MARGIN, t + 1 - state[i, S_BAR],
+                                   trade_acc, sym, rec)
+    return cash, 0, trade_acc
 
 
 @njit(inline="always", cache=True)
@@ -272,6 +345,10 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
     sizing = book.sizing
     stops = (combos.stop_loss[c], combos.take_profit[c], combos.trailing_stop[c])
     use_stops = stops[0] > 0.0 or stops[1] > 0.0 or stops[2] > 0.0
+    sizes = (combos.leverage[c], combos.size_value[c], stops[0])
+    # constants (0.0, 0.0) when the run does not borrow: that code compiles away
+    borrow, maintenance = borrowing_terms(run.borrowing)
+    charged = run.funding or borrow > 0.0
     for i in range(n_sym):
         for j in range(N_STATE):
             state[i, j] = 0.0
@@ -297,7 +374,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         # ``entry`` an entry and an exit together enter too: every bar is stepped)
         if n_open == 0 and n_pending == 0 and run.conflict != CONFLICT_ENTRY:
             start = t
-            t = next_entry(scan, sbars, ind, rows, fparams, t, n, state)
+            t = next_entry(scan, sbars, ind, rows, fparams, t, n, state, run.allow_long,
+                           run.allow_short)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
                 record_flat(rec, start, t, equity)
@@ -309,30 +387,32 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         if n_pending > 1:  # 1. queued orders fill at this open (2: with a rebalance)
             cash, n_open, trade_acc = rebalance_fill(px, 0, t, state, S_PENDING, cash,
                                                      n_open, max_open, sizing, lb, run,
-                                                     trade_acc, sym, rec)
+                                                     sizes[0], trade_acc, sym, rec)
             n_pending = 0
         elif n_pending > 0:
             cash, n_open, trade_acc = fill_orders(px, 0, t, state, S_PENDING, cash, n_open,
-                                                  max_open, sizing, lb, run, trade_acc, sym,
-                                                  rec)
+                                                  max_open, sizing, lb, run, sizes, trade_acc,
+                                                  sym, rec)
             n_pending = 0
         if use_stops and n_open > 0:  # 2. each position's stops inside the bar
             cash, n_open, trade_acc = stop_positions(px, t, state, stops, cash, n_open, run,
                                                      trade_acc, sym, rec)
+        if charged and n_open > 0:  # 2b. funding and borrowing on what is held
+            cash = charge_positions(sbars, px, t, state, cash, run.funding, borrow)
         # 3. each symbol's rule at the close
-        n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state,
-                                      run.conflict)
+        n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state, run)
         rebal = r >= 0 and n_open > 0 and book.rebalance_bars[r, t]
         if n_orders > 0 or rebal:
             if not run.next_open:
                 if rebal:
                     cash, n_open, trade_acc = rebalance_fill(px, 1, t, state, S_ORDER, cash,
                                                              n_open, max_open, sizing, lb,
-                                                             run, trade_acc, sym, rec)
+                                                             run, sizes[0], trade_acc, sym,
+                                                             rec)
                 else:
                     cash, n_open, trade_acc = fill_orders(px, 1, t, state, S_ORDER, cash,
                                                           n_open, max_open, sizing, lb,
-                                                          run, trade_acc, sym, rec)
+                                                          run, sizes, trade_acc, sym, rec)
             elif t + 1 < n:
                 for i in range(n_sym):
                     state[i, S_PENDING] = state[i, S_ORDER]
@@ -347,6 +427,11 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         equity = cash + held
         if n_open > 0:
             n_exposed += 1
+        if maintenance > 0.0 and n_open > 0:  # a margin call closes every position
+            cash, n_open, trade_acc = margin_call(px, t, state, cash, n_open, maintenance,
+                                                  run, trade_acc, sym, rec)
+            if n_open == 0:
+                equity = cash
         if equity <= 0.0:  # ruin: liquidated at this close, nothing more is traded
             trade_acc = liquidate(px, t, state, trade_acc, sym, rec, EXIT_RUIN)
             n_open = 0

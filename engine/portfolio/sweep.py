@@ -121,22 +121,22 @@ def equal_weight_benchmark(closes: np.ndarray) -> np.ndarray:
     return out
 
 
-def check_portfolio_execution(execution: Execution) -> None:
-    """Refuse what portfolios do not model yet: shorts, funding, sizes other than its
-    weights' (``execution.size``, ``execution.lot``), leverage and margin."""
-    if execution.direction != "long":
-        raise SpecError("a portfolio trades long only: set execution.direction: long")
-    if execution.funding:
-        raise SpecError("a portfolio pays no funding: set execution.funding: false")
-    if execution.size.type != "all" or execution.lot is not None:
-        raise SpecError("a portfolio sizes its positions by portfolio.weight: remove "
-                        "execution.size and execution.lot")
-    if (execution.leverage != 1.0 or execution.borrow_rate
-            or execution.maintenance_margin is not None):
-        raise SpecError("a portfolio does not borrow yet: remove execution.leverage, "
-                        "borrow_rate and maintenance_margin")
+def check_portfolio_execution(execution: Execution, rebalances: bool = False) -> None:
+    """Refuse what portfolios do not model: pending entry orders, ATR distances (each
+    member would have its own ATR), and, when the spec rebalances (``rebalances``),
+    shorts and sizes other than the weights' (a rebalance re-targets every position to
+    its weight)."""
     if execution.entry_order.type != "market":
-        raise SpecError("a portfolio enters at market only yet: remove execution.entry_order")
+        raise SpecError("a portfolio enters at market only: remove execution.entry_order")
+    if execution.size.atr is not None:
+        raise SpecError("a portfolio's risk size measures its stop by stop_loss: remove "
+                        "execution.size.atr")
+    if rebalances and execution.direction != "long":
+        raise SpecError("a rebalanced portfolio trades long only: set execution.direction: "
+                        "long or remove portfolio.rebalance")
+    if rebalances and (execution.size.type != "all" or execution.lot is not None):
+        raise SpecError("a rebalance re-targets each position to its portfolio.weight: "
+                        "remove execution.size and execution.lot or portfolio.rebalance")
 
 
 def max_positions_column(max_positions, n_combos: int, n_symbols: int) -> np.ndarray:
@@ -177,16 +177,12 @@ def sweep_portfolio_with(
     if seg_sums is not None and spans is not None and len(spans) != 1:
         raise ValueError("seg_sums are summed over one run: give one span at most")
     execution = execution_of(execution)
-    check_portfolio_execution(execution)
-    if "size_value" in params:
-        raise SpecError("a portfolio sizes its positions by portfolio.weight: remove the "
-                        "grid axis size_value")
+    check_portfolio_execution(execution, rebalance is not None and any(
+        r is not None for r in np.atleast_1d(np.asarray(rebalance, dtype=object))))
     for name in ORDER_AXES:
         if name in params:
-            raise SpecError(f"a portfolio enters at market only yet: remove the grid axis "
+            raise SpecError(f"a portfolio enters at market only: remove the grid axis "
                             f"{name}")
-    if "leverage" in params:
-        raise SpecError("a portfolio does not borrow yet: remove the grid axis leverage")
     if strategy.signal is None:
         raise SpecError(f"{strategy.name} has no signal: a portfolio needs one")
     if not bars:

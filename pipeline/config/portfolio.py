@@ -156,8 +156,8 @@ def rebalance_periods(params: dict[str, np.ndarray], section: str | None):
 def portfolio_problems(spec) -> list[tuple[str, str]]:
     """What a spec with a ``portfolio`` section may not hold: fewer than two
     symbols, more than the CUDA kernel takes with ``run.backend: cuda``, a priority
-    naming others, a ``vol_lookback`` nothing reads, shorts or funding (one problem
-    each)."""
+    naming others, a ``vol_lookback`` nothing reads, execution settings a portfolio
+    does not model (``check_portfolio_execution``; one problem each)."""
     if spec.portfolio is None:
         return []
     problems = []
@@ -178,15 +178,14 @@ def portfolio_problems(spec) -> list[tuple[str, str]]:
     if len(members(spec)) < 2:
         problems.append(("portfolio.symbols", f"a portfolio needs at least two symbols, got "
                          f"{members(spec)}: list them in portfolio.symbols or data.symbols"))
+    rebalances = section.rebalance is not None or any(k in spec.grid for k in REBALANCE_AXES)
     try:
-        check_portfolio_execution(spec.execution)
+        check_portfolio_execution(spec.execution, rebalances)
     except SpecError as err:
         problems.append(("execution", str(err)))
-    if "size_value" in spec.grid:
-        problems.append(("grid.size_value", "a portfolio sizes its positions by "
-                         "portfolio.weight: remove the axis"))
-    problems += [(f"grid.{name}", "a portfolio enters at market only yet: remove the axis")
+    problems += [(f"grid.{name}", "a portfolio enters at market only: remove the axis")
                  for name in ORDER_AXES if name in spec.grid]
-    if "leverage" in spec.grid:
-        problems.append(("grid.leverage", "a portfolio does not borrow yet: remove the axis"))
+    if rebalances and "size_value" in spec.grid:
+        problems.append(("grid.size_value", "a rebalance re-targets each position to its "
+                         "portfolio.weight: remove the axis"))
     return problems

@@ -3,11 +3,13 @@ account, written with loops and dicts, independent of the engine's kernels.
 
 ``signals[symbol](t, position, entry_price, entry_bar)`` gives that symbol's
 ``(long_entry, long_exit, short_entry, short_exit)`` at the close of bar ``t``; the
-portfolio trades long only. ``rebalance`` (e.g. ``"1M"``) re-targets the held positions
-on the first bar of each calendar period, read from the bars' ``time`` with datetime.
-portfolio trades long only. Stops are checked on each held symbol's own bar after the
-open's fills and before the close's rules, from the entry fill and the highest high
-since entry, written out here rather than taken from the engine or reference.py.
+portfolio trades the sides ``direction`` allows, a position a signed number of shares.
+``rebalance`` (e.g. ``"1M"``) re-targets the held positions on the first bar of each
+calendar period, read from the bars' ``time`` with datetime. Stops are checked on each
+held symbol's own bar after the open's fills and before the close's rules, from the
+entry fill and the best price since entry (a long's highest high, a short's lowest low),
+written out here rather than taken from the engine or reference.py. Funding and
+borrowing are charged after the stops, a margin call is checked at the close.
 """
 
 from __future__ import annotations
@@ -73,10 +75,12 @@ def ref_priority(bars, t, priority, lookback):
 
 
 def stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop):
-    """(reason, price) of the stop that bar ``t`` of ``bars`` reaches for a long
-    ``position`` (its ``fill`` and its ``best`` high since entry), or None: the tighter of
-    stop loss and trailing stop (ties: stop loss) before the target, each at the open
-    when the bar opens through it."""
+    """(reason, price) of the stop that bar ``t`` of ``bars`` reaches for ``position``
+    (its ``fill`` and its ``best`` price since entry), or None: the tighter of stop loss
+    and trailing stop (ties: stop loss) before the target, each at the open when the bar
+    opens through it."""
+    if position["size"] < 0:
+        return short_stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop)
     o, h, lo = bars["open"][t], bars["high"][t], bars["low"][t]
     levels = []
     if stop_loss:
@@ -98,10 +102,52 @@ def stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop):
     return None
 
 
+def short_stop_hit(position, bars, t, stop_loss, take_profit, trailing_stop):
+    """:func:`stop_hit` of a short: levels above its fill and its lowest low, the lower
+    of them first (ties: stop loss), the target below."""
+    o, h, lo = bars["open"][t], bars["high"][t], bars["low"][t]
+    levels = []
+    if stop_loss:
+        levels.append((position["fill"] * (1 + stop_loss), "stop"))
+    if trailing_stop:
+        levels.append((position["best"] * (1 + trailing_stop), "trail"))
+    if levels:
+        level, reason = min(levels, key=lambda x: (x[0], x[1] != "stop"))
+        if o >= level:
+            return reason, o
+        if h >= level:
+            return reason, level
+    if take_profit:
+        target = position["fill"] * (1 - take_profit)
+        if o <= target:
+            return "target", o
+        if lo <= target:
+            return "target", target
+    return None
+
+
+def ref_units(size, size_value, value, fill_price, fees, fixed_fee, stop_loss, vol):
+    """The shares an entry of ``size`` wants, the account's value ``value`` in place of a
+    single-symbol run's cash (None: ``all``, the weight's target)."""
+    if size == "all":
+        return None
+    if size in ("percent", "vol_target"):
+        worth = value * (size_value if size == "percent" else size_value / vol)
+        return (worth - fixed_fee) / (fill_price * (1 + fees))
+    if size == "cash":
+        return size_value / fill_price
+    if size == "quantity":
+        return size_value
+    return size_value * value / (stop_loss * fill_price)  # risk
+
+
 def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                   slippage=0.0, fill="close", max_positions=None, ppy=252.0,
                   rebalance=None, weight="equal", lookback=20, priority=None,
-                  stop_loss=None, take_profit=None, trailing_stop=None, conflict="opposite"):
+                  stop_loss=None, take_profit=None, trailing_stop=None, conflict="opposite",
+                  direction="long", funding=False, leverage=1.0, borrow_rate=0.0,
+                  maintenance_margin=None, size="all", size_value=None, lot=None,
+                  window=20):
     """Run the portfolio; returns a dict with ``metrics`` (by name), ``equity`` (list),
     ``trades`` (list of dicts with the exit ``reason``: signal, stop, target, trail,
     end, ruin), ``held`` (list: each bar's ``{symbol: shares}`` at the close),
@@ -109,8 +155,16 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
     the weight where a rule's entry was ordered (or a position re-targeted), 0 where its
     exit was, NaN elsewhere; stops are not in it), ``call_seq`` (ndarray (n_bars, N),
     int: each bar's columns in the order their orders filled, the others after) and
-    ``benchmark`` (the equal-weight buy-and-hold level)."""
+    ``benchmark`` (the equal-weight buy-and-hold level).
+
+    ``direction``, ``funding`` (each symbol's ``bars[s]["funding_rate"]``), ``leverage``,
+    ``borrow_rate`` (a year), ``maintenance_margin``, ``size`` / ``size_value`` /
+    ``lot`` and ``window`` (``vol_target``'s bars) as docs/EXECUTION.md, "Portfolios:
+    shorts, leverage, funding and sizes", says: an entry targets ``w * V * leverage``,
+    any other size is capped there, every entry is cut to the buying power
+    ``leverage * V - gross``."""
     symbols = list(bars)
+    size_type = size
     n = len(bars[symbols[0]]["close"])
     slots = len(symbols) if max_positions is None else min(max_positions, len(symbols))
     account = {"cash": init_cash}
@@ -133,31 +187,47 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
 
     def sell(s, size, price, partial=False, slip=None):
         """Cash received for ``size`` shares at ``price`` less ``slip`` (default:
-        slippage); a partial sale that its fees would eat is not made (None)."""
-        fill_price = price * (1 - (slippage if slip is None else slip))
+        slippage); a negative ``size`` buys them back (at ``price`` plus ``slip``); a
+        partial sale that its fees would eat is not made (None)."""
+        side = 1 if size > 0 else -1
+        fill_price = price * (1 - side * (slippage if slip is None else slip))
         proceeds = size * fill_price
-        received = proceeds - proceeds * fees - fixed_fee
+        received = proceeds - abs(proceeds) * fees - fixed_fee
         if partial and received < 0:
             return None
         account["cash"] += received
         return received
 
     def sell_all(s, price, reason, t, slip=None):
-        """Close ``s`` at ``price`` less ``slip`` at bar ``t`` and book the trade."""
+        """Close ``s`` at ``price`` (less ``slip`` for a long, plus it for a short) at bar
+        ``t`` and book the trade."""
+        side = 1 if held[s]["size"] > 0 else -1
         received = sell(s, held[s]["size"], price, slip=slip)
-        book(s, received, reason, t, price * (1 - (slippage if slip is None else slip)))
+        book(s, received, reason, t, price * (1 - side * (slippage if slip is None else slip)))
 
-    def buy(size, price):
-        """(shares, cost, fill) of buying ``size`` shares, or what the cash pays for."""
-        price = price * (1 + slippage)
+    def power(prices):
+        """The buying power: ``leverage`` times the account's value less its gross
+        exposure, at ``prices`` (the cash, long only at leverage 1)."""
+        value = account["cash"] + sum(p["size"] * prices[s] for s, p in held.items())
+        gross = sum(abs(p["size"]) * prices[s] for s, p in held.items())
+        return leverage * value - gross
+
+    def buy(size, price, prices, side=1):
+        """(shares, cash spent, fill) of opening or adding ``size`` shares of ``side``
+        (a short sells them), cut to what the buying power pays for (fees included),
+        then to whole lots."""
+        price = price * (1 + side * slippage)
         cost = size * price + size * price * fees + fixed_fee
-        if cost > account["cash"]:
-            size = (account["cash"] - fixed_fee) / (1 + fees) / price
-            cost = account["cash"]
+        afford = power(prices)
+        if cost > afford:
+            size = (afford - fixed_fee) / (1 + fees) / price
+        if lot:
+            size = math.floor(size / lot) * lot
         if size <= 0:
             return 0.0, 0.0, price
-        account["cash"] -= cost
-        return size, cost, price
+        spent = side * size * price + size * price * fees + fixed_fee
+        account["cash"] -= spent
+        return size, spent, price
 
     def fill_orders(orders, rebalancing, column, t):
         decided = t if column == "close" else t - 1  # the close where they were decided
@@ -169,30 +239,43 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             weights = ref_weights(bars, decided, slots, lookback)
         calls, buys = [], []  # buys: (order value, symbol's index, shares to buy)
         for j, s in enumerate(symbols):  # every sell first
-            if orders.get(s) == "exit" and s in held:
+            if orders.get(s, (False, 0))[0] and s in held:
                 calls.append(j)
                 targets[t, j] = 0.0
                 sell_all(s, prices[s], "signal", t)
             elif s in held and rebalancing and weights[s] > 0:
                 targets[t, j] = weights[s]
-                change = weights[s] * value / prices[s] - held[s]["size"]
+                change = weights[s] * value * leverage / prices[s] - held[s]["size"]
                 received = sell(s, -change, prices[s], partial=True) if change < 0 else None
                 if received is not None:
                     calls.append(j)
                     held[s]["cost"] -= received
                     held[s]["size"] -= -change
                 elif change > 0:
-                    buys.append((weights[s] * value - held[s]["size"] * prices[s], j, change))
+                    buys.append((weights[s] * value * leverage - held[s]["size"] * prices[s],
+                                 j, change))
         for s in ref_priority(bars, decided, priority, lookback):  # entries, by priority
-            if orders.get(s) == "enter" and s not in held and weights[s] > 0:
-                buys.append((weights[s] * value, symbols.index(s),
-                             weights[s] * value / prices[s]))
+            side = orders.get(s, (False, 0))[1]
+            if side and s not in held and weights[s] > 0:
+                target = weights[s] * value * leverage
+                fill_price = prices[s] * (1 + side * slippage)
+                vol = None
+                if size_type == "vol_target":
+                    vol = ref_vol(bars[s]["close"], decided, window)
+                    if not vol:
+                        continue  # too few bars to measure (or none moved): no entry
+                    vol *= math.sqrt(ppy)
+                units = ref_units(size_type, size_value, value, fill_price, fees, fixed_fee,
+                                  stop_loss, vol)
+                cap = target / prices[s]
+                units = cap if units is None else min(units, cap)
+                buys.append((target, symbols.index(s), units, side))
         if rebalancing:  # on a rebalance bar every buy by its order value, smaller first
             buys.sort()
-        for _, j, change in buys:
+        for _, j, change, *side in buys:
             s = symbols[j]
             if s in held:
-                size, cost, price = buy(change, prices[s])
+                size, cost, price = buy(change, prices[s], prices)
                 held[s]["size"] += size
                 held[s]["cost"] += cost
                 held[s]["basis"] += size * price
@@ -200,10 +283,11 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
             elif len(held) < slots:
                 calls.append(j)
                 targets[t, j] = weights[s]
-                size, cost, price = buy(change, prices[s])
+                size, cost, price = buy(change, prices[s], prices, side[0])
                 if size > 0:
-                    held[s] = {"size": size, "fill": price, "bar": t, "cost": cost,
-                               "basis": size * price, "best": price}
+                    held[s] = {"size": side[0] * size, "fill": price, "bar": t,
+                               "cost": cost, "basis": size * price, "best": price}
+        calls = list(dict.fromkeys(calls))  # a reversal's symbol: at its first order
         call_seq[t] = calls + [j for j in range(len(symbols)) if j not in calls]
 
     equity, exposed, ruined, pending, shares = [], 0, False, (), []
@@ -218,23 +302,37 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         for s in symbols:  # stops inside the bar, on each held symbol's own bar
             if s in held:
                 hit = stop_hit(held[s], bars[s], t, stop_loss, take_profit, trailing_stop)
-                if hit is None:
+                if hit is None and held[s]["size"] > 0:
                     held[s]["best"] = max(held[s]["best"], bars[s]["high"][t])
+                elif hit is None:
+                    held[s]["best"] = min(held[s]["best"], bars[s]["low"][t])
                 else:
                     reason, price = hit
                     sell_all(s, price, reason, t, 0.0 if reason == "target" else None)
                     trades[-1]["gap"] = price == bars[s]["open"][t]
-        orders = {}
+        rate = borrow_rate / ppy  # funding and borrowing on what is held through the bar
+        for s, p in held.items():
+            if funding:
+                account["cash"] -= p["size"] * bars[s]["close"][t] * bars[s]["funding_rate"][t]
+        for s, p in held.items():
+            if p["size"] < 0:
+                account["cash"] -= -p["size"] * bars[s]["close"][t] * rate
+        if held:
+            account["cash"] -= max(-account["cash"], 0.0) * rate
+        orders = {}  # symbol -> (exit?, side entered: 1, -1 or 0)
         for s in symbols:
             p = held.get(s)
-            long_entry, long_exit, _, _ = signals[s](
-                t, p["size"] if p else 0.0, p["fill"] if p else math.nan, p["bar"] if p else 0)
-            long_entry, long_exit = ref_conflict(conflict, p["size"] if p else 0.0,
-                                                 long_entry, long_exit)
-            if p and long_exit:
-                orders[s] = "exit"
-            elif not p and long_entry:
-                orders[s] = "enter"
+            pos = p["size"] if p else 0.0
+            long_entry, long_exit, short_entry, short_exit = signals[s](
+                t, pos, p["fill"] if p else math.nan, p["bar"] if p else 0)
+            long_entry, long_exit = ref_conflict(conflict, pos, long_entry, long_exit)
+            short_entry, short_exit = ref_conflict(conflict, pos, short_entry, short_exit)
+            leave = (pos > 0 and long_exit) or (pos < 0 and short_exit)
+            go_long = (not p or leave) and long_entry and direction != "short"
+            go_short = (not p or leave) and short_entry and direction != "long"
+            side = 1 if go_long and not go_short else -1 if go_short and not go_long else 0
+            if leave or side:
+                orders[s] = (leave, side)
         rebalance_now = rebalancing[t] and bool(held)
         if (orders or rebalance_now) and fill == "close":
             fill_orders(orders, rebalance_now, "close", t)
@@ -243,7 +341,13 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         for s in held:
             bars_held[s] += 1
         exposed += bool(held)
-        value = account["cash"] + sum(p["size"] * bars[s]["close"][t] for s, p in held.items())
+        closes = {s: bars[s]["close"][t] for s in symbols}
+        value = account["cash"] + sum(p["size"] * closes[s] for s, p in held.items())
+        gross = sum(abs(p["size"]) * closes[s] for s, p in held.items())
+        if value > 0 and maintenance_margin and value < maintenance_margin * gross:
+            for s in list(held):  # a margin call: every position closed at the close
+                sell_all(s, closes[s], "margin", t)
+            value = account["cash"]
         if value <= 0:
             for s in list(held):
                 book(s, held[s]["size"] * bars[s]["close"][t], "ruin", t)
