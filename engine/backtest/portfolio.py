@@ -41,8 +41,8 @@ class PortfolioResult:
         Each symbol's shares held at each close (a column per symbol; 0 when flat).
     trades : pandas.DataFrame
         One row per round trip, in the order they closed: ``symbol`` and the columns of
-        :attr:`BacktestResult.trades` (side always +1 long; exit reason signal, end or
-        ruin).
+        :attr:`BacktestResult.trades` (side +1 long, -1 short; exit reason signal, stop,
+        target, trail, margin, end or ruin).
     close : pandas.DataFrame
         Each symbol's close (a column per symbol).
     execution : Execution
@@ -139,8 +139,10 @@ def backtest_portfolio(
         the equal-weight hold bought at ``start``; the traces cover the span. None:
         every bar.
     **execution
-        ``fill``, ``fees``, ``fixed_fee``, ``slippage``, ``init_cash``, the stops (long
-        only, no funding).
+        As :func:`~barsweep.engine.dispatch.sweep_portfolio`'s ``execution``: ``fill``,
+        the costs, ``init_cash``, the stops, ``direction``, ``funding`` (each symbol's
+        ``funding_rate``), ``size``, ``lot``, ``leverage``, ``borrow_rate``,
+        ``maintenance_margin`` (docs/EXECUTION.md, "Portfolios").
 
     Examples
     --------
@@ -158,7 +160,7 @@ def backtest_portfolio(
     params = dict(params or {})
     strat = strategy_of(strategy, params)
     strat.validate(params)
-    columns, time_ns = _member_columns(bars)
+    columns, time_ns = _member_columns(bars, exe.funding)
     n_bars = len(next(iter(columns.values()))["close"])
     if n_bars == 0:
         raise SpecError("backtest_portfolio(): the bars are empty; metrics need a bar")
@@ -200,9 +202,11 @@ def backtest_portfolio(
         _bars=(columns, time_ns, span))
 
 
-def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray | None]:
-    """Each symbol's bar columns (:func:`~barsweep.engine.backtest.single.bar_columns`) and the
-    times they share; SpecError when they are not aligned."""
+def _member_columns(bars, funding: bool = False,
+                    ) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray | None]:
+    """Each symbol's bar columns (:func:`~barsweep.engine.backtest.single.bar_columns`; its
+    funding rates with ``funding``) and the times they share; SpecError when they are not
+    aligned."""
     if hasattr(bars, "data_vars") and "symbol" in bars.dims:  # xarray.Dataset
         bars = {str(s): bars.sel(symbol=s) for s in bars["symbol"].values}
     if not isinstance(bars, Mapping) or not bars:
@@ -210,7 +214,7 @@ def _member_columns(bars) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray 
                         "bars, at least one symbol")
     columns, times = {}, {}
     for symbol, one in bars.items():
-        columns[str(symbol)], times[str(symbol)] = bar_columns(one, False)
+        columns[str(symbol)], times[str(symbol)] = bar_columns(one, funding)
     lengths = {s: len(c["close"]) for s, c in columns.items()}
     first = next(iter(times))
     for symbol, time in times.items():

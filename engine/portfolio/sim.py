@@ -58,6 +58,7 @@ from .orders import (
     N_STATE,
     N_SYMBOL_METRICS,
     S_BAR,
+    S_COST,
     S_EXTREME,
     S_FILL,
     S_NEXT,
@@ -257,15 +258,21 @@ def charge_positions(sbars, px, t, state, cash, funding, borrow):
     """The cash after bar ``t``'s charges on the positions held through it: with
     ``funding``, each position pays ``shares * close * funding_rate[t]`` (its symbol's;
     a short receives a positive rate); each short pays ``borrow`` (a bar's rate) on its
-    value, then negative cash pays ``borrow`` on what it owes."""
+    value, then negative cash pays ``borrow`` on what it owes. A position's funding and
+    borrow fee count in its trade (its ``S_COST``); the interest on the account's
+    borrowed cash does not."""
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size != 0.0 and funding:
-            cash -= size * px[1, i, t] * sbars[i].funding[t]
+            paid = size * px[1, i, t] * sbars[i].funding[t]
+            cash -= paid
+            state[i, S_COST] += paid
     for i in range(state.shape[0]):
         size = state[i, S_POS]
         if size < 0.0:
-            cash += size * px[1, i, t] * borrow
+            paid = -size * px[1, i, t] * borrow
+            cash -= paid
+            state[i, S_COST] += paid
     return cash - max(-cash, 0.0) * borrow
 
 

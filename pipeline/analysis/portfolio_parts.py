@@ -40,6 +40,8 @@ def member_bars(spec) -> tuple[dict[str, dict[str, np.ndarray]], pd.Index]:
     for symbol in spec.data.symbols:
         ds = stored_bars(spec, symbol)
         bars[symbol] = {k: ds[k].values.ravel() for k in _COLUMNS}
+        if "funding_rate" in ds:  # what execution.funding reads
+            bars[symbol]["funding_rate"] = ds["funding_rate"].values.ravel()
         if "time" in ds.coords and ds["time"].dtype.kind == "M":  # rebalancing reads it
             bars[symbol]["time"] = ds["time"].values.astype("datetime64[ns]").view("int64")
         if index is None:

@@ -135,9 +135,14 @@ def test_one_symbol_is_the_single_symbol_run(universe, execution):
 def test_refusals(universe):
     strategy = get_strategy("ema_cross")
     params = dict(fast=np.array([5]), slow=np.array([20]))
-    for execution in (dict(direction="both"), dict(funding=True)):
-        with pytest.raises(SpecError):
-            sweep_portfolio(strategy, universe, params, Execution(**execution), PPY)
+    for execution, match in ((dict(direction="both"), "rebalanced portfolio trades long"),
+                             (dict(lot=1.0), "re-targets each position")):
+        with pytest.raises(SpecError, match=match):
+            sweep_portfolio(strategy, universe, params, Execution(**execution), PPY,
+                            rebalance="1W")
+    with pytest.raises(SpecError, match="market only"):
+        sweep_portfolio(strategy, universe, params,
+                        Execution(entry_order=dict(type="stop", offset=0.01)), PPY)
     with pytest.raises(SpecError, match="max_positions"):
         sweep_portfolio(strategy, universe, params, Execution(), PPY, max_positions=0)
     short = {s: {k: v[:100] for k, v in b.items()} for s, b in universe.items()}

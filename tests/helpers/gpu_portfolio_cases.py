@@ -1,7 +1,8 @@
 """CUDA-vs-CPU portfolio cases, sized for the simulator: 4 symbols, ``ema_cross`` and a
 rule reading the position state, fills at the close and at the next open, fees, fixed
-fees and slippage, ``max_positions`` as one value and per combo, and one case where the
-account is ruined."""
+fees and slippage, ``max_positions`` as one value and per combo, one case where the
+account is ruined, and one trading both sides with funding, leverage, borrowing, margin
+calls and a percent size in lots."""
 
 from __future__ import annotations
 
@@ -49,6 +50,10 @@ EXECUTIONS = {
     "ruin": dict(fill="close", init_cash=100.0, fixed_fee=30.0),
     "stops": dict(fill="next_open", fees=0.0005, slippage=0.0003, stop_loss=0.01,
                   take_profit=0.02, trailing_stop=0.015),
+    # shorts, funding, leverage with borrowing and margin calls, a size within the weight
+    "account": dict(fill="next_open", direction="both", funding=True, fees=0.0005,
+                    slippage=0.0003, leverage=3.0, borrow_rate=0.5, maintenance_margin=0.3,
+                    size=dict(type="percent", value=0.9), lot=0.5, stop_loss=0.03),
 }
 
 #: Cases run with more of sweep_portfolio's settings: weekly rebalancing to
@@ -76,6 +81,7 @@ def cases() -> list[tuple[str, str, dict, str, object]]:
     out.append(("ema_cross-ruin-all", "ema_cross", PARAMS["ema_cross"], "ruin", None))
     for name in PARAMS:
         out.append((f"{name}-stops-two", name, PARAMS[name], "stops", 2))
+        out.append((f"{name}-account-all", name, PARAMS[name], "account", None))
     out.append(("ema_cross-close_fees-rebalance", "ema_cross", PARAMS["ema_cross"],
                 "close_fees", 2))
     return out

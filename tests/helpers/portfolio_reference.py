@@ -182,7 +182,8 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         pnl = received - p["cost"]  # every sell's net proceeds less every buy's cost
         trades.append({"symbol": symbol, "pnl": pnl, "ret": pnl / p["basis"],
                        "reason": reason, "price": price, "entry_bar": p["bar"],
-                       "exit_bar": t, "size": p["size"]})
+                       "exit_bar": t, "size": abs(p["size"]),
+                       "side": 1 if p["size"] > 0 else -1})
         n_trades[symbol] += 1
 
     def sell(s, size, price, partial=False, slip=None):
@@ -311,12 +312,16 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
                     sell_all(s, price, reason, t, 0.0 if reason == "target" else None)
                     trades[-1]["gap"] = price == bars[s]["open"][t]
         rate = borrow_rate / ppy  # funding and borrowing on what is held through the bar
-        for s, p in held.items():
+        for s, p in held.items():  # a position's charges count in its trade's pnl
             if funding:
-                account["cash"] -= p["size"] * bars[s]["close"][t] * bars[s]["funding_rate"][t]
+                paid = p["size"] * bars[s]["close"][t] * bars[s]["funding_rate"][t]
+                account["cash"] -= paid
+                p["cost"] += paid
         for s, p in held.items():
             if p["size"] < 0:
-                account["cash"] -= -p["size"] * bars[s]["close"][t] * rate
+                paid = -p["size"] * bars[s]["close"][t] * rate
+                account["cash"] -= paid
+                p["cost"] += paid
         if held:
             account["cash"] -= max(-account["cash"], 0.0) * rate
         orders = {}  # symbol -> (exit?, side entered: 1, -1 or 0)
