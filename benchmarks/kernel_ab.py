@@ -3,6 +3,7 @@
     mkdir -p /tmp/before/barsweep && git archive main | tar -x -C /tmp/before/barsweep
     mkdir -p /tmp/after/barsweep && git archive HEAD | tar -x -C /tmp/after/barsweep
     NUMBA_NUM_THREADS=1 python benchmarks/kernel_ab.py /tmp/after /tmp/before [--pairs 6]
+    NUMBA_NUM_THREADS=1 python benchmarks/kernel_ab.py /tmp/after /tmp/before --portfolio
 
 Each tree (a folder holding the package as ``barsweep/``) is put first on ``PYTHONPATH``
 of a child process, A then B, ``--pairs`` times in turn; a child runs each case once to
@@ -10,7 +11,10 @@ load or compile its kernel, then ``--reps`` times, and reports its best. Cases:
 bench.py's (a) ema_cross, 8,696 combos, and (b) rsi, 2,401 combos, on 26,280 synthetic
 bars, with fill at the close long only and at the next open both ways with a stop. Prints
 per case the median and best of A and B and the median of the pairwise ratios A/B, and
-refuses (exit 1) when the two trees' metrics differ in any bit.
+refuses (exit 1) when the two trees' metrics differ in any bit. ``--portfolio``: the
+portfolio kernel instead (``sweep_portfolio``), ema_cross on 4 such symbols (seeds 7 to
+10), 2,000 combos (fast 2..41 x 50 slow values from 60, as benchmarks/portfolio.py), the
+same two cases.
 """
 
 from __future__ import annotations
@@ -28,6 +32,45 @@ CASES = {"close_long": dict(fill="close", fees=0.001),
                                 stop_loss=0.02)}
 
 
+def synthetic(seed: int, n: int = 26_280) -> dict:
+    """Random-walk bars, seeded."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n)))
+    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0.0, 0.002, n))
+    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0.0, 0.004, n)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0.0, 0.004, n)))
+    return dict(open=open_, high=high, low=low, close=close)
+
+
+def portfolio_child(reps: int) -> None:
+    """:func:`child` for the portfolio kernel."""
+    import time
+
+    import numpy as np
+
+    from barsweep.engine import Execution, get_strategy, sweep_portfolio
+
+    universe = {f"S{seed}": synthetic(seed) for seed in range(7, 11)}
+    fast, slow = (m.ravel() for m in np.meshgrid(np.arange(2, 42), np.arange(60, 310, 5),
+                                                 indexing="ij"))
+    params = dict(fast=fast, slow=slow)
+    seconds, digests = {}, {}
+    for case, kwargs in CASES.items():
+        strategy, execution = get_strategy("ema_cross"), Execution(**kwargs)
+        sweep_portfolio(strategy, universe, {k: v[:2] for k, v in params.items()}, execution,
+                        8760.0)
+        runs = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            out, _ = sweep_portfolio(strategy, universe, params, execution, 8760.0)
+            runs.append(time.perf_counter() - t0)
+        seconds[f"portfolio/{case}"] = min(runs)
+        digests[f"portfolio/{case}"] = hashlib.sha256(out.tobytes()).hexdigest()
+    print(json.dumps({"seconds": seconds, "digests": digests}))
+
+
 def child(reps: int) -> None:
     """Time every case with the barsweep first on sys.path; one JSON line."""
     import time
@@ -36,13 +79,7 @@ def child(reps: int) -> None:
 
     from barsweep.engine import Execution, get_strategy, sweep_block
 
-    rng = np.random.default_rng(7)
-    n = 26_280
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n)))
-    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0.0, 0.002, n))
-    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0.0, 0.004, n)))
-    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0.0, 0.004, n)))
-    bars = dict(open=open_, high=high, low=low, close=close)
+    bars = synthetic(7)
     fast, slow = (m.ravel() for m in np.meshgrid(np.arange(2, 102), np.arange(10, 399, 4),
                                                  indexing="ij"))
     period, lower, upper = (m.ravel() for m in np.meshgrid(
@@ -65,9 +102,10 @@ def child(reps: int) -> None:
     print(json.dumps({"seconds": seconds, "digests": digests}))
 
 
-def run_tree(tree: str, reps: int) -> dict:
+def run_tree(tree: str, reps: int, portfolio: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": tree}
-    done = subprocess.run([sys.executable, __file__, "--child", "--reps", str(reps)],
+    done = subprocess.run([sys.executable, __file__, "--child", "--reps", str(reps),
+                           *(["--portfolio"] if portfolio else [])],
                           env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -78,15 +116,17 @@ def main() -> int:
     parser.add_argument("b", nargs="?", help="tree B (e.g. main)")
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--portfolio", action="store_true",
+                        help="the portfolio kernel's cases instead")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.reps)
+        (portfolio_child if args.portfolio else child)(args.reps)
         return 0
     a, b = [], []
     for _ in range(args.pairs):
-        a.append(run_tree(args.a, args.reps))
-        b.append(run_tree(args.b, args.reps))
+        a.append(run_tree(args.a, args.reps, args.portfolio))
+        b.append(run_tree(args.b, args.reps, args.portfolio))
     same = all(r["digests"] == a[0]["digests"] for r in a + b)
     print(f"A = {args.a}, B = {args.b}: {args.pairs} pairs, best of {args.reps} per child")
     for case in a[0]["seconds"]:

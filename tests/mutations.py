@@ -332,6 +332,34 @@ MUTATIONS = (
         "    spec = importlib.util.spec_from_file_location(name, path)",
         ("tests/engine/test_cache_folder.py::"
          "test_importing_the_engine_leaves_the_environment_alone",)),
+    Mutation(
+        "a portfolio's short pays no borrow fee",
+        "engine/portfolio/sim.py",
+        "            paid = -size * px[1, i, t] * borrow\n",
+        "            paid = 0.0 * borrow\n",
+        ("tests/engine/test_portfolio_account.py::test_hand_computed_shorts_with_borrowing",),
+    ),
+    Mutation(
+        "a portfolio's buying power ignores its shorts' exposure",
+        "engine/portfolio/orders.py",
+        "power += (leverage * size - abs(size)) * px[column, i, t]",
+        "power += (leverage * size - size) * px[column, i, t]",
+        ("tests/engine/test_portfolio_account.py::test_kernel_equals_the_reference",),
+    ),
+    Mutation(
+        "a portfolio's margin call never comes",
+        "engine/portfolio/sim.py",
+        "if equity <= 0.0 or equity >= maintenance * gross:",
+        "if equity <= 0.0 or equity >= 0.0 * gross:",
+        ("tests/engine/test_portfolio_account.py::test_hand_computed_leverage_and_margin_call",),
+    ),
+    Mutation(
+        "a portfolio's short trails its stop from the wrong extreme",
+        "engine/portfolio/sim.py",
+        "elif side < 0.0 and low < state[i, S_EXTREME]:",
+        "elif side < 0.0 and low > state[i, S_EXTREME]:",
+        ("tests/engine/test_portfolio_account.py::test_kernel_equals_the_reference",),
+    ),
 )
 
 

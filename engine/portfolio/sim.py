@@ -11,18 +11,22 @@ The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar 
    ``priority``, each sized from the account's value marked at that open before any of
    its orders, its weight read at the close of bar ``t-1`` (where it was decided);
 2. each open position's stops are checked on its symbol's bar (:func:`stop_positions`,
-   ``fills.stop_exit``, as a single-symbol run checks them; with ``next_open`` this
-   includes a position entered at this very open); a stopped position is sold at the
-   level (the open on a gap) and its symbol is flat for the close's rule;
+   ``fills.stop_exit``, as a single-symbol run checks them, a short's mirrored; with
+   ``next_open`` this includes a position entered at this very open); a stopped position
+   is closed at the level (the open on a gap) and its symbol is flat for the close's
+   rule; then the positions held through the bar pay their funding and borrowing
+   (:func:`charge_positions`);
 3. each symbol's rule is evaluated at the close with its own position state
-   (``step``, the strategy's signal in its 8-argument form) and resolved as a long-only
-   single-symbol run resolves it (``fills.resolve_signals``, ``execution.conflict``):
-   exit, enter from flat, or nothing; the orders fill at ``close[t]`` (``fill: close``,
-   again through :func:`fill_orders`) or are queued for ``open[t+1]`` (never from the
-   last bar); on a rebalance bar with a position open, through :func:`rebalance_fill`,
-   which also re-targets the held positions;
-4. the account's equity ``cash + sum(position_i * close_i[t])`` is marked and the
-   metric accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
+   (``step``, the strategy's signal in its 8-argument form) and resolved as a
+   single-symbol run resolves it (``fills.resolve_signals``, ``execution.direction``
+   and ``execution.conflict``): exit, enter from flat, both (a reversal), or nothing;
+   the orders fill at ``close[t]`` (``fill: close``, again through :func:`fill_orders`)
+   or are queued for ``open[t+1]`` (never from the last bar); on a rebalance bar with a
+   position open, through :func:`rebalance_fill`, which also re-targets the held
+   positions;
+4. the account's equity ``cash + sum(position_i * close_i[t])`` is marked (a margin
+   call, :func:`margin_call`, or a ruin closes every position there) and the metric
+   accumulators advance on ``r_t = equity_t / equity_(t-1) - 1``, against the
    benchmark's return ``bench[t]`` (the equal-weight buy-and-hold of the symbols).
 """
 

@@ -376,3 +376,41 @@ def test_check_says_the_portfolio(store, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "18 combos of the portfolio (one account)" in out
     assert "AAA (600 bars), BBB (600 bars), CCC (600 bars)" in out and "DDD" not in out
+
+
+def test_account_settings_and_axes_on_a_local_cluster(store, tmp_path, capsys):
+    """Shorts, leverage as a grid axis, borrowing, a maintenance margin and a percent size
+    whose value is a grid axis, run on a real LocalCluster: every cell is
+    :func:`sweep_portfolio`'s; the best combo is rebuilt from the store (its metrics
+    checked against the store's by ``best_backtest``) and ``trades`` lists its shorts."""
+    from barsweep.pipeline.analysis.rebuild import best_backtest
+
+    grid = {"fast": [3, 5], "slow": [20, 30], "leverage": [1.0, 2.0],
+            "size_value": [0.2, 0.5]}
+    execution = {**EXECUTION, "direction": "both", "borrow_rate": 0.1,
+                 "maintenance_margin": 0.25, "size": {"type": "percent"}}
+    out = tmp_path / "account.zarr"
+    path = tmp_path / "account.yaml"
+    path.write_text(yaml.safe_dump(spec_dict(store, out, grid=grid, execution=execution)))
+    assert main(["run", str(path), "--no-progress", "--cluster", "local", "--workers",
+                 "2"]) == 0
+    ds = xr.open_zarr(out, consolidated=False).load()
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "leverage", "size_value")
+    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+    mesh = np.meshgrid(*grid.values(), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(grid, mesh, strict=True)}
+    metrics, _ = sweep_portfolio(get_strategy("ema_cross"), bars, params, execution,
+                                 periods_per_year("1h"))
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].values[0].ravel(), metrics[:, k], err_msg=name)
+    # both axes matter
+    total = ds["total_return"].values[0]
+    assert not np.array_equal(total[:, :, 0], total[:, :, 1])
+    assert not np.array_equal(total[..., 0], total[..., 1])
+    result = best_backtest(out, by="sharpe")
+    assert (result.trades["side"] == -1).any() and (result.trades["side"] == 1).any()
+    capsys.readouterr()
+    assert main(["trades", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "short" in text, text[:2000]
