@@ -13,8 +13,8 @@ bars, with fill at the close long only and at the next open both ways with a sto
 per case the median and best of A and B and the median of the pairwise ratios A/B, and
 refuses (exit 1) when the two trees' metrics differ in any bit. ``--portfolio``: the
 portfolio kernel instead (``sweep_portfolio``), ema_cross on 4 such symbols (seeds 7 to
-10), 2,000 combos (fast 2..41 x 50 slow values from 60, as benchmarks/portfolio.py), the
-same two cases.
+10), 2,000 combos (fast 2..41 x 50 slow values from 60, as benchmarks/portfolio.py), at
+the close long only and at the next open long only with a stop.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from statistics import median
 CASES = {"close_long": dict(fill="close", fees=0.001),
          "open_both_stop": dict(fill="next_open", direction="both", fees=0.001,
                                 stop_loss=0.02)}
+#: The portfolio's cases: long only, as every tree's portfolio kernel trades
+PORTFOLIO_CASES = {"close_long": CASES["close_long"],
+                   "open_long_stop": dict(fill="next_open", fees=0.001, stop_loss=0.02)}
 
 
 def synthetic(seed: int, n: int = 26_280) -> dict:
@@ -57,7 +60,7 @@ def portfolio_child(reps: int) -> None:
                                                  indexing="ij"))
     params = dict(fast=fast, slow=slow)
     seconds, digests = {}, {}
-    for case, kwargs in CASES.items():
+    for case, kwargs in PORTFOLIO_CASES.items():
         strategy, execution = get_strategy("ema_cross"), Execution(**kwargs)
         sweep_portfolio(strategy, universe, {k: v[:2] for k, v in params.items()}, execution,
                         8760.0)
