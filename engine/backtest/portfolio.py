@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import SpecError
-from ..core.execution import Execution, execution_of
+from ..core.execution import Execution, execution_of, hold_execution
 from ..core.metrics import METRICS
 from ..core.records import portfolio_record
 from ..dispatch import sweep_portfolio
@@ -80,8 +80,9 @@ class PortfolioResult:
 
     def buy_and_hold(self) -> PortfolioResult:
         """The equal-weight buy and hold of the same symbols over the same bars, with the
-        same execution settings: ``buy_and_hold`` on every symbol from one account,
-        each entry ``1 / N`` of the value."""
+        execution settings of :func:`~barsweep.engine.core.execution.hold_execution`
+        (long, unlevered, without stops): ``buy_and_hold`` on every symbol from one
+        account, each entry ``1 / N`` of the value."""
         if self._bars is None:
             raise SpecError("buy_and_hold(): this PortfolioResult does not hold its bars; "
                             "make it with backtest_portfolio()")
@@ -91,7 +92,7 @@ class PortfolioResult:
                         **({} if time is None else {"time": time[at]}))
                 for s, cols in columns.items()}
         return backtest_portfolio(bars, "buy_and_hold", ppy=self.ppy,
-                                  **self.execution.model_dump())
+                                  **hold_execution(self.execution).model_dump())
 
     def plot(self, path=None, title: str | None = None, hold: PortfolioResult | None = None):
         """The account's equity beside the equal-weight hold's, each symbol's holding

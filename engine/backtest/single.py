@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import SpecError
-from ..core.execution import Execution, execution_of, split_combo
+from ..core.execution import Execution, execution_of, hold_execution, split_combo
 from ..core.fills import EXIT_REASONS
 from ..core.hoist import hoist
 from ..core.inputs import BAR_COLUMNS, KernelInputs, prepare_inputs
@@ -97,9 +97,10 @@ class BacktestResult:
                               exe.funding, buy_and_hold_return=bh)
 
     def buy_and_hold(self) -> BacktestResult:
-        """The ``buy_and_hold`` strategy over the same bars, with the same execution
-        settings and bars per year, long and without stops: entered on the first bar
-        (at its close, or the next open), held to the last."""
+        """The ``buy_and_hold`` strategy over the same bars, with the same bars per year
+        and the execution settings of :func:`~barsweep.engine.core.execution.
+        hold_execution` (long, all-in, unlevered, without stops): entered on the first
+        bar (at its close, or the next open), held to the last."""
         if self._bars is None or self.execution is None:
             raise SpecError("buy_and_hold(): this BacktestResult does not hold its bars; "
                             "make it with backtest()")
@@ -107,9 +108,8 @@ class BacktestResult:
         bars = {name: column[start:end] for name, column in columns.items()}
         if time is not None:
             bars["time"] = time[start:end]
-        held = self.execution.model_copy(update=dict(
-            direction="long", stop_loss=None, take_profit=None, trailing_stop=None))
-        return backtest(bars, "buy_and_hold", ppy=self.ppy, **held.model_dump())
+        return backtest(bars, "buy_and_hold", ppy=self.ppy,
+                        **hold_execution(self.execution).model_dump())
 
     def plot(self, path=None, title: str | None = None):
         """Price with entries/exits, equity, and drawdown; saved as PNG when ``path``.

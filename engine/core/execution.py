@@ -292,6 +292,20 @@ def execution_of(settings: Mapping) -> Execution:
         raise SpecError("; ".join(refusals(err, Execution, "execution"))) from None
 
 
+def hold_execution(execution: Execution) -> Execution:
+    """The execution of a run's buy-and-hold benchmark (``stats()``, the buy-and-hold row
+    of ``rank``, ``report`` and ``trades``): the run's fill, costs, initial cash, funding
+    and conflict mode; long, all-in, unlevered, entered at market, without stops.
+
+    >>> hold_execution(Execution(direction="both", leverage=2.0, stop_loss=0.02)).leverage
+    1.0
+    """
+    return execution.model_copy(update=dict(
+        direction="long", stop_loss=None, take_profit=None, trailing_stop=None, size=Size(),
+        lot=None, leverage=1.0, borrow_rate=0.0, maintenance_margin=None,
+        entry_order=EntryOrder()))
+
+
 def benchmark_returns(close: np.ndarray) -> np.ndarray:
     """Buy-and-hold returns of ``close``: ``b_0 = 0``, ``b_t = close_t / close_(t-1) - 1``."""
     out = np.zeros(close.shape[0])
@@ -303,12 +317,13 @@ class RunSettings(NamedTuple):
     """What ``simulate`` reads of one run besides its bars and combos: the execution
     settings, the bars run, bars per year and the benchmark's sums over those bars.
 
-    A numba named tuple of scalars (ints, floats and bools as themselves) and one tuple,
-    ``borrowing``, made by :func:`run_settings` and narrowed to a window by
-    :func:`over_span`. ``borrowing`` is ``()`` when the run neither borrows nor meets
-    margin calls, ``entry_order`` when it enters at market and ``atr`` when no setting
-    reads the ATR: their types then compile that code away (:func:`fills.borrowing_terms`,
-    :func:`fills.order_type_of`, :func:`fills.atr_at`).
+    A numba named tuple of scalars (ints, floats and bools as themselves) and tuples,
+    made by :func:`run_settings` and narrowed to a window by :func:`over_span`.
+    ``shorts`` is ``()`` when the run trades long only, ``borrowing`` when the run neither
+    borrows nor meets margin calls, ``entry_order`` when it enters at market and ``atr``
+    when no setting reads the ATR: their types then compile that code away
+    (:func:`fills.directions`, :func:`fills.borrowing_terms`, :func:`fills.order_type_of`,
+    :func:`fills.atr_at`).
     """
 
     start: int  # the first bar simulated (a window's; 0 for a whole run)
@@ -320,6 +335,9 @@ class RunSettings(NamedTuple):
     init_cash: float
     allow_long: bool
     allow_short: bool
+    # () when the run trades long only, else (1 if it trades long too else 0,): the
+    # portfolio kernel's short side compiles away for () (:func:`fills.directions`)
+    shorts: tuple
     funding: bool
     conflict: int  # the conflict mode's code (``fills.CONFLICT_MODES``)
     size_type: int  # the sizing's code (``fills.SIZE_TYPES``)
@@ -354,6 +372,7 @@ def run_settings(execution: Execution, ppy: float, bench: np.ndarray,
         init_cash=float(execution.init_cash),
         allow_long=execution.direction in ("long", "both"),
         allow_short=execution.direction in ("short", "both"),
+        shorts=() if execution.direction == "long" else (int(execution.direction == "both"),),
         funding=bool(execution.funding),
         conflict=CONFLICT_MODES.index(execution.conflict),
         size_type=SIZE_TYPES.index(execution.size.type),

@@ -176,6 +176,17 @@ def borrowing_terms(borrowing):
 
 
 @njit(cache=True)
+def directions(shorts):
+    """``(allow_long, allow_short)`` of a run's ``shorts``
+    (:class:`~barsweep.engine.core.execution.RunSettings`): the constants ``(True,
+    False)`` for ``()`` (long only), which compile the short side away (as
+    :func:`borrowing_terms`)."""
+    if len(shorts) == 0:
+        return True, False
+    return shorts[0] != 0, True
+
+
+@njit(cache=True)
 def order_type_of(entry_order):
     """``(code, in_atr)`` of a run's ``entry_order``
     (:class:`~barsweep.engine.core.execution.RunSettings`): its code (``ORDER_TYPES``)

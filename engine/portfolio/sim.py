@@ -42,6 +42,7 @@ from ..core.fills import (
     EXIT_SIGNAL,
     EXIT_TARGET,
     borrowing_terms,
+    directions,
     realized_vol,
     resolve_signals,
     stop_exit,
@@ -161,9 +162,11 @@ def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value,
             units = entry_units(run.size_type, size_value, value, weight * value * leverage,
                                 price, price * (1.0 + side * run.slippage), run.fee_rate,
                                 run.fixed_fee, stop_loss, vol)
-            size, cash, fill, cost = open_shares(
-                cash, buying_power(px, column, t, state, cash, leverage), side, units, price,
-                run.fee_rate, run.fixed_fee, run.slippage, run.lot)
+            # long only and unlevered, the buying power is the cash (no loop over members)
+            power = (cash if leverage == 1.0 and len(run.shorts) == 0
+                     else buying_power(px, column, t, state, cash, leverage))
+            size, cash, fill, cost = open_shares(cash, power, side, units, price, run.fee_rate,
+                                                 run.fixed_fee, run.slippage, run.lot)
             if size > 0.0:
                 open_position(state, i, t, side * size, fill, cost)
                 n_open += 1
@@ -186,14 +189,16 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state, run):
     """
     n_orders = 0
     held = 0.0
+    # constants (True, False) long only: the short side compiles away (the loop was 1.2
+    # times slower with the directions read from the run)
+    allow_long, allow_short = directions(run.shorts)
     for i in range(state.shape[0]):
         position = state[i, S_POS]
         long_entry, long_exit, short_entry, short_exit = step(
             ind[i], rows, fparams, sbars[i], t, position, state[i, S_FILL],
             int(state[i, S_BAR]))
-        exit_now, side = resolve_signals(position, run.allow_long, run.allow_short,
-                                         run.conflict, long_entry, long_exit, short_entry,
-                                         short_exit)
+        exit_now, side = resolve_signals(position, allow_long, allow_short, run.conflict,
+                                         long_entry, long_exit, short_entry, short_exit)
         order = order_code(exit_now, float(side))
         state[i, S_ORDER] = order
         if order != 0.0:
@@ -203,7 +208,7 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state, run):
 
 
 @njit(inline="always", cache=True)
-def next_entry(scan, sbars, ind, rows, fparams, t, n, state, allow_long, allow_short):
+def next_entry(scan, sbars, ind, rows, fparams, t, n, state, shorts):
     """The first bar >= ``t`` at which a symbol enters, all being flat; ``n`` when none
     does.
 
@@ -212,6 +217,7 @@ def next_entry(scan, sbars, ind, rows, fparams, t, n, state, allow_long, allow_s
     once passed: a stretch where every symbol is flat costs each symbol its scan.
     """
     first = n
+    allow_long, allow_short = directions(shorts)  # constants long only
     for i in range(state.shape[0]):
         if state[i, S_NEXT] < t:
             state[i, S_NEXT] = scan(ind[i], rows, fparams, sbars[i], t, n, allow_long,
@@ -385,8 +391,7 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         # ``entry`` an entry and an exit together enter too: every bar is stepped)
         if n_open == 0 and n_pending == 0 and run.conflict != CONFLICT_ENTRY:
             start = t
-            t = next_entry(scan, sbars, ind, rows, fparams, t, n, state, run.allow_long,
-                           run.allow_short)
+            t = next_entry(scan, sbars, ind, rows, fparams, t, n, state, run.shorts)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
                 record_flat(rec, start, t, equity)

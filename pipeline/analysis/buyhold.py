@@ -10,7 +10,8 @@ fill, fees and cash.
 Computed, not stored: for each symbol, the ``buy_and_hold`` strategy through
 :func:`barsweep.engine.backtest.single` over the bars the run used (the stored spec's store and
 range, checked against the run's fingerprint), with the run's fill, fees, slippage,
-fixed fee, initial cash and funding (long only; no stop, target or trailing stop) and
+fixed fee, initial cash and funding (long, all-in, unlevered, at market; no stop, target
+or trailing stop: :func:`barsweep.engine.core.execution.hold_execution`) and
 the store's ``periods_per_year``. In a walk-forward store, once per window and sample,
 over that part's bars, as the combos ran.
 """
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ...engine import METRICS, backtest
+from ...engine.core.execution import hold_execution
 from ...errors import BarsweepError, DataError
 from ..config.dims import NON_PARAM_DIMS
 from .kinds import kind_of, rung_span
@@ -31,10 +33,6 @@ from .rebuild import stored_bars, stored_spec
 
 #: What a buy-and-hold row shows in the parameter columns of a table.
 LABEL = "buy&hold"
-
-#: Execution settings a buy-and-hold reference drops: it holds whatever happens.
-_DROPPED = ("stop_loss", "take_profit", "trailing_stop")
-
 
 def buy_and_hold(ds, groups: Iterable[Mapping] | None = None) -> pd.DataFrame:
     """Buy and hold of each symbol of a results Dataset (each group of a walk-forward
@@ -123,16 +121,17 @@ def portfolio_hold(ds, spec, ppy: float, execution: dict,
     for symbol in spec.data.symbols:
         ds_bars = _run_bars(ds, spec, symbol)
         bars[symbol] = {k: ds_bars[k].values.ravel()[part]
-                        for k in ("open", "high", "low", "close")}
+                        for k in ("open", "high", "low", "close", "funding_rate")
+                        if k in ds_bars}  # the funding rate: what execution.funding reads
     metrics, _ = sweep_portfolio(get_strategy("buy_and_hold"), bars, {}, execution, ppy)
     return dict(zip(METRICS, metrics[0].tolist(), strict=True))
 
 
 def _execution(spec) -> dict:
-    """The run's execution settings as buy and hold takes them: long, no exit rule."""
-    execution = {k: v for k, v in spec.execution.model_dump().items() if k not in _DROPPED}
-    execution["direction"] = "long"
-    return execution
+    """The run's execution settings as buy and hold takes them
+    (:func:`~barsweep.engine.core.execution.hold_execution`: long, all-in, unlevered,
+    no stops)."""
+    return hold_execution(spec.execution).model_dump()
 
 
 def _run_bars(ds, spec, symbol: str):
