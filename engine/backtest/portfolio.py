@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import SpecError
-from ..core.execution import Execution, execution_of, hold_execution
+from ..core.execution import Execution, execution_of, hold_execution, split_combo
 from ..core.metrics import METRICS
 from ..core.records import portfolio_record
 from ..dispatch import sweep_portfolio
@@ -160,7 +160,7 @@ def backtest_portfolio(
     exe = execution_of(execution)
     params = dict(params or {})
     strat = strategy_of(strategy, params)
-    strat.validate(params)
+    strat.validate(split_combo(params)[0])  # the execution axes are the combo's settings
     columns, time_ns = _member_columns(bars, exe.funding)
     n_bars = len(next(iter(columns.values()))["close"])
     if n_bars == 0:

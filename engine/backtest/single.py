@@ -173,7 +173,7 @@ def backtest(
     exe = execution_of(execution)
     params = dict(params or {})
     strat = strategy_of(strategy, params)
-    strat.validate(params)
+    strat.validate(split_combo(params)[0])  # the execution axes are the combo's settings
 
     columns, time_ns = bar_columns(bars, exe.funding)
     if len(columns["close"]) == 0:

@@ -475,10 +475,11 @@ def leverage_column(execution: Execution, swept: np.ndarray | None,
                     n_combos: int) -> np.ndarray:
     """Each combo's leverage: the grid axis ``leverage`` (``swept``), else the
     execution's; SpecError naming the key when refused (a value below 1, or the axis
-    beside an ``execution.leverage`` that was set)."""
+    beside an ``execution.leverage`` other than its default 1: a stored spec, which
+    writes every key, says ``leverage: 1.0``)."""
     if swept is None:
         return np.full(n_combos, float(execution.leverage))
-    if "leverage" in execution.model_fields_set:
+    if execution.leverage != 1.0:
         raise SpecError("execution.leverage: it is also a grid axis (leverage); keep one")
     values = np.asarray(swept, dtype=np.float64)
     bad = values[~(np.isfinite(values) & (values >= 1.0))]

@@ -11,7 +11,6 @@ import os
 from collections.abc import Iterator
 
 from ...engine import METRICS, backtest
-from ...engine.core import split_combo
 from ...errors import BarsweepError, MismatchError, ResultsError, SpecError
 
 logger = logging.getLogger(__name__)
@@ -190,9 +189,9 @@ def rebuild_combo(ds, symbol: str, params: dict, what: str = "the results store"
     bars = stored_bars(spec, symbol)
     cell, span = kind.cell(ds, symbol, params, what, window, sample, len(bars["close"]))
     stored_metrics = cell[list(METRICS)].load()
-    strategy_params, stops = split_combo(params)
-    result = backtest(bars, spec.strategy_def, strategy_params, ppy=ppy, span=span,
-                      **{**spec.execution.model_dump(), **stops})
+    # the execution axes (stops, sizes, leverage, orders) are the combo's, as swept
+    result = backtest(bars, spec.strategy_def, params, ppy=ppy, span=span,
+                      **spec.execution.model_dump())
     at = {} if window is None else {"window": window, "sample": sample}
     for name in METRICS:
         stored, rebuilt = float(stored_metrics[name]), result.metrics[name]

@@ -385,8 +385,8 @@ def test_account_settings_and_axes_on_a_local_cluster(store, tmp_path, capsys):
     checked against the store's by ``best_backtest``) and ``trades`` lists its shorts."""
     from barsweep.pipeline.analysis.rebuild import best_backtest
 
-    grid = {"fast": [3, 5], "slow": [20, 30], "leverage": [1.0, 2.0],
-            "size_value": [0.2, 0.5]}
+    grid = {"fast": [3, 5], "slow": [20, 30], "size_value": [0.2, 0.5],
+            "leverage": [1.0, 2.0]}  # the store's order of the dims
     execution = {**EXECUTION, "direction": "both", "borrow_rate": 0.1,
                  "maintenance_margin": 0.25, "size": {"type": "percent"}}
     out = tmp_path / "account.zarr"
@@ -395,7 +395,7 @@ def test_account_settings_and_axes_on_a_local_cluster(store, tmp_path, capsys):
     assert main(["run", str(path), "--no-progress", "--cluster", "local", "--workers",
                  "2"]) == 0
     ds = xr.open_zarr(out, consolidated=False).load()
-    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "leverage", "size_value")
+    assert ds["sharpe"].dims == ("symbol", "fast", "slow", "size_value", "leverage")
     bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
                 ("open", "high", "low", "close")} for s in MEMBERS}
     mesh = np.meshgrid(*grid.values(), indexing="ij")

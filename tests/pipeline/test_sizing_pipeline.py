@@ -70,6 +70,12 @@ def test_a_leverage_axis_is_a_dim_of_the_store(tmp_path):
                        Execution(**execution), float(ds.attrs["periods_per_year"]))
     np.testing.assert_array_equal(ds["total_return"].values[0].ravel(),
                                   ours[:, METRICS.index("total_return")])
+    # the best combo rebuilt from the store (its stored spec says leverage: 1.0 beside
+    # the axis), its metrics checked against the store's
+    from barsweep.pipeline.analysis.rebuild import best_backtest
+
+    best = best_backtest(out, by="total_return")
+    assert best.metrics["total_return"] == float(ds["total_return"].max())
 
 
 @pytest.mark.parametrize("execution, grid, words", [
