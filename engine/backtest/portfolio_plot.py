@@ -99,28 +99,36 @@ def _equity_panel(ax, x: np.ndarray, result, hold) -> None:
 
 
 def _holding_panel(ax, x: np.ndarray, result, symbol: str, colour: str) -> None:
-    """One symbol's holding marked at each close, filled where held."""
+    """One symbol's holding marked at each close, filled where held (a short's below
+    zero)."""
     value = (result.shares[symbol] * result.close[symbol]).to_numpy()
     ax.fill_between(x, value, 0.0, color=colour, alpha=0.45, linewidth=0, step="post")
     ax.plot(x, value, color=colour, linewidth=0.6, drawstyle="steps-post")
     n_trades, exposure = result.members.loc[symbol, ["n_trades", "exposure"]]
     ax.set_ylabel(symbol, rotation=0, ha="right", va="center")
-    ax.text(0.005, 0.92, f"value held: {int(n_trades)} trades, {exposure:.0%} of bars",
+    shorts = bool((value < 0.0).any())
+    ax.text(0.005, 0.92, f"value held{' (shorts below 0)' if shorts else ''}: "
+            f"{int(n_trades)} trades, {exposure:.0%} of bars",
             transform=ax.transAxes, va="top", fontsize="small",
             bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0})
-    ax.set_ylim(bottom=0.0)
+    if shorts:
+        ax.axhline(0.0, color="0.4", linewidth=0.6)
+    else:
+        ax.set_ylim(bottom=0.0)
 
 
 def _stacked_panel(ax, x: np.ndarray, result, colours: list[str]) -> None:
-    """Every symbol's share of the account at each close, stacked (cash is the rest)."""
+    """Every symbol's share of the account at each close (a short's by its value),
+    stacked: cash is the rest up to 100%, leverage takes it above."""
     equity = result.equity.to_numpy()
-    shares = (result.shares * result.close).to_numpy().T
+    shares = np.abs((result.shares * result.close).to_numpy().T)
     with np.errstate(divide="ignore", invalid="ignore"):
         part = np.where(equity > 0, shares / equity, 0.0) * 100.0
     ax.stackplot(x, part, colors=colours, labels=list(result.shares.columns), alpha=0.7,
                  step="post")
-    ax.set_ylabel("held (% of account)")
-    ax.set_ylim(0.0, 100.0)
+    shorts = bool((result.shares.to_numpy() < 0.0).any())
+    ax.set_ylabel("held, gross (% of account)" if shorts else "held (% of account)")
+    ax.set_ylim(0.0, max(100.0, float(part.sum(axis=0).max()) * 1.05))
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="x-small",
               ncols=1 + len(colours) // 12)  # beside the panel, off the areas
 

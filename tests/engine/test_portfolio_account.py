@@ -194,3 +194,14 @@ def test_hand_computed_leverage_and_margin_call():
     np.testing.assert_allclose(result.cash.to_numpy()[:3], -20_000.0)
     assert result.trades["exit_reason"].tolist() == ["margin", "margin"]
     assert result.trades["exit_bar"].tolist() == [3, 3]
+
+
+def test_plot_draws_shorts_below_zero(universe, tmp_path):
+    """A member's panel shows its shorts as negative value held (the axis goes below
+    0); the picture is written."""
+    result = _record(universe, "ema_cross", CASES["ema_cross"][1][0], "both")[0]
+    fig = result.plot(tmp_path / "both.png")
+    panels = fig.axes[1:1 + len(SYMBOLS)]
+    assert all(ax.get_ylim()[0] < 0.0 for ax in panels)
+    assert "shorts below 0" in panels[0].texts[0].get_text()
+    assert (tmp_path / "both.png").stat().st_size > 20_000
