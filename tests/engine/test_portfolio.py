@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from helpers.bars import random_bars
 from helpers.compare import assert_metrics_match
-from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
+from helpers.portfolio_cases import (
+    CASES,
+    EXECUTIONS,
+    PPY,
+    SYMBOLS,
+    assert_portfolio_matches,
+    engine_way,
+    vectorbt_value,
+)
 from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_block, sweep_portfolio
@@ -42,12 +50,7 @@ def test_kernel_equals_the_reference(universe, name, execution, max_positions):
                                                max_positions)
     for c, ref in enumerate(refs):
         where = f"{name} {combos[c]} {execution} max_positions={max_positions}"
-        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
-                             where=where)
-        for i, s in enumerate(SYMBOLS):
-            n_trades, exposure = ref["per_symbol"][s]
-            assert per_symbol[c, i, 0] == n_trades, where
-            assert per_symbol[c, i, 1] == pytest.approx(exposure, rel=1e-12), where
+        assert_portfolio_matches(ours[c], per_symbol[c], ref, SYMBOLS, where)
         assert ours[c, METRICS.index("n_trades")] == per_symbol[c, :, 0].sum()
         if max_positions == 1:  # one symbol held at a time
             assert per_symbol[c, :, 1].sum() <= ours[c, METRICS.index("exposure")] + 1e-12

@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.bars import random_bars
-from helpers.compare import assert_metrics_match
-from helpers.portfolio_cases import CASES, PPY, SYMBOLS
+from helpers.portfolio_cases import CASES, PPY, SYMBOLS, assert_portfolio_matches
 from helpers.portfolio_reference import ref_portfolio
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_portfolio
@@ -79,12 +78,7 @@ def test_kernel_equals_the_reference(universe, name, account, max_positions):
     for c, combo in enumerate(combos):
         ref = _reference(universe, name, combo, ACCOUNTS[account], max_positions)
         where = f"{name} {combo} {account} max_positions={max_positions}"
-        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
-                             where=where)
-        for i, s in enumerate(SYMBOLS):
-            n_trades, exposure = ref["per_symbol"][s]
-            assert per_symbol[c, i, 0] == n_trades, where
-            assert per_symbol[c, i, 1] == pytest.approx(exposure, rel=1e-12), where
+        assert_portfolio_matches(ours[c], per_symbol[c], ref, SYMBOLS, where)
 
 
 def _record(universe, name, combo, account):

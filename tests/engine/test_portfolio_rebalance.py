@@ -7,8 +7,15 @@ weight as target on rebalance bars while held (1e-9), on random and real daily b
 import numpy as np
 import pytest
 from helpers.bars import random_bars
-from helpers.compare import assert_metrics_match
-from helpers.portfolio_cases import CASES, EXECUTIONS, PPY, SYMBOLS, engine_way, vectorbt_value
+from helpers.portfolio_cases import (
+    CASES,
+    EXECUTIONS,
+    PPY,
+    SYMBOLS,
+    assert_portfolio_matches,
+    engine_way,
+    vectorbt_value,
+)
 from helpers.portfolio_reference import ref_portfolio, ref_rebalance_bars
 
 from barsweep.engine import METRICS, Execution, get_strategy, sweep_portfolio
@@ -85,12 +92,7 @@ def test_kernel_equals_the_reference_with_rebalance(universe, name, execution,
                                                max_positions, "1D")
     for c, ref in enumerate(refs):
         where = f"{name} {combos[c]} {execution} max_positions={max_positions}"
-        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
-                             where=where)
-        for i, s in enumerate(SYMBOLS):
-            n_trades, exposure = ref["per_symbol"][s]
-            assert per_symbol[c, i, 0] == n_trades, where
-            assert per_symbol[c, i, 1] == pytest.approx(exposure, rel=1e-12), where
+        assert_portfolio_matches(ours[c], per_symbol[c], ref, SYMBOLS, where)
     held = sum(int(np.sum(r["targets"] > 0)) for r in refs)
     entries = sum(len(r["trades"]) for r in refs)
     assert held > entries + 20, "the runs must rebalance"

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 from helpers.bars import random_bars
 from helpers.compare import assert_metrics_match
-from helpers.portfolio_cases import EXECUTIONS, PPY, SYMBOLS, fixed_signals
+from helpers.portfolio_cases import (
+    EXECUTIONS,
+    PPY,
+    SYMBOLS,
+    assert_portfolio_matches,
+    fixed_signals,
+)
 from helpers.portfolio_reference import ref_portfolio
 from helpers.ref_strategies import ref_signals
 from helpers.rule_reference import RuleReference
@@ -67,12 +73,7 @@ def _check(universe, name, combos, params, execution, stops_of, max_positions=No
         ref = ref_portfolio({s: signals_of(universe[s], combo) for s in universe}, universe,
                             ppy=PPY, max_positions=max_positions, **settings)
         where = f"{name} {combo} {settings} max_positions={max_positions}"
-        assert_metrics_match(dict(zip(METRICS, ours[c], strict=True)), ref["metrics"],
-                             where=where)
-        for i, s in enumerate(universe):
-            n_trades, exposure = ref["per_symbol"][s]
-            assert per_symbol[c, i, 0] == n_trades, where
-            assert per_symbol[c, i, 1] == pytest.approx(exposure, rel=1e-12), where
+        assert_portfolio_matches(ours[c], per_symbol[c], ref, list(universe), where)
         trades += ref["trades"]
     return trades
 

@@ -49,6 +49,21 @@ EXECUTIONS = {
 }
 
 
+def assert_portfolio_matches(metrics, per_symbol, ref, symbols, where):
+    """One combo's account metrics (a row of ``METRICS``) and its members' ``n_trades``
+    (exactly) and ``exposure`` (1e-12) as the reference's ``ref``
+    (:func:`~helpers.portfolio_reference.ref_portfolio`) has them."""
+    from barsweep.engine import METRICS
+
+    from .compare import assert_metrics_match
+
+    assert_metrics_match(dict(zip(METRICS, metrics, strict=True)), ref["metrics"], where=where)
+    for i, s in enumerate(symbols):
+        n_trades, exposure = ref["per_symbol"][s]
+        assert per_symbol[i, 0] == n_trades, where
+        assert per_symbol[i, 1] == pytest.approx(exposure, rel=1e-12), where
+
+
 def engine_way(value, init_cash, ppy):
     """total_return, max_drawdown and sharpe of a value series, as the engine computes
     them (returns against the previous value, the first against init_cash)."""
