@@ -53,10 +53,15 @@ def local(tmp_path_factory, store):
                "--workers", "2")
 
 
+def member_bars(store):
+    """The members' common bars (the first 600), by column."""
+    return {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
+                ("open", "high", "low", "close")} for s in MEMBERS}
+
+
 def direct(store):
     """sweep_portfolio on the members' common bars (the first 600), every combo."""
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     mesh = np.meshgrid(*GRID.values(), indexing="ij")
     params = {k: m.ravel() for k, m in zip(GRID, mesh, strict=True)}
     kmax = params.pop("max_positions")
@@ -178,8 +183,7 @@ def test_best_combo_rebuilt_plotted_and_its_trades(local, tmp_path, store, capsy
     local.drop_encoding().to_zarr(out, zarr_format=3, consolidated=False)
     result = best_backtest(out, by="sharpe")
     row = rank(local, by="sharpe", top=1).iloc[0]
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     direct = backtest_portfolio(bars, "ema_cross", dict(fast=row["fast"], slow=row["slow"]),
                                 ppy=periods_per_year("1h"),
                                 max_positions=int(row["max_positions"]), **EXECUTION)
@@ -225,8 +229,7 @@ def test_stop_axis_equals_sweep_portfolio(store, tmp_path):
     assert main(["run", str(path), "--no-progress", "--cluster", "threads"]) == 0
     ds = xr.open_zarr(out, consolidated=False).load()
     assert ds["sharpe"].dims == ("symbol", "fast", "slow", "stop_loss")
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     mesh = np.meshgrid(*grid.values(), indexing="ij")
     params = {k: m.ravel() for k, m in zip(grid, mesh, strict=True)}
     metrics, per_symbol = sweep_portfolio(get_strategy("ema_cross"), bars, params, execution,
@@ -292,8 +295,7 @@ def test_rule_portfolio_on_a_local_cluster(tmp_path, store):
     assert main(["run", str(tmp_path / "rule.yaml"), "--no-progress", "--cluster", "local",
                  "--workers", "2"]) == 0
     ds = xr.open_zarr(out, consolidated=False).load()
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     dims = ds["sharpe"].dims[1:]  # the rule's parameters, in the store's order
     mesh = np.meshgrid(*(spec["grid"][d] for d in dims), indexing="ij")
     metrics, per_symbol = sweep_portfolio(parse_spec(spec).strategy_def, bars,
@@ -316,8 +318,7 @@ def test_rebalance_in_the_section(local, tmp_path, store):
                  "threads"]) == 0
     ds = xr.open_zarr(out, consolidated=False).load()
     assert json.loads(ds.attrs["portfolio"])["rebalance"] == "1D"
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     time = open_bars(store, MEMBERS[0], "1h")["time"].values[:600].astype("datetime64[ns]")
     for b in bars.values():
         b["time"] = time.astype(np.int64)
@@ -350,8 +351,7 @@ def test_rebalance_as_a_grid_axis(local, tmp_path, store):
     ds = xr.open_zarr(out, consolidated=False).load()
     assert ds["rebalance_days"].values.tolist() == [0, 1, 2]
     assert ds["sharpe"].dims == ("symbol", "fast", "slow", "rebalance_days")
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     time = open_bars(store, MEMBERS[0], "1h")["time"].values[:600].astype("datetime64[ns]")
     for b in bars.values():
         b["time"] = time.astype(np.int64)
@@ -396,8 +396,7 @@ def test_account_settings_and_axes_on_a_local_cluster(store, tmp_path, capsys):
                  "2"]) == 0
     ds = xr.open_zarr(out, consolidated=False).load()
     assert ds["sharpe"].dims == ("symbol", "fast", "slow", "size_value", "leverage")
-    bars = {s: {k: open_bars(store, s, "1h")[k].values.ravel()[:600] for k in
-                ("open", "high", "low", "close")} for s in MEMBERS}
+    bars = member_bars(store)
     mesh = np.meshgrid(*grid.values(), indexing="ij")
     params = {k: m.ravel() for k, m in zip(grid, mesh, strict=True)}
     metrics, _ = sweep_portfolio(get_strategy("ema_cross"), bars, params, execution,
