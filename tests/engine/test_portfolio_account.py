@@ -199,3 +199,33 @@ def test_plot_draws_shorts_below_zero(universe, tmp_path):
     assert all(ax.get_ylim()[0] < 0.0 for ax in panels)
     assert "shorts below 0" in panels[0].texts[0].get_text()
     assert (tmp_path / "both.png").stat().st_size > 20_000
+
+
+@pytest.mark.parametrize(("size", "theirs"), [
+    (dict(type="cash", value=1_500.0), dict(size=1_500.0, size_type="value")),
+    (dict(type="quantity", value=7.0), dict(size=7.0, size_type="amount")),
+])
+def test_cash_and_quantity_sizes_are_vectorbt(universe, size, theirs):
+    """A fixed value and a fixed quantity per entry from one account are vectorbt's
+    ``from_signals`` with ``size_type`` value and amount, one group, cash sharing, fed
+    the TA-Lib signals of ema_cross (fill at the close, fees): the account's value at
+    every bar to 1e-9. The sizes stay under the weight's target and the cash here (what
+    vectorbt has no notion of; the cap is held to the reference above)."""
+    vbt = pytest.importorskip("vectorbt")
+    from helpers.ref_strategies import ref_signals
+
+    combo = dict(fast=5, slow=20)
+    result = backtest_portfolio(universe, "ema_cross", combo, ppy=PPY, fill="close",
+                                fees=0.001, size=size)
+    index = pd.date_range("2020-01-01", periods=len(universe["AAA"]["close"]), freq="1h")
+    close = pd.DataFrame({s: b["close"] for s, b in universe.items()}, index=index)
+    signals = {s: ref_signals("ema_cross", b, combo) for s, b in universe.items()}
+    entries = pd.DataFrame({s: np.asarray(v[0], bool) for s, v in signals.items()}, index=index)
+    exits = pd.DataFrame({s: np.asarray(v[1], bool) for s, v in signals.items()}, index=index)
+    pf = vbt.Portfolio.from_signals(close, entries, exits, direction="longonly", fees=0.001,
+                                    init_cash=10_000.0, group_by=True, cash_sharing=True,
+                                    call_seq="auto", freq="1h", **theirs)
+    np.testing.assert_allclose(result.equity.to_numpy(), pf.value().to_numpy(), rtol=1e-9)
+    assert len(result.trades) > 40
+    gross = (np.abs(result.shares.to_numpy()) * close.to_numpy()).sum(axis=1)
+    assert gross.max() > 2_500.0  # several positions at once
