@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ...engine import METRICS, backtest
-from ...engine.core.execution import hold_execution
+from ...engine.core import hold_execution
 from ...errors import BarsweepError, DataError
 from ..config.dims import NON_PARAM_DIMS
 from .kinds import kind_of, rung_span
