@@ -78,7 +78,7 @@ def lane_events(step, ind, rows, fparams, bars, allow_long, allow_short, events)
     k = 0
     for t in range(n):
         long_entry, long_exit, short_entry, short_exit = step(ind, rows, fparams, bars, t,
-                                                              position, 0.0, t)
+                                                              position, 0.0, t, 0.0, 0.0, 0.0)
         exit_now, side = resolve_signals(position, allow_long, allow_short, CONFLICT_OPPOSITE,
                                          long_entry, long_exit, short_entry, short_exit)
         if exit_now:

@@ -240,8 +240,11 @@ def signal_problem(strategy: Strategy) -> str | None:
     inputs = prepare_inputs(strategy, warm_bars(), warm_params(strategy), Execution(), 8760.0)
     ind, rows = hoist(strategy, inputs.columns, inputs.strategy_params, inputs.n_combos)
     args = (ind, rows[0], inputs.fparams[0], inputs.bars, np.int64(1))
-    if kernels.signal_arity(signal) == 8:  # the position state, as the kernel passes it
+    arity = kernels.signal_arity(signal)
+    if arity >= 8:  # the position state (and the account), as the kernel passes them
         args += (np.float64(0.0), np.float64(0.0), np.int64(0))
+    if arity == 11:
+        args += (np.float64(1.0), np.float64(0.0), np.float64(0.0))
     arg_types = tuple(typeof(a) for a in args)
     try:
         signal.compile(arg_types)

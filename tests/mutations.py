@@ -199,16 +199,18 @@ MUTATIONS = (
     Mutation(
         "the close's signal is told a stopped-out position is still held",
         "engine/core/simulate.py",
-        "                                                                position, entry_fill, "
-        "entry_bar)",
-        "                                                                position if not filled "
-        "else 1.0, entry_fill, entry_bar)",
+        "            ind, rows, fparams, bars, t, position, entry_fill, entry_bar,\n"
+        "            cash + position",
+        "            ind, rows, fparams, bars, t, position if not filled else 1.0, entry_fill,"
+        " entry_bar,\n            cash + position",
         ("tests/engine/test_signal_state.py",)),
     Mutation(
         "the held stretch's signal gets the bar after the entry as its entry bar",
         "engine/core/simulate.py",
-        "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar)",
-        "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar + 1)",
+        "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar,\n"
+        "                    position * price",
+        "                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar + 1,\n"
+        "                    position * price",
         ("tests/engine/test_signal_state.py",)),
     Mutation(
         "the run imports an analysis (an import that runs back up the rooms)",
@@ -359,6 +361,27 @@ MUTATIONS = (
         "elif side < 0.0 and low < state[i, S_EXTREME]:",
         "elif side < 0.0 and low > state[i, S_EXTREME]:",
         ("tests/engine/test_portfolio_account.py::test_kernel_equals_the_reference",),
+    ),
+    Mutation(
+        "a rule sees an order on its last bar as still pending",
+        "engine/core/simulate.py",
+        "float(order_side) if t < order_end else 0.0,",
+        "float(order_side) if t <= order_end else 0.0,",
+        ("tests/engine/test_account_state.py::test_an_order_on_its_last_bar_is_not_pending",),
+    ),
+    Mutation(
+        "a portfolio's rules see the cash for the equity",
+        "engine/portfolio/sim.py",
+        "        equity = cash + value\n",
+        "        equity = cash + 0.0 * value\n",
+        ("tests/engine/test_portfolio_account.py::test_kernel_equals_the_reference",),
+    ),
+    Mutation(
+        "a rule's pending_price reads the entry price",
+        "engine/rules/lower.py",
+        '"pending_price": "price(pending, pending_price)"',
+        '"pending_price": "price(pending, entry_price)"',
+        ("tests/engine/test_account_state.py::test_pending_price_is_the_order_level",),
     ),
 )
 

@@ -122,11 +122,12 @@ def cross_below(a_prev, b_prev, a, b):
 
 
 @njit(inline="always", cache=True)
-def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short):
+def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short, cash):
     """The first bar >= t whose signal opens a position from flat, or ``n``.
 
-    ``step`` is the strategy's signal in its 8-argument form (:func:`simulate`), called
-    with the flat state: position 0.0 (its entry price and bar are then meaningless).
+    ``step`` is the strategy's signal in its 11-argument form (:func:`simulate`), called
+    with the flat state: position 0.0 (its entry price and bar are then meaningless),
+    equity ``cash`` and no pending order.
 
     Every strategy compiles this loop into a small function of its own (``scan`` in its
     module): apart from the rest of the simulation, it keeps the registers to itself,
@@ -134,7 +135,7 @@ def scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short):
     """
     while t < n:
         long_entry, long_exit, short_entry, short_exit = step(ind, rows, fparams, bars, t,
-                                                              0.0, 0.0, t)
+                                                              0.0, 0.0, t, cash, 0.0, 0.0)
         if (allow_long and long_entry and not long_exit) or (
                 allow_short and short_entry and not short_exit):
             return t
@@ -158,17 +159,25 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
     Parameters
     ----------
     signal : njit function ``(ind, rows, fparams, bars, t, position, entry_price,
-        entry_bar) -> (long_entry, long_exit, short_entry, short_exit)``
-        The strategy's rule at the close of bar ``t`` in its 8-argument form (the
+        entry_bar, equity, pending, pending_price) -> (long_entry, long_exit,
+        short_entry, short_exit)``
+        The strategy's rule at the close of bar ``t`` in its 11-argument form (the
         ``step`` of its kernel module, :mod:`barsweep.engine.strategies.kernels`), given
-        the position state as it is then: after the bar's queued fills, stops, ruin and
+        the state as it is then: after the bar's queued fills, stops, ruin and
         funding (a position stopped out in the bar is flat). ``position`` (float64) is
         the signed quantity held, 0.0 when flat, > 0 long, < 0 short; ``entry_price``
         (float64) the open position's entry fill, slippage included; ``entry_bar``
         (int64) the bar of that fill. The last two are meaningless when ``position`` is
-        0.0. In flat stretches (``scan``) it is called with position 0.0.
-    scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short) -> t``,
-        the strategy's :func:`scan_flat` (the first bar from ``t`` that opens from flat).
+        0.0. ``equity`` (float64) is the account's value at this close, ``cash +
+        position * close[t]``. ``pending`` (float64) is the side of the entry order that
+        would still work in the next bar if this close did nothing (1.0 a long limit or
+        stop entry, -1.0 a short one, 0.0 none: an order whose validity ends at this
+        bar is not pending), ``pending_price`` its level (meaningless when ``pending``
+        is 0.0). In flat stretches (``scan``) it is called with position 0.0, equity
+        ``cash`` and no pending order.
+    scan : njit function ``(ind, rows, fparams, bars, t, n, allow_long, allow_short,
+        cash) -> t``, the strategy's :func:`scan_flat` (the first bar from ``t`` that
+        opens from flat).
     bars : Bars
         :class:`barsweep.engine.core.inputs.Bars`: open, high, low, close, funding rate and
         benchmark returns, shape (n_bars,), float64.
@@ -273,7 +282,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 and not entry_wins):
             if lockstep:  # ``scan_flat``'s test, on this bar only
                 long_entry, long_exit, short_entry, short_exit = signal(
-                    ind, rows, fparams, bars, t, 0.0, 0.0, t)
+                    ind, rows, fparams, bars, t, 0.0, 0.0, t, cash, 0.0, 0.0)
                 if not ((allow_long and long_entry and not long_exit) or (
                         allow_short and short_entry and not short_exit)):
                     t += 1
@@ -282,7 +291,7 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 flat_from = int(extreme)
             else:
                 flat_from = t
-                t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short)
+                t = scan(ind, rows, fparams, bars, t, n, allow_long, allow_short, cash)
             if t > flat_from:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - flat_from)
                 record_constant(rec, flat_from, t, equity)
@@ -298,7 +307,8 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
             while t < held_end:
                 price = close[t]  # loaded before the signal's branch
                 long_entry, long_exit, short_entry, short_exit = signal(
-                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar)
+                    ind, rows, fparams, bars, t, position, entry_fill, entry_bar,
+                    position * price, 0.0, 0.0)
                 # a long acts only on its own exit, as the conflict mode resolves it
                 # with its entry (``resolve_signals``: nothing enters while held)
                 if exits_held(long_entry, long_exit, exit_wins):
@@ -409,9 +419,12 @@ def simulate(signal, scan, bars, ind, combos, c, run, out, lockstep, rec):
                 cash = 0.0
                 position = 0.0
                 filled = True
-        # 4. the close's signal: filled at this close, or queued for the next open
-        long_entry, long_exit, short_entry, short_exit = signal(ind, rows, fparams, bars, t,
-                                                                position, entry_fill, entry_bar)
+        # 4. the close's signal: filled at this close, or queued for the next open (it
+        # sees the entry order that would work in the next bar)
+        long_entry, long_exit, short_entry, short_exit = signal(
+            ind, rows, fparams, bars, t, position, entry_fill, entry_bar,
+            cash + position * close[t], float(order_side) if t < order_end else 0.0,
+            order_at)
         exit_now, enter_side = resolve_signals(position, allow_long, allow_short, conflict,
                                                long_entry, long_exit, short_entry, short_exit)
         if order_type != ORDER_MARKET:

@@ -73,20 +73,20 @@ def portfolio_kernel_cuda(signal):
     called ``kernel[blocks, threads](sbars, px, ind, combos, book, run, bench, state, out,
     per_symbol, segs)``."""
     module = kernels.compiled(signal)
-    key = (module.step, module.scan)
+    key = (module.step, module.scan, module.ACCOUNT)
     if key not in _KERNELS:
-        _KERNELS[key] = _build_kernel(module.step, module.scan)
+        _KERNELS[key] = _build_kernel(*key)
     return _KERNELS[key]
 
 
-def _build_kernel(step, scan):
+def _build_kernel(step, scan, account):
     @cuda.jit
     def kernel(sbars, px, ind, combos, book, run, bench, state, out, per_symbol, segs):
         first = cuda.grid(1)
         mine = state[:, :, first]
         for c in range(first, combos.rows.shape[0], cuda.gridsize(1)):
-            simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, mine,
-                               out, per_symbol, segs, None)
+            simulate_portfolio(step, scan, account, sbars, px, ind, combos, book, c, run,
+                               bench, mine, out, per_symbol, segs, None)
 
     return kernel
 

@@ -106,7 +106,7 @@ def require_cuda() -> None:
 
 def strategy_functions(strategy: Strategy) -> tuple:
     """The ``(step, scan)`` pair the strategy's kernel passes to ``simulate``: its signal in
-    the 8-argument form the simulation calls (:func:`kernels.compiled`'s ``step``) and
+    the 11-argument form the simulation calls (:func:`kernels.compiled`'s ``step``) and
     its ``scan``, as the strategy names them (``Strategy(..., signal=signal, scan=scan)``)."""
     if strategy.signal is None or strategy.scan is None:
         raise SpecError(f"strategy {strategy.name!r}: for the GPU, name its rule in the "

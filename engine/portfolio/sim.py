@@ -16,8 +16,9 @@ The contract is docs/EXECUTION.md, "Portfolios". The order of events inside bar 
    is closed at the level (the open on a gap) and its symbol is flat for the close's
    rule; then the positions held through the bar pay their funding and borrowing
    (:func:`charge_positions`);
-3. each symbol's rule is evaluated at the close with its own position state
-   (``step``, the strategy's signal in its 8-argument form) and resolved as a
+3. each symbol's rule is evaluated at the close with its own position state and the
+   account's equity at that close (``step``, the strategy's signal in its 11-argument
+   form; no entry order is ever pending in a portfolio) and resolved as a
    single-symbol run resolves it (``fills.resolve_signals``, ``execution.direction``
    and ``execution.conflict``): exit, enter from flat, both (a reversal), or nothing;
    the orders fill at ``close[t]`` (``fill: close``, again through :func:`fill_orders`)
@@ -174,11 +175,13 @@ def enter_orders(px, column, t, state, order_col, cash, n_open, max_open, value,
 
 
 @njit(inline="always", cache=True)
-def close_orders(step, sbars, px, ind, rows, fparams, t, state, run):
+def close_orders(step, account, sbars, px, ind, rows, fparams, t, state, run, cash):
     """Each symbol's order at the close of bar ``t`` into ``state[:, S_ORDER]``
     (:func:`~.orders.order_code`: exit, enter from flat or both; 0 none), each rule
     evaluated with its symbol's position state and resolved with the run's directions and
-    conflict mode (``fills.resolve_signals``).
+    conflict mode (``fills.resolve_signals``). When ``account`` (a constant: the rule
+    reads the account) the rules see the account's equity at this close, ``cash`` plus
+    the positions' value, marked first; otherwise that pass compiles away.
 
     Returns ``(how many symbols have an order, the positions' value at the close before
     any order)``.
@@ -192,11 +195,17 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state, run):
     # constants (True, False) long only: the short side compiles away (the loop was 1.2
     # times slower with the directions read from the run)
     allow_long, allow_short = directions(run.shorts)
+    equity = cash
+    if account:
+        value = 0.0
+        for i in range(state.shape[0]):
+            value += state[i, S_POS] * px[1, i, t]
+        equity = cash + value
     for i in range(state.shape[0]):
         position = state[i, S_POS]
         long_entry, long_exit, short_entry, short_exit = step(
             ind[i], rows, fparams, sbars[i], t, position, state[i, S_FILL],
-            int(state[i, S_BAR]))
+            int(state[i, S_BAR]), equity, 0.0, 0.0)
         exit_now, side = resolve_signals(position, allow_long, allow_short, run.conflict,
                                          long_entry, long_exit, short_entry, short_exit)
         order = order_code(exit_now, float(side))
@@ -208,20 +217,22 @@ def close_orders(step, sbars, px, ind, rows, fparams, t, state, run):
 
 
 @njit(inline="always", cache=True)
-def next_entry(scan, sbars, ind, rows, fparams, t, n, state, shorts):
-    """The first bar >= ``t`` at which a symbol enters, all being flat; ``n`` when none
-    does.
+def next_entry(scan, account, sbars, ind, rows, fparams, t, n, state, shorts, cash):
+    """The first bar >= ``t`` at which a symbol enters, all being flat (the account's
+    equity ``cash``); ``n`` when none does.
 
     A flat symbol's rule is a function of the bar alone (position 0), so the strategy's
     ``scan`` finds its next entry, kept in ``state[i, S_NEXT]`` and searched again only
-    once passed: a stretch where every symbol is flat costs each symbol its scan.
+    once passed: a stretch where every symbol is flat costs each symbol its scan. A
+    rule that reads the account (``account``, a constant) also depends on the equity,
+    which trades since change: it is searched again at each call.
     """
     first = n
     allow_long, allow_short = directions(shorts)  # constants long only
     for i in range(state.shape[0]):
-        if state[i, S_NEXT] < t:
+        if account or state[i, S_NEXT] < t:
             state[i, S_NEXT] = scan(ind[i], rows, fparams, sbars[i], t, n, allow_long,
-                                    allow_short)
+                                    allow_short, cash)
         if state[i, S_NEXT] < first:
             first = int(state[i, S_NEXT])
     return first
@@ -314,7 +325,7 @@ def margin_call(px, t, state, cash, n_open, maintenance, run, trade_acc, sym, re
 
 
 @njit(inline="always", cache=True)
-def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state, out,
+def simulate_portfolio(step, scan, account, sbars, px, ind, combos, book, c, run, bench, state, out,
                        per_symbol, segs, rec):
     """Run portfolio combo ``c`` over bars ``[run.start, run.end)`` and write its metrics
     into ``out[c]``, its per-symbol ``n_trades`` and ``exposure`` into
@@ -324,9 +335,12 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
 
     Parameters
     ----------
-    step : njit function, the strategy's signal in its 8-argument form
+    step : njit function, the strategy's signal in its 11-argument form
     scan : njit function, the strategy's flat-stretch search
         (:func:`barsweep.engine.core.simulate.scan_flat`)
+    account : bool, a constant of the kernel
+        Whether the signal reads the account (its module's ``ACCOUNT``): its equity is
+        then marked before the rules (:func:`close_orders`, :func:`next_entry`).
     sbars : list (CPU) or tuple (GPU) of Bars, one per symbol (aligned, same length), as
         the signals read them (:func:`member_bars`)
     px : ndarray, shape (4, N, n_bars): each symbol's open (``px[0]``), close (``px[1]``),
@@ -391,7 +405,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         # ``entry`` an entry and an exit together enter too: every bar is stepped)
         if n_open == 0 and n_pending == 0 and run.conflict != CONFLICT_ENTRY:
             start = t
-            t = next_entry(scan, sbars, ind, rows, fparams, t, n, state, run.shorts)
+            t = next_entry(scan, account, sbars, ind, rows, fparams, t, n, state,
+                           run.shorts, cash)
             if t > start:
                 dd_acc = acc_drawdown_flat(dd_acc, equity, t - start)
                 record_flat(rec, start, t, equity)
@@ -416,7 +431,8 @@ def simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, 
         if charged and n_open > 0:  # 2b. funding and borrowing on what is held
             cash = charge_positions(sbars, px, t, state, cash, run.funding, borrow)
         # 3. each symbol's rule at the close
-        n_orders, held = close_orders(step, sbars, px, ind, rows, fparams, t, state, run)
+        n_orders, held = close_orders(step, account, sbars, px, ind, rows, fparams, t,
+                                      state, run, cash)
         rebal = r >= 0 and n_open > 0 and book.rebalance_bars[r, t]
         if n_orders > 0 or rebal:
             if not run.next_open:

@@ -57,16 +57,16 @@ def portfolio_kernel(stacked, px, ind, combos, book, run, bench, out, per_symbol
     sbars = member_bars(stacked)
     state = np.zeros((ind.shape[0], N_STATE))
     for c in range(combos.rows.shape[0]):
-        simulate_portfolio(step, scan, sbars, px, ind, combos, book, c, run, bench, state,
-                           out, per_symbol, segs, rec)
+        simulate_portfolio(step, scan, ACCOUNT, sbars, px, ind, combos, book, c, run,
+                           bench, state, out, per_symbol, segs, rec)
 """, prefix="portfolio_")
 
 _COMPILED: dict[object, ModuleType] = {}
 
 
 def portfolio_kernel(signal):
-    """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5 or
-    8 arguments), written and imported once per process.
+    """The compiled portfolio kernel of ``signal`` (a module-level ``@njit`` signal of 5, 8 or
+    11 arguments), written and imported once per process.
 
     It is called ``portfolio_kernel(stacked, px, ind, combos, book, run, bench, out,
     per_symbol, segs, rec)`` (:func:`barsweep.engine.portfolio.sim.simulate_portfolio`),

@@ -27,7 +27,7 @@ from ...errors import SpecError
 from ..cache import BASE
 from ..strategies import kernels
 from ..strategies.base import Indicator, Param, Strategy
-from .functions import FUNCTIONS, HELPERS, SERIES, STATE
+from .functions import ACCOUNT_STATE, FUNCTIONS, HELPERS, SERIES, STATE
 from .lower import RUNTIME, columns_of, params_of, row, signal_source, slots, text, walk
 from .parse import MAX_BARS, Node, parse_rule, usage
 
@@ -48,7 +48,7 @@ from {engine}.rules.runtime import {runtime}
 
 
 @njit(cache={cache}, error_model="numpy")
-def signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar):
+def signal({args}):
 {body}
 '''
 
@@ -172,7 +172,7 @@ def reserved_name(name: str) -> str | None:
     if name in SERIES:
         what, means = f"the series ({', '.join(SERIES)})", f"is the bars' {name}"
     elif name in STATE:
-        what, means = f"the position state ({', '.join(STATE)})", "is read from the open position"
+        what, means = f"the state ({', '.join(STATE)})", "is read from the position and account"
     elif name in FUNCTIONS or name in HELPERS:
         what, means = "the rule language's functions", f"calls {usage(name)}"
     elif keyword.iskeyword(name):
@@ -303,8 +303,14 @@ def _module(trees: Mapping[str, Node], body: str) -> ModuleType:
     """The imported module holding the rule's ``signal`` (written once per rule): its
     source is made from the parsed trees only (:func:`canonical`, the emitted ``body``)."""
     doc = "\n".join(f"    {line}" for line in canonical(trees).splitlines())
+    # the account's state only when read: the longest form costs the portfolio kernel
+    # its flat-stretch search ahead of time
+    reads_account = any(node.kind == "state" and node.value in ACCOUNT_STATE
+                        for tree in trees.values() for node in walk(tree))
+    args = (*kernels.SIGNAL_ARGS, *kernels.STATE_ARGS,
+            *(kernels.ACCOUNT_ARGS if reads_account else ()))
     fields = dict(writer=__name__, doc=f"Rules:\n\n{doc}", engine=ENGINE_PACKAGE,
-                  runtime=", ".join(RUNTIME), body=body)
+                  runtime=", ".join(RUNTIME), body=body, args=", ".join(args))
     source = MODULE.format(cache=True, **fields)
     stem = "rule_" + hashlib.sha256(source.encode()).hexdigest()[:16]
     name = f"_barsweep_{stem}"

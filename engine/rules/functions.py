@@ -15,8 +15,14 @@ from dataclasses import dataclass
 #: The bar columns a rule reads by name.
 SERIES = ("open", "high", "low", "close", "volume")
 
-#: The position state a rule reads by name (not lagged, not inside an indicator).
-STATE = ("position", "entry_price", "bars_held", "quantity")
+#: The account's state a rule reads by name: its equity at the close and the entry order
+#: pending then (its side and level). A rule reading any of them compiles to an
+#: 11-argument signal (:mod:`barsweep.engine.strategies.kernels`).
+ACCOUNT_STATE = ("equity", "pending", "pending_price")
+
+#: The position and account state a rule reads by name (not lagged, not inside an
+#: indicator).
+STATE = ("position", "entry_price", "bars_held", "quantity", *ACCOUNT_STATE)
 
 #: Per-bar helpers: name -> (fewest, most) arguments.
 HELPERS = {"abs": (1, 1), "min": (2, 8), "max": (2, 8), "cross_above": (2, 2),

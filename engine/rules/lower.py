@@ -209,7 +209,9 @@ def _lagged(series: np.ndarray, k: int) -> np.ndarray:
 def signal_source(rules: Mapping[str, Node], slot_texts: Mapping[str, int],
                   param_index: Mapping[str, int]) -> str:
     """The body of ``signal(ind, rows, fparams, bars, t, position, entry_price,
-    entry_bar)`` returning ``(long_entry, long_exit, short_entry, short_exit)``.
+    entry_bar)`` (and ``equity, pending, pending_price`` when a rule reads the account,
+    :data:`~.functions.ACCOUNT_STATE`) returning ``(long_entry, long_exit, short_entry,
+    short_exit)``.
 
     ``rules`` maps those four names to trees (a rule given twice is evaluated once),
     ``slot_texts`` each slot's canonical text to its index in ``rows``, ``param_index``
@@ -260,7 +262,8 @@ class _Emitter:
         if kind == "state":
             return {"position": "side(position)", "bars_held": "held(position, t, entry_bar)",
                     "entry_price": "price(position, entry_price)",
-                    "quantity": "position"}[value]
+                    "quantity": "position", "equity": "equity", "pending": "pending",
+                    "pending_price": "price(pending, pending_price)"}[value]
         if kind == "lag":
             return self(args[0], f"{i} - {self._int(args[1])}")
         if kind == "cross":

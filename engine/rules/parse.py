@@ -100,12 +100,12 @@ class _Reader(Reader):
             self.fail(f"{name!r} is {what}: a rule cannot read it (to read a level in a "
                       f"rule, give its grid axis another name, "
                       f"e.g. '{name}_level'); a rule reads the series ({', '.join(SERIES)}),"
-                      f" the position state ({', '.join(STATE)}) and the grid's other axes "
+                      f" the state ({', '.join(STATE)}) and the grid's other axes "
                       f"({_listed(self.params)})", span)
         if name.lower() in ("and", "or", "not"):
             self.fail(instead(name, self.language), span)
         self.fail(f"unknown name {name!r}{suggest(name, (*known_names(), *self.params))}; "
-                  f"names are the series ({', '.join(SERIES)}), the position state "
+                  f"names are the series ({', '.join(SERIES)}), the state "
                   f"({', '.join(STATE)}) and the grid's axes ({_listed(self.params)})", span)
 
     def _Subscript(self, node: ast.Subscript) -> Node:
@@ -114,7 +114,7 @@ class _Reader(Reader):
             self.fail("only a series has past values: [k] reads the value k bars ago of "
                       "a series (close[1], rsi(close, n)[2])", target.span)
         if target.state:
-            self.fail("the position state has no past values (it is read at this bar)",
+            self.fail("the state has no past values (it is read at this bar)",
                       target.span)
         lag = self._lag(node.slice)
         if lag.kind == "num" and lag.value == 0:

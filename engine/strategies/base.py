@@ -100,8 +100,10 @@ class Strategy:
     ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
     short_exit)`` is the rule, a module-level ``@njit`` function (see ``bollinger.py``;
     the crossover strategies share ``crossover.py``'s). It may take the position state
-    too, ``signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
-    (:func:`barsweep.engine.core.simulate.simulate` says what they hold); any other number of
+    too, ``signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``, and
+    the account and its pending entry order, ``(..., entry_bar, equity, pending,
+    pending_price)`` (:func:`barsweep.engine.core.simulate.simulate` says what they
+    hold); any other number of
     arguments is refused here (:func:`~.kernels.signal_arity`). From it the Strategy takes
     ``scan`` and ``kernel(bars, ind, combos, run, out, rec)``, the sweep kernel that
     ``sweep_block()`` (``rec`` None) and ``backtest()`` (a record) run
@@ -142,7 +144,7 @@ class Strategy:
                 raise ValueError(f"{self.name}: indicator {ind.name} uses unknown {unknown}")
         kernel, scan = _given(self, "kernel"), _given(self, "scan")
         if self.signal is not None:
-            kernels.signal_arity(self.signal)  # 5 or 8 arguments, else a SpecError
+            kernels.signal_arity(self.signal)  # 5, 8 or 11 arguments, else a SpecError
         if self.signal is None or (kernel is not None and scan is not None):
             return
         if kernel is not None or scan is not None:

@@ -1,12 +1,17 @@
 """Each strategy's ``step``, ``scan`` and sweep ``kernel``, compiled from its ``signal`` alone.
 
-A signal takes 5 arguments, ``(ind, rows, fparams, bars, t)``, or 8, ``(ind, rows,
-fparams, bars, t, position, entry_price, entry_bar)``: the second form also sees the
-position state at the close of bar ``t`` (:func:`barsweep.engine.core.simulate.simulate`
-says which values). The simulation always calls the 8-argument form, ``step``: the
-signal itself when it takes 8 arguments, else a wrapper inlined into the kernel that
-drops the last three (a 5-argument signal compiles to the same code as before it
-existed). :func:`signal_arity` tells the two apart and refuses any other.
+A signal takes 5 arguments, ``(ind, rows, fparams, bars, t)``, 8, ``(ind, rows,
+fparams, bars, t, position, entry_price, entry_bar)``, or 11, those and ``equity,
+pending, pending_price``: the longer forms also see the position state, and the
+account and its pending entry order, at the close of bar ``t``
+(:func:`barsweep.engine.core.simulate.simulate` says which values). The simulation
+always calls the 11-argument form, ``step``: the signal itself when it takes 11
+arguments, else a wrapper inlined into the kernel that drops the rest (a 5- or
+8-argument signal compiles to the same code as before the longer forms existed).
+:func:`signal_arity` tells the three apart and refuses any other. The module's
+``ACCOUNT`` is True for an 11-argument signal: the portfolio kernel then marks the
+account before its rules and searches no flat stretch ahead of time
+(:func:`barsweep.engine.portfolio.sim.simulate_portfolio`).
 
 All three are a few lines that only name the signal: ``scan`` searches flat stretches
 (:func:`barsweep.engine.core.simulate.scan_flat`), ``kernel`` runs
@@ -57,6 +62,7 @@ ENGINE_PACKAGE = __name__.rsplit(".", 2)[0]  # "barsweep.engine"
 #: The arguments of a signal, in its two forms.
 SIGNAL_ARGS = ("ind", "rows", "fparams", "bars", "t")
 STATE_ARGS = ("position", "entry_price", "entry_bar")
+ACCOUNT_ARGS = ("equity", "pending", "pending_price")
 
 HEADER = '''\
 """{title} of {module}.{name}, written by {writer}: do not edit.
@@ -68,10 +74,12 @@ SIGNAL_FILE = {path!r}
 
 {imports}{import_signal}
 {step}
+ACCOUNT = {account}  # the signal reads the account (``equity``, the pending order)
+
 
 @njit(cache={cache})
-def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short):
-    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short)
+def scan(ind, rows, fparams, bars, t, n, allow_long, allow_short, cash):
+    return scan_flat(step, ind, rows, fparams, bars, t, n, allow_long, allow_short, cash)
 {body}'''
 
 
@@ -106,12 +114,14 @@ class KernelKind:
         names shown with word characters only and the path as a string literal, so no
         character of theirs leaves its place in the source (``import_signal`` names an
         importable module: :func:`source_of`)."""
+        arity = signal_arity(signal)
         return HEADER.format(title=self.title, module=_word(module), name=_word(name),
                              writer=__name__,
                              path=path, digest=digest, cache=cache,
                              imports=self.imports.format(engine=ENGINE_PACKAGE),
                              import_signal=import_signal,
-                             step=STEP[signal_arity(signal)].format(cache=cache),
+                             step=STEP[arity].format(cache=cache),
+                             account=arity == len(SIGNAL_ARGS + STATE_ARGS + ACCOUNT_ARGS),
                              body=self.body.format(cache=cache))
 
 
@@ -138,11 +148,18 @@ def lockstep_kernel(bars, ind, combos, run, out, rec):
 STEP = {
     5: '''
 @njit(inline="always", cache={cache})
-def step(ind, rows, fparams, bars, t, position, entry_price, entry_bar):
+def step(ind, rows, fparams, bars, t, position, entry_price, entry_bar, equity, pending,
+         pending_price):
     return signal(ind, rows, fparams, bars, t)
 ''',
     8: '''
-step = signal  # it takes the position state itself
+@njit(inline="always", cache={cache})
+def step(ind, rows, fparams, bars, t, position, entry_price, entry_bar, equity, pending,
+         pending_price):
+    return signal(ind, rows, fparams, bars, t, position, entry_price, entry_bar)
+''',
+    11: '''
+step = signal  # it takes the position state and the account itself
 ''',
 }
 
@@ -158,15 +175,17 @@ def compiled(signal) -> ModuleType:
     signal : numba dispatcher
         ``signal(ind, rows, fparams, bars, t) -> (long_entry, long_exit, short_entry,
         short_exit)``, or ``signal(ind, rows, fparams, bars, t, position, entry_price,
-        entry_bar)``, a module-level ``@njit`` function.
+        entry_bar)``, or that and ``equity, pending, pending_price``: a module-level
+        ``@njit`` function.
 
     Returns
     -------
-    module with ``step(ind, rows, fparams, bars, t, position, entry_price, entry_bar)``
-    (the signal in its 8-argument form), ``scan(ind, rows, fparams, bars, t, n,
-    allow_long, allow_short) -> t`` and ``kernel(bars, ind, combos, run, out, rec)``,
-    which runs every combo of ``combos`` and writes ``out`` (the records
-    :class:`~barsweep.engine.core.inputs.Bars`, :class:`~barsweep.engine.core.inputs.Combos`,
+    module with ``step(ind, rows, fparams, bars, t, position, entry_price, entry_bar,
+    equity, pending, pending_price)`` (the signal in its 11-argument form), ``scan(ind,
+    rows, fparams, bars, t, n, allow_long, allow_short, cash) -> t``, ``ACCOUNT`` and
+    ``kernel(bars, ind, combos, run, out, rec)``, which runs every combo of ``combos``
+    and writes ``out`` (the records :class:`~barsweep.engine.core.inputs.Bars`,
+    :class:`~barsweep.engine.core.inputs.Combos`,
     :class:`~barsweep.engine.core.execution.RunSettings` and
     :class:`~barsweep.engine.core.simulate.Outputs`; ``ind`` the indicator table) and,
     when ``rec`` is a :class:`~barsweep.engine.core.records.Record` (one combo), that
@@ -190,8 +209,9 @@ def compiled(signal) -> ModuleType:
 
 
 def signal_arity(signal) -> int:
-    """How many arguments ``signal`` takes: 5 ``(ind, rows, fparams, bars, t)`` or 8 (those
-    and ``position, entry_price, entry_bar``), read from its Python signature.
+    """How many arguments ``signal`` takes: 5 ``(ind, rows, fparams, bars, t)``, 8 (those
+    and ``position, entry_price, entry_bar``) or 11 (those and ``equity, pending,
+    pending_price``), read from its Python signature.
 
     Raises
     ------
@@ -217,8 +237,8 @@ def signal_arity(signal) -> int:
             f"{getattr(py_func, '__qualname__', repr(py_func))}")
     got = "an unreadable signature" if params is None else f"({', '.join(map(str, params))})"
     raise SpecError(f"signal {name} takes {got}; a signal takes 5 arguments "
-                    f"({', '.join(SIGNAL_ARGS)}) or 8 ({', '.join(SIGNAL_ARGS + STATE_ARGS)}); "
-                    "see docs/STRATEGIES.md")
+                    f"({', '.join(SIGNAL_ARGS)}), 8 (and {', '.join(STATE_ARGS)}) or 11 "
+                    f"(and {', '.join(STATE_ARGS + ACCOUNT_ARGS)}); see docs/STRATEGIES.md")
 
 
 def built(signal) -> ModuleType | None:

@@ -34,9 +34,10 @@ def traced(lockstep: bool, execution: Execution) -> dict:
     compiled = kernels.compiled(strategy.signal)
     widths, starts = [], []
 
-    def scan(ind, rows, fparams, bars, t, limit, allow_long, allow_short):
+    def scan(ind, rows, fparams, bars, t, limit, allow_long, allow_short, cash):
         widths.append(limit - t)
-        return compiled.scan(ind, rows, fparams, bars, t, limit, allow_long, allow_short)
+        return compiled.scan(ind, rows, fparams, bars, t, limit, allow_long, allow_short,
+                             cash)
 
     book = sim.book_segments
 

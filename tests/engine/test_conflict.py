@@ -166,7 +166,8 @@ def step_signals(strategy, bars, params):
     combos = inputs.combos(rows)
     step = kernels.compiled(strategy.signal).step
     n = len(bars["close"])
-    return np.array([[step(ind, combos.rows[c], combos.fparams[c], inputs.bars, t, 0.0, 0.0, t)
+    return np.array([[step(ind, combos.rows[c], combos.fparams[c], inputs.bars, t, 0.0, 0.0, t,
+                           1.0, 0.0, 0.0)
                       for t in range(n)] for c in range(inputs.n_combos)], dtype=bool)
 
 

@@ -54,7 +54,7 @@ def caret_under(message: str) -> str:
      "[c for c in close]"),
     ("level[1] > 0", "only a series has past values", "level"),
     ("close[1:3] > 0", "slices are not part of the rule language", "1:3"),
-    ("bars_held[1] > 2", "the position state has no past values", "bars_held"),
+    ("bars_held[1] > 2", "the state has no past values", "bars_held"),
     ("sma(close - entry_price, n) > 0", "cannot read the position state", "close - entry_price"),
     ("sma(close, timeperiod=n) > 0", "arguments are positional", "sma(close, timeperiod=n)"),
     ("close ** 2 > 1", "the operator `**` is not part of the rule language (+ - * / only)",

@@ -1,7 +1,9 @@
 """rule_state: a strategy written as rules (lags, nested indicators, crosses, min/max,
 the position state), so the simulator and PTX tests cover the generated signal; rule_hold:
 rules whose entry and exit of one side often hold on the same bar (a state entry, an exit
-by time), so each ``execution.conflict`` mode resolves something. Registered on import."""
+by time), so each ``execution.conflict`` mode resolves something; rule_account: rules
+that read the account (``equity``, the pending entry order and its level), an 11-argument
+signal. Registered on import."""
 
 from barsweep.engine import register
 from barsweep.engine.rules import Rule, compile_rule
@@ -22,3 +24,13 @@ HOLD_RULE = Rule("close > sma(close, period)", "bars_held >= hold",
                  name="rule_hold")
 
 HOLD_STRATEGY = register(compile_rule(HOLD_RULE, {"period": "int", "hold": "int"}))
+
+ACCOUNT_RULE = Rule("close > sma(close, period) and pending == 0 and equity > floor",
+                    "close < sma(close, period) or close > pending_price * (1 + k) or "
+                    "quantity * close > equity * 1.5",
+                    short_entry="close < sma(close, period) and pending == 0",
+                    short_exit="close > sma(close, period) or equity < floor",
+                    name="rule_account")
+
+ACCOUNT_STRATEGY = register(compile_rule(ACCOUNT_RULE, {"period": "int", "floor": "float",
+                                                        "k": "float"}))

@@ -70,6 +70,19 @@ CONFLICTS = {
 }
 
 
+#: Entry orders for ``rule_account`` (it reads the pending order): a limit filled at the
+#: next open, a stop at the close, both sides, a margin and a size.
+ACCOUNT_ORDERS = {
+    "open_both_limit": dict(fill="next_open", direction="both", fees=0.001,
+                            entry_order={"type": "limit", "offset": 0.004, "valid_bars": 4}),
+    "close_both_stop_levered": dict(fill="close", direction="both", fees=0.0005,
+                                    leverage=2.0, maintenance_margin=0.3,
+                                    size={"type": "percent", "value": 0.8},
+                                    entry_order={"type": "stop", "offset": 0.003,
+                                                 "valid_bars": 6}),
+}
+
+
 def _grid(**axes) -> dict[str, np.ndarray]:
     """The first N_COMBOS combos of the product of ``axes``."""
     mesh = np.meshgrid(*axes.values(), indexing="ij")
@@ -93,6 +106,8 @@ PARAMS = {
     "sma_hold": _grid(period=np.arange(4, 20, 2), hold=np.array([1, 3, 8, 30]),
                       k=np.array([0.01, 0.04])),
     "rule_hold": _grid(period=np.arange(4, 36, 2), hold=np.array([1, 2, 5, 12])),
+    "rule_account": _grid(period=np.arange(4, 20, 2), floor=np.array([9_000.0, 10_050.0]),
+                          k=np.array([0.002, 0.01])),
 }
 
 #: Strategies registered by modules of the tests (docs/STRATEGIES.md's examples, one of
@@ -100,6 +115,7 @@ PARAMS = {
 #: written as rules, in tests/gpu), each imported by its name as a user's module is.
 MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy",
            "rule_state": "gpu_rule_strategy", "rule_hold": "gpu_rule_strategy",
+           "rule_account": "gpu_rule_strategy",
            "sma_hold": "signal_state_example"}
 MODULE_FOLDERS = (TESTS / "engine", TESTS / "gpu")
 
@@ -122,6 +138,10 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
         if strategy == "rule_hold":
             out += [(f"rule_hold-{name}", strategy, name, PARAMS[strategy], kwargs)
                     for name, kwargs in CONFLICTS.items()]
+            continue
+        if strategy == "rule_account":  # the pending order's state: limit and stop entries
+            out += [(f"rule_account-{name}", strategy, name, PARAMS[strategy], kwargs)
+                    for name, kwargs in ACCOUNT_ORDERS.items()]
             continue
         picks = names if strategy == "ema_cross" else [names[i % 4], names[(i + 2) % 4 + 1]]
         for execution in dict.fromkeys(picks):

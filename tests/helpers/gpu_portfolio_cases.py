@@ -1,5 +1,5 @@
 """CUDA-vs-CPU portfolio cases, sized for the simulator: 4 symbols, ``ema_cross`` and a
-rule reading the position state, fills at the close and at the next open, fees, fixed
+rule reading the position state and one reading the account's equity, fills at the close and at the next open, fees, fixed
 fees and slippage, ``max_positions`` as one value and per combo, one case where the
 account is ruined, and one trading both sides with funding, leverage, borrowing, margin
 calls and a percent size in lots."""
@@ -22,6 +22,12 @@ STATE_RULE = Rule("cross_above(close, bbands(close, n, k).upper) and position ==
                   "bars_held >= hold or close < entry_price * (1 - stop)")
 STATE_KINDS = {"n": "int", "k": "float", "hold": "int", "stop": "float"}
 
+#: A rule reading the account's equity (an 11-argument signal: the kernel marks the
+#: account before the rules and scans no flat stretch ahead).
+ACCOUNT_RULE = Rule("close > sma(close, n) and equity > floor",
+                    "close < sma(close, n) or quantity * close > equity * share")
+ACCOUNT_KINDS = {"n": "int", "floor": "float", "share": "float"}
+
 
 def universe() -> dict[str, dict[str, np.ndarray]]:
     """The symbols' bars (aligned, seeded)."""
@@ -29,7 +35,10 @@ def universe() -> dict[str, dict[str, np.ndarray]]:
 
 
 def strategy(name: str):
-    """``ema_cross`` or ``state_rule`` (:data:`STATE_RULE`, compiled)."""
+    """``ema_cross``, ``state_rule`` (:data:`STATE_RULE`, compiled) or ``account_rule``
+    (:data:`ACCOUNT_RULE`)."""
+    if name == "account_rule":
+        return compile_rule(ACCOUNT_RULE, ACCOUNT_KINDS)
     return compile_rule(STATE_RULE, STATE_KINDS) if name == "state_rule" else get_strategy(name)
 
 
@@ -43,6 +52,10 @@ PARAMS = {
     "state_rule": _grid(n=np.array([8, 14, 20]), k=np.array([0.5, 1.0]),
                         hold=np.array([3, 10]), stop=np.array([0.01, 0.03])),
 }
+
+#: ``account_rule``'s combos (two cases of its own: the simulator is slow)
+ACCOUNT_PARAMS = _grid(n=np.array([5, 10, 20]), floor=np.array([9_000.0, 10_050.0]),
+                       share=np.array([0.3, 0.45, 2.0]))
 
 EXECUTIONS = {
     "close_fees": dict(fill="close", fees=0.001),
@@ -82,6 +95,8 @@ def cases() -> list[tuple[str, str, dict, str, object]]:
     for name in PARAMS:
         out.append((f"{name}-stops-two", name, PARAMS[name], "stops", 2))
         out.append((f"{name}-account-all", name, PARAMS[name], "account", None))
+    out.append(("account_rule-close_fees-two", "account_rule", ACCOUNT_PARAMS, "close_fees", 2))
+    out.append(("account_rule-account-all", "account_rule", ACCOUNT_PARAMS, "account", None))
     out.append(("ema_cross-close_fees-rebalance", "ema_cross", PARAMS["ema_cross"],
                 "close_fees", 2))
     return out

@@ -21,6 +21,12 @@ STATE_RULE = Rule("cross_above(close, bbands(close, n, k).upper) and position ==
                   "bars_held >= hold or close < entry_price * (1 - stop)")
 STATE_KINDS = {"n": "int", "k": "float", "hold": "int", "stop": "float"}
 
+#: A rule reading the account's equity (the whole account's, at the close): it enters
+#: only while the account is above a floor and leaves a position grown past a share of it.
+ACCOUNT_RULE = Rule("close > sma(close, n) and equity > floor",
+                    "close < sma(close, n) or quantity * close > equity * share")
+ACCOUNT_KINDS = {"n": "int", "floor": "float", "share": "float"}
+
 
 def fixed_signals(signals):
     """Signals that read no state, as ``signal_at(t, position, entry_price, entry_bar)``."""
@@ -40,6 +46,11 @@ CASES = {
                    [dict(n=10, k=1.0, hold=5, stop=0.01), dict(n=20, k=0.5, hold=12, stop=0.03)],
                    lambda bars, combo: RuleReference(STATE_RULE, STATE_KINDS, combo,
                                                      bars).signal_at),
+    "account_rule": (lambda: compile_rule(ACCOUNT_RULE, ACCOUNT_KINDS),
+                     [dict(n=20, floor=9_000.0, share=0.55),
+                      dict(n=40, floor=9_600.0, share=0.8)],
+                     lambda bars, combo: RuleReference(ACCOUNT_RULE, ACCOUNT_KINDS, combo,
+                                                       bars).signal_at),
 }
 
 EXECUTIONS = {

@@ -20,7 +20,7 @@ import statistics
 
 import numpy as np
 
-from .reference import ref_conflict, ref_metrics
+from .reference import ref_conflict, ref_metrics, takes_account
 
 
 def ref_rebalance_bars(time_ns, period):
@@ -325,11 +325,15 @@ def ref_portfolio(signals, bars, *, init_cash=10_000.0, fees=0.0, fixed_fee=0.0,
         if held:
             account["cash"] -= max(-account["cash"], 0.0) * rate
         orders = {}  # symbol -> (exit?, side entered: 1, -1 or 0)
+        # the account's value at this close, for rules that read it (no order pends)
+        marked = account["cash"] + sum(held[s]["size"] * bars[s]["close"][t]
+                                       for s in symbols if s in held)
         for s in symbols:
             p = held.get(s)
             pos = p["size"] if p else 0.0
+            extra = (marked, 0, math.nan) if takes_account(signals[s]) else ()
             long_entry, long_exit, short_entry, short_exit = signals[s](
-                t, pos, p["fill"] if p else math.nan, p["bar"] if p else 0)
+                t, pos, p["fill"] if p else math.nan, p["bar"] if p else 0, *extra)
             long_entry, long_exit = ref_conflict(conflict, pos, long_entry, long_exit)
             short_entry, short_exit = ref_conflict(conflict, pos, short_entry, short_exit)
             leave = (pos > 0 and long_exit) or (pos < 0 and short_exit)

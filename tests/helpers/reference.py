@@ -6,8 +6,15 @@ at speed and no code shared with barsweep.
 
 from __future__ import annotations
 
+import inspect
 import math
 import statistics
+
+
+def takes_account(signal) -> bool:
+    """Whether a reference signal takes ``equity, pending, pending_price`` after the
+    position state (7 arguments)."""
+    return len(inspect.signature(signal).parameters) == 7
 
 
 def ref_sma(close, period):
@@ -67,7 +74,10 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
     (long_entry, long_exit, short_entry, short_exit)``, asked at the close of bar t with
     the position as this simulation holds it then (after the bar's fills, stops and
     funding): its signed size (0.0 when flat), its entry fill price and entry bar (None
-    when flat).
+    when flat). A signal of 7 arguments is also given ``equity, pending, pending_price``
+    (:func:`takes_account`): the account's value ``cash + position * close[t]`` and the
+    entry order that would still work in bar t + 1 if this close did nothing (its side,
+    0 when none, and its level, NaN when none).
 
     ``conflict``: what an entry and an exit of one side true on one bar do, as vectorbt's
     ``ConflictMode`` (``ignore``: neither; ``entry``/``exit``: that one; ``adjacent``/
@@ -326,7 +336,14 @@ def ref_simulate(open_, close, long_entries=None, long_exits=None, short_entries
         # 4. the close's signals
         if signal is not None:
             e = state["entry"]
-            le, lx, se, sx = signal(t, state["pos"], e and e["price"], e and e["bar"])
+            account = ()
+            if takes_account(signal):
+                working = order if order is not None and t < order["last"] else None
+                account = (state["cash"] + state["pos"] * close[t],
+                           working["side"] if working else 0,
+                           working["level"] if working else math.nan)
+            le, lx, se, sx = signal(t, state["pos"], e and e["price"], e and e["bar"],
+                                    *account)
         else:
             le, lx = long_entries[t], long_exits[t]
             se, sx = short_entries[t], short_exits[t]

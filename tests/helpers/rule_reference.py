@@ -47,8 +47,10 @@ def _talib(name: str, output: str, series: list[np.ndarray], scalars: list) -> n
 class RuleReference:
     """The four signals of a rule at any bar, given the position state there.
 
-    ``signal_at(t, position, entry_price, entry_bar)`` returns ``(long_entry, long_exit,
-    short_entry, short_exit)``; ``position`` is the signed quantity (0 when flat).
+    ``signal_at(t, position, entry_price, entry_bar, equity, pending, pending_price)``
+    returns ``(long_entry, long_exit, short_entry, short_exit)``; ``position`` is the
+    signed quantity (0 when flat), ``pending`` the side of the entry order pending (0:
+    none; its level is then NaN).
     """
 
     def __init__(self, rule, kinds: dict, params: dict, bars: dict) -> None:
@@ -58,10 +60,13 @@ class RuleReference:
         self.n = len(self.bars["close"])
         self.series: dict[int, np.ndarray] = {}
         self.state = (0.0, NAN, 0)
+        self.account = (NAN, 0, NAN)
         self.t = 0
 
-    def signal_at(self, t: int, position: float, entry_price: float, entry_bar: int):
+    def signal_at(self, t: int, position: float, entry_price: float, entry_bar: int,
+                  equity: float = NAN, pending: int = 0, pending_price: float = NAN):
         self.state, self.t = (position, entry_price, entry_bar), t
+        self.account = (equity, pending, pending_price)
         return tuple(bool(self.value(self.trees[k], t)) for k in
                      ("long_entry", "long_exit", "short_entry", "short_exit"))
 
@@ -75,10 +80,13 @@ class RuleReference:
             return float(self.bars[node.value][t]) if t >= 0 else NAN
         if kind == "state":
             position, price, bar = self.state
+            equity, pending, pending_price = self.account
             return {"position": float(np.sign(position)),
                     "entry_price": price if position != 0 else NAN,
                     "bars_held": self.t - bar if position != 0 else 0,
-                    "quantity": float(position)}[node.value]
+                    "quantity": float(position), "equity": float(equity),
+                    "pending": float(pending),
+                    "pending_price": pending_price if pending != 0 else NAN}[node.value]
         if kind == "call":
             series = self._indicator(node)
             return float(series[t]) if t >= 0 else NAN

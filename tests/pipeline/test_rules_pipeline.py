@@ -162,8 +162,9 @@ def test_a_bad_rule_is_refused_before_any_store_or_cluster(tmp_path):
      "strategy.rule.entry: 'stop_loss' is a stop (execution.stop_loss, or a grid axis of "
      "that name), applied by the simulation inside each bar: a rule cannot read it (to read "
      "a level in a rule, give its grid axis another name, e.g. 'stop_loss_level'); a rule "
-     "reads the series (open, high, low, close, volume), the position state (position, "
-     "entry_price, bars_held, quantity) and the grid's other axes (n)", "stop_loss"),
+     "reads the series (open, high, low, close, volume), the state (position, "
+     "entry_price, bars_held, quantity, equity, pending, pending_price) and the grid's "
+     "other axes (n)", "stop_loss"),
     ("close > open AND close > sma(close, n)", {},
      "strategy.rule.entry: write `and` instead of `AND`: the rule language's logic is `and`, "
      "`or`, `not`, in lowercase as in Python", "AND"),
