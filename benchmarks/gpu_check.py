@@ -78,8 +78,8 @@ def product(limit: int, **axes) -> dict[str, np.ndarray]:
 
 
 def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
-    """About ``n`` combos per builtin strategy, per :data:`RULE_STRATEGY` and per
-    ``rule_hold`` (both of tests/gpu/gpu_rule_strategy.py)."""
+    """About ``n`` combos per builtin strategy, per :data:`RULE_STRATEGY`, per
+    ``rule_hold`` and per ``rule_account`` (all of tests/gpu/gpu_rule_strategy.py)."""
     return {
         "buy_and_hold": {},
         "sma_cross": product(n, fast=np.arange(2, 52), slow=np.arange(60, 460, 5)),
@@ -97,6 +97,10 @@ def strategy_grids(n: int) -> dict[str, dict[str, np.ndarray]]:
                                hold=np.array([2, 6, 20, 50]), k=np.array([0.01, 0.03])),
         # rules whose entry and exit hold together: execution.conflict decides each bar
         "rule_hold": product(n, period=np.arange(4, 204), hold=np.arange(1, 41)),
+        # rules that read the account (equity, the pending order): an 11-argument signal
+        "rule_account": product(n, period=np.arange(4, 204),
+                                floor=np.array([0.0, 9_000.0, 9_900.0]),
+                                k=np.array([0.002, 0.01])),
     }
 
 

@@ -126,7 +126,7 @@ def test_a_grid_axis_the_run_applies_is_named_so_in_a_rule():
     ("close", "reserved for the series (open, high, low, close, volume): in a rule, close "
               "is the bars' close"),
     ("volume", "reserved for the series"),
-    ("bars_held", "reserved for the position state"),
+    ("bars_held", "reserved for the state"),
     ("sma", "reserved for the rule language's functions: in a rule, sma calls "
             "sma(x, timeperiod)"),
     ("not", "reserved for the rule language's words"),

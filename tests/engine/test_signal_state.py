@@ -106,21 +106,25 @@ def test_in_process_kernel_equals_the_module_kernel(bars):
     with pytest.warns(UserWarning, match="cannot be imported by name"):
         here = Strategy(name="sma_hold_here", params=STRATEGY.params,
                         indicators=STRATEGY.indicators, signal=local)
-    assert kernels.compiled(local).step is local
+    step = kernels.compiled(local).step
+    assert step is not local and step.targetoptions["inline"] == "always"
     grid = {name: np.array([c[name] for c in COMBOS]) for name in COMBOS[0]}
     execution = Execution(fill="next_open", direction="both", fees=0.001, stop_loss=0.02)
     np.testing.assert_array_equal(sweep_block(here, bars, grid, execution, PPY),
                                   sweep_block(STRATEGY, bars, grid, execution, PPY))
 
 
-def test_step_is_the_8_argument_signal_or_an_inlined_wrapper():
+def test_step_is_the_11_argument_signal_or_an_inlined_wrapper():
+    """The simulation calls the 11-argument form: a shorter signal through a wrapper
+    inlined into the kernel, which drops the arguments it does not take."""
     assert kernels.signal_arity(signal_state_example.signal) == 8
-    assert kernels.compiled(signal_state_example.signal).step is signal_state_example.signal
     assert kernels.signal_arity(crossover.signal) == 5
-    step = kernels.compiled(crossover.signal).step
-    assert step is not crossover.signal and step.targetoptions["inline"] == "always"
-    assert list(step.py_func.__code__.co_varnames[:8]) == [
-        *kernels.SIGNAL_ARGS, *kernels.STATE_ARGS]
+    for signal in (signal_state_example.signal, crossover.signal):
+        step = kernels.compiled(signal).step
+        assert step is not signal and step.targetoptions["inline"] == "always"
+        assert list(step.py_func.__code__.co_varnames[:11]) == [
+            *kernels.SIGNAL_ARGS, *kernels.STATE_ARGS, *kernels.ACCOUNT_ARGS]
+        assert kernels.compiled(signal).ACCOUNT is False
 
 
 def _six(ind, rows, fparams, bars, t, position):
@@ -137,7 +141,8 @@ def test_other_arities_are_refused_naming_the_signal(function):
         Strategy(name="bad_arity", params=(), indicators=(), signal=njit(function))
     message = str(info.value)
     assert "5 arguments (ind, rows, fparams, bars, t)" in message
-    assert "8 (ind, rows, fparams, bars, t, position, entry_price, entry_bar)" in message
+    assert ("8 (and position, entry_price, entry_bar) or 11 (and position, entry_price, "
+            "entry_bar, equity, pending, pending_price)") in message
 
 
 def test_the_driver_check_types_an_8_argument_signal():

@@ -54,7 +54,7 @@ PARAMS = {
 }
 
 #: ``account_rule``'s combos (two cases of its own: the simulator is slow)
-ACCOUNT_PARAMS = _grid(n=np.array([5, 10, 20]), floor=np.array([9_000.0, 10_050.0]),
+ACCOUNT_PARAMS = _grid(n=np.array([5, 10, 20]), floor=np.array([9_000.0, 9_800.0]),
                        share=np.array([0.3, 0.45, 2.0]))
 
 EXECUTIONS = {
