@@ -1,4 +1,4 @@
-"""The ema_cross and rsi sweep kernels of two barsweep trees, side by side, one core.
+"""The ema_cross, rsi and a rule's sweep kernels of two barsweep trees, side by side, one core.
 
     mkdir -p /tmp/before/barsweep && git archive main | tar -x -C /tmp/before/barsweep
     mkdir -p /tmp/after/barsweep && git archive HEAD | tar -x -C /tmp/after/barsweep
@@ -8,7 +8,8 @@
 Each tree (a folder holding the package as ``barsweep/``) is put first on ``PYTHONPATH``
 of a child process, A then B, ``--pairs`` times in turn; a child runs each case once to
 load or compile its kernel, then ``--reps`` times, and reports its best. Cases:
-bench.py's (a) ema_cross, 8,696 combos, and (b) rsi, 2,401 combos, on 26,280 synthetic
+bench.py's (a) ema_cross, 8,696 combos, and (b) rsi, 2,401 combos, and (c) ``rule_state``,
+a rule reading the position state (an 8-argument signal), 1,200 combos, on 26,280 synthetic
 bars, with fill at the close long only and at the next open both ways with a stop. Prints
 per case the median and best of A and B and the median of the pairwise ratios A/B, and
 refuses (exit 1) when the two trees' metrics differ in any bit. ``--portfolio``: the
@@ -74,13 +75,27 @@ def portfolio_child(reps: int) -> None:
     print(json.dumps({"seconds": seconds, "digests": digests}))
 
 
+def strategy_of(name: str):
+    """A builtin strategy by name, or ``rule_state`` compiled from its rule."""
+    from barsweep.engine import get_strategy
+    from barsweep.engine.rules import Rule, compile_rule
+
+    if name != "rule_state":
+        return get_strategy(name)
+    rule = Rule("close > sma(close, n) and position == 0",
+                "bars_held >= hold or close < entry_price * (1 - k)",
+                short_entry="close < sma(close, n) and position == 0",
+                short_exit="bars_held >= hold or close > entry_price * (1 + k)", name=name)
+    return compile_rule(rule, {"n": "int", "hold": "int", "k": "float"})
+
+
 def child(reps: int) -> None:
     """Time every case with the barsweep first on sys.path; one JSON line."""
     import time
 
     import numpy as np
 
-    from barsweep.engine import Execution, get_strategy, sweep_block
+    from barsweep.engine import Execution, sweep_block
 
     bars = synthetic(7)
     fast, slow = (m.ravel() for m in np.meshgrid(np.arange(2, 102), np.arange(10, 399, 4),
@@ -88,12 +103,15 @@ def child(reps: int) -> None:
     period, lower, upper = (m.ravel() for m in np.meshgrid(
         np.arange(2, 51), np.arange(10.0, 41.0, 5.0), np.arange(60.0, 91.0, 5.0),
         indexing="ij"))
+    n, hold, k = (m.ravel() for m in np.meshgrid(np.arange(5, 125, 2), np.arange(2, 42, 4),
+                                                 np.array([0.01, 0.03]), indexing="ij"))
     grids = {"ema_cross": dict(fast=fast[fast < slow], slow=slow[fast < slow]),
-             "rsi": dict(period=period, lower=lower, upper=upper)}
+             "rsi": dict(period=period, lower=lower, upper=upper),
+             "rule_state": dict(n=n, hold=hold, k=k)}
     seconds, digests = {}, {}
     for name, params in grids.items():
         for case, kwargs in CASES.items():
-            strategy, execution = get_strategy(name), Execution(**kwargs)
+            strategy, execution = strategy_of(name), Execution(**kwargs)
             sweep_block(strategy, bars, {k: v[:2] for k, v in params.items()}, execution, 8760.0)
             runs = []
             for _ in range(reps):

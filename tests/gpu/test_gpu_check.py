@@ -69,7 +69,8 @@ def test_every_step_ran_and_left_its_rows(simulated):
     assert [c[3] for c in own] == ["32", "64", "128"]
     assert all(c[10] == "same metrics as lockstep" and c[9] == "PASS" for c in own)
     checked = [r["cells"][1] for r in rows if r["cells"][0] == "check"]
-    names = sorted([*builtin_names(), "rule_state", "rule_hold"])  # and two written as rules
+    # and three written as rules
+    names = sorted([*builtin_names(), "rule_state", "rule_hold", "rule_account"])
     assert sorted(set(checked)) == names
     assert all(checked.count(name) == 2 for name in names)  # two executions
     (run,) = [r["cells"] for r in rows if r["cells"][0] == "barsweep run"]

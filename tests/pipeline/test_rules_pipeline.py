@@ -274,3 +274,41 @@ def test_a_builtin_written_as_a_rule_makes_the_same_store(plain, tmp_path, built
         np.testing.assert_array_equal(stores["rule"][name].transpose(*want.dims).values,
                                       want.values, err_msg=name)
     assert np.nansum(stores["rule"]["n_trades"].values) > 0
+
+
+ACCOUNT_RULE = {"entry": "close > sma(close, n) and pending == 0 and equity > floor",
+                "exit": "close < sma(close, n) or close > pending_price * (1 + run)",
+                "name": "account_rule"}
+ACCOUNT_GRID = {"n": [10, 30], "floor": [9_000.0, 9_900.0], "run": [0.004, 0.05],
+                "valid_bars": [2, 6]}
+
+
+def test_a_rule_reading_the_account_runs_on_workers_and_is_read_back(plain, tmp_path):
+    """A rule reading ``equity``, ``pending`` and ``pending_price`` with limit entries
+    (``valid_bars`` a grid axis), run by ``barsweep run`` on local workers: the store is
+    the engine's sweep, and ``trades`` replays its best combo."""
+    base, _ = plain
+    spec = spec_of(base, "account.zarr", execution={
+        "fill": "next_open", "fees": 0.001, "direction": "long",
+        "entry_order": {"type": "limit", "offset": 0.003}})
+    spec.update(strategy={"name": "account_rule", "rule": {
+        k: v for k, v in ACCOUNT_RULE.items() if k != "name"}}, grid=ACCOUNT_GRID)
+    spec["run"]["out"] = str(tmp_path / "account.zarr")
+    run_spec_file(spec, tmp_path / "account.yaml")
+    ds = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    bars = open_bars(str(base / "bars"), ["BTCUSDT"], "1h").isel(symbol=0)
+    columns = {c: bars[c].values for c in ("open", "high", "low", "close")}
+    dims = ds["sharpe"].dims[1:]
+    mesh = np.meshgrid(*(ds[d].values for d in dims), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(dims, mesh, strict=True)}
+    strategy = compile_rule(ACCOUNT_RULE, {"n": "int", "floor": "float", "run": "float"})
+    want = sweep_block(strategy, columns, params, Execution(**spec["execution"]),
+                       float(ds.attrs["periods_per_year"]))
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].isel(symbol=0).values.reshape(-1),
+                                      want[:, k], err_msg=name)
+    assert (ds["n_trades"].values > 0).mean() > 0.5
+    trades = barsweep("trades", spec["run"]["out"], "--csv", tmp_path / "trades.csv",
+                      cwd=tmp_path)
+    assert trades.returncode == 0, trades.stderr
+    assert len((tmp_path / "trades.csv").read_text().splitlines()) > 1
