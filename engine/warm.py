@@ -26,6 +26,7 @@ from numba.core.errors import NumbaError
 
 from ..errors import SpecError
 from .cache import is_marked, mark_compiled
+from .core.calendar import hourly_times
 from .core.execution import Execution
 from .strategies import kernels
 from .strategies.base import Strategy
@@ -118,12 +119,13 @@ def warm_params(strategy: Strategy) -> dict[str, np.ndarray]:
 
 
 def warm_bars(n_bars: int = 300) -> dict[str, np.ndarray]:
-    """``n_bars`` synthetic hourly-like bars (seeded), with every column a rule may read
-    (volume included), what :func:`warm` runs on."""
+    """``n_bars`` synthetic hourly bars (seeded), with every column a rule may read
+    (volume and the time stamps of the calendar included), what :func:`warm` runs on."""
     rng = np.random.default_rng(0)
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n_bars)))
     return {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close,
-            "volume": 1000.0 * np.exp(rng.normal(0.0, 0.5, n_bars))}
+            "volume": 1000.0 * np.exp(rng.normal(0.0, 0.5, n_bars)),
+            "time": hourly_times(n_bars)}
 
 
 def warm(strategy: Strategy) -> tuple[float, bool]:

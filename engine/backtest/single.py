@@ -257,6 +257,8 @@ def bar_columns(bars, funding: bool) -> tuple[dict[str, np.ndarray], np.ndarray 
             time = time.astype("datetime64[ns]", copy=False).view(np.int64)
         elif time.dtype.kind in "iu":
             time = time.astype(np.int64, copy=False)
+        if time.dtype == np.int64:  # the calendar's source (engine/core/calendar.py)
+            cols["time"] = time
     return cols, time
 
 

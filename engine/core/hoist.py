@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..indicators.registry import compute_indicator
+from .calendar import BarColumns, hourly_times
 
 
 def hoist(
@@ -172,8 +173,9 @@ def warm_up(strategy, params: Mapping[str, float], n_bars: int) -> int:
     39
     """
     close = 100.0 * np.exp(np.cumsum(np.random.default_rng(0).normal(0.0, 0.01, n_bars)))
-    bars = {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close,
-            "volume": np.full(n_bars, 1000.0)}
+    bars = BarColumns({"open": close, "high": close * 1.001, "low": close * 0.999,
+                       "close": close, "volume": np.full(n_bars, 1000.0)},
+                      hourly_times(n_bars))
     ind, _ = hoist(strategy, bars, {k: np.array([v]) for k, v in params.items()}, 1)
     defined = ~np.isnan(ind)
     first = np.where(defined.any(axis=1), defined.argmax(axis=1), n_bars)

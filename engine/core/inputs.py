@@ -9,6 +9,7 @@ core)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -17,6 +18,7 @@ import numpy as np
 
 from ...errors import SpecError
 from ..indicators.osc import atr
+from .calendar import BarColumns, time_stamps
 from .execution import (
     Execution,
     RunSettings,
@@ -109,7 +111,8 @@ class KernelInputs:
     ``per_combo`` (each of EXECUTION_AXES, shape (n_combos,)) are float64 (``valid_bars``
     int64), in the
     combos' given order; ``settings`` what ``simulate`` reads of a run over every bar;
-    ``volume`` the bars' volume column (None without one), for indicators that read it.
+    ``volume`` the bars' volume column (None without one), for indicators that read it;
+    ``time`` their time stamps, int64 ns since the epoch (None without), for the calendar.
     """
 
     bars: Bars
@@ -119,15 +122,17 @@ class KernelInputs:
     per_combo: dict[str, np.ndarray]
     settings: RunSettings
     volume: np.ndarray | None = None
+    time: np.ndarray | None = None
 
-    @property
-    def columns(self) -> dict[str, np.ndarray]:
-        """The bar columns by name, as indicators read them: the prices, and the volume
-        when the bars have one."""
+    @functools.cached_property
+    def columns(self) -> BarColumns:
+        """The bar columns by name, as indicators read them: the prices, the volume
+        when the bars have one, and the calendar (``hour``, ``weekday``...,
+        :mod:`~.calendar`) when they have time stamps, computed once when first read."""
         columns = dict(zip(BAR_COLUMNS, self.bars[:4]))
         if self.volume is not None:
             columns["volume"] = self.volume
-        return columns
+        return BarColumns(columns, self.time)
 
     def combos(self, rows: np.ndarray, order: np.ndarray | None = None) -> Combos:
         """The kernel's :class:`Combos`, with their indicator ``rows`` (shape (n_combos,
@@ -166,7 +171,8 @@ def prepare_inputs(strategy, bars: Mapping[str, np.ndarray],
                  run_settings(execution, ppy, kernel_bars.bench, atr_column(kernel_bars,
                                                                             execution.atr_bars)),
                  None if "volume" not in bars else read_only(
-                     np.ascontiguousarray(bars["volume"], dtype=np.float64)))
+                     np.ascontiguousarray(bars["volume"], dtype=np.float64)),
+                 time_stamps(bars))
 
 
 def locality_order(rows: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...errors import SpecError
 from ..cache import BASE
+from ..core.calendar import CALENDAR
 from ..strategies import kernels
 from ..strategies.base import Indicator, Param, Strategy
 from .functions import ACCOUNT_STATE, FUNCTIONS, HELPERS, SERIES, STATE
@@ -163,14 +164,17 @@ def reserved_name(name: str) -> str | None:
     """Why a rule's parameter (a grid axis) cannot be called ``name``: the rule
     language's own name for a series, the position state, a function or a word; or None.
 
-    >>> print(reserved_name("close"))
-    the name 'close' is reserved for the series (open, high, low, close, volume): in a rule,
-    close is the bars' close; give the grid axis another name, e.g. 'close_level'
+    >>> print(reserved_name("close"))  # doctest: +NORMALIZE_WHITESPACE
+    the name 'close' is reserved for the series (open, high, low, close, volume, hour,
+    minute, weekday, day, month): in a rule, close is the bars' close; give the grid axis
+    another name, e.g. 'close_level'
     >>> reserved_name("fast") is None
     True
     """
     if name in SERIES:
-        what, means = f"the series ({', '.join(SERIES)})", f"is the bars' {name}"
+        what, means = f"the series ({', '.join(SERIES)})", (
+            f"is the {name} of the bar's time stamp (UTC)" if name in CALENDAR
+            else f"is the bars' {name}")
     elif name in STATE:
         what, means = f"the state ({', '.join(STATE)})", "is read from the position and account"
     elif name in FUNCTIONS or name in HELPERS:

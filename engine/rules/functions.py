@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The bar columns a rule reads by name.
-SERIES = ("open", "high", "low", "close", "volume")
+from ..core.calendar import CALENDAR
+
+#: The bar columns a rule reads by name, and the calendar of their time stamps (UTC:
+#: :mod:`barsweep.engine.core.calendar`).
+SERIES = ("open", "high", "low", "close", "volume", *CALENDAR)
 
 #: The account's state a rule reads by name: its equity at the close and the entry order
 #: pending then (its side and level). A rule reading any of them compiles to an

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...errors import SpecError
+from ..core.calendar import CALENDAR
+from ..core.calendar import missing as missing_time
 from ..core.inputs import BAR_COLUMNS
 from ..indicators.registry import INDICATORS
 from .functions import FUNCTIONS
@@ -188,6 +190,8 @@ def _column(name: str, columns) -> np.ndarray:
     """Bar column ``name`` as float64; SpecError when the bars have none, or when it is
     NaN at every bar (bars imported without it)."""
     if name not in columns:
+        if name in CALENDAR:
+            raise missing_time(name)
         raise SpecError(f"the rule reads {name}, but the bars have no {name} column")
     column = np.asarray(columns[name], dtype=np.float64)
     if len(column) and np.isnan(column).all():

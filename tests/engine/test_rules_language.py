@@ -123,8 +123,11 @@ def test_a_grid_axis_the_run_applies_is_named_so_in_a_rule():
 
 
 @pytest.mark.parametrize(("axis", "reserved"), [
-    ("close", "reserved for the series (open, high, low, close, volume): in a rule, close "
-              "is the bars' close"),
+    ("close", "reserved for the series (open, high, low, close, volume, hour, minute, "
+              "weekday, day, month): in a rule, close is the bars' close"),
+    ("weekday", "reserved for the series (open, high, low, close, volume, hour, minute, "
+                "weekday, day, month): in a rule, weekday is the weekday of the bar's time "
+                "stamp (UTC)"),
     ("volume", "reserved for the series"),
     ("bars_held", "reserved for the state"),
     ("sma", "reserved for the rule language's functions: in a rule, sma calls "

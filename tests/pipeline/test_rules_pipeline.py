@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 import yaml
@@ -162,9 +163,9 @@ def test_a_bad_rule_is_refused_before_any_store_or_cluster(tmp_path):
      "strategy.rule.entry: 'stop_loss' is a stop (execution.stop_loss, or a grid axis of "
      "that name), applied by the simulation inside each bar: a rule cannot read it (to read "
      "a level in a rule, give its grid axis another name, e.g. 'stop_loss_level'); a rule "
-     "reads the series (open, high, low, close, volume), the state (position, "
-     "entry_price, bars_held, quantity, equity, pending, pending_price) and the grid's "
-     "other axes (n)", "stop_loss"),
+     "reads the series (open, high, low, close, volume, hour, minute, weekday, day, month), "
+     "the state (position, entry_price, bars_held, quantity, equity, pending, "
+     "pending_price) and the grid's other axes (n)", "stop_loss"),
     ("close > open AND close > sma(close, n)", {},
      "strategy.rule.entry: write `and` instead of `AND`: the rule language's logic is `and`, "
      "`or`, `not`, in lowercase as in Python", "AND"),
@@ -210,8 +211,8 @@ def test_a_grid_axis_named_as_a_series_is_refused_as_reserved(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
         f"barsweep: error: invalid sweep spec {path}: grid.close: the name 'close' is "
-        "reserved for the series (open, high, low, close, volume): in a rule, close is the "
-        "bars' close; give the grid axis another name, e.g. 'close_level'"), done.stderr
+        "reserved for the series (open, high, low, close, volume, hour, minute, weekday, day, "
+        "month): in a rule, close is the bars' close; give the grid axis another name, e.g. 'close_level'"), done.stderr
 
 
 def test_check_compiles_a_rule_without_running(plain, tmp_path):
@@ -312,3 +313,41 @@ def test_a_rule_reading_the_account_runs_on_workers_and_is_read_back(plain, tmp_
                       cwd=tmp_path)
     assert trades.returncode == 0, trades.stderr
     assert len((tmp_path / "trades.csv").read_text().splitlines()) > 1
+
+
+CALENDAR_RULE = {"entry": "weekday < 5 and hour >= start and close > sma(close, n)",
+                 "exit": "hour >= stop or close < sma(close, n)"}
+CALENDAR_GRID = {"n": [10, 30], "start": [8, 14], "stop": [18, 22]}
+
+
+def test_a_rule_reading_the_calendar_runs_on_workers_and_is_read_back(plain, tmp_path):
+    """A session filter (``weekday``, ``hour``) run by ``barsweep run`` on local workers,
+    which read the calendar from the stored bars' time stamps: the store is the engine's
+    sweep on the same bars, and ``trades`` lists only entries decided in the session."""
+    base, _ = plain
+    spec = spec_of(base, "calendar.zarr", grid=CALENDAR_GRID,
+                   strategy={"name": "session", "rule": CALENDAR_RULE})
+    spec["run"]["out"] = str(tmp_path / "calendar.zarr")
+    run_spec_file(spec, tmp_path / "calendar.yaml")
+    ds = xr.open_zarr(spec["run"]["out"], consolidated=False)
+    bars = open_bars(str(base / "bars"), ["BTCUSDT"], "1h").isel(symbol=0)
+    columns = {c: bars[c].values for c in ("open", "high", "low", "close")}
+    columns["time"] = bars["time"].values
+    dims = ds["sharpe"].dims[1:]
+    mesh = np.meshgrid(*(ds[d].values for d in dims), indexing="ij")
+    params = {k: m.ravel() for k, m in zip(dims, mesh, strict=True)}
+    strategy = compile_rule({**CALENDAR_RULE, "name": "session"},
+                            {"n": "int", "start": "int", "stop": "int"})
+    want = sweep_block(strategy, columns, params, Execution(**spec["execution"]),
+                       float(ds.attrs["periods_per_year"]))
+    for k, name in enumerate(METRICS):
+        np.testing.assert_array_equal(ds[name].isel(symbol=0).values.reshape(-1),
+                                      want[:, k], err_msg=name)
+    assert (ds["n_trades"].values > 0).all()
+    trades = barsweep("trades", spec["run"]["out"], "--csv", tmp_path / "trades.csv",
+                      cwd=tmp_path)
+    assert trades.returncode == 0, trades.stderr
+    table = pd.read_csv(tmp_path / "trades.csv")
+    entered = pd.DatetimeIndex(pd.to_datetime(table["entry_time"], utc=True))
+    decided = entered - pd.Timedelta("1h")  # at the close before the fill
+    assert len(table) > 0 and (decided.day_of_week < 5).all()
