@@ -383,6 +383,22 @@ MUTATIONS = (
         '"pending_price": "price(pending, entry_price)"',
         ("tests/engine/test_account_state.py::test_pending_price_is_the_order_level",),
     ),
+    Mutation(
+        "the calendar's weekdays start on the wrong day",
+        "engine/core/calendar.py",
+        "_EPOCH_WEEKDAY = 3  # 1970-01-01 was a Thursday",
+        "_EPOCH_WEEKDAY = 4  # 1970-01-01 was a Thursday",
+        ("tests/engine/test_calendar.py::test_the_calendar_is_pandas_across_centuries_leap_"
+         "days_and_the_epoch",),
+    ),
+    Mutation(
+        "the calendar's hours truncate toward zero before the epoch",
+        "engine/core/calendar.py",
+        "    minutes = time_ns // _MINUTE_NS  # floor: times before the epoch too",
+        "    minutes = (time_ns / _MINUTE_NS).astype(np.int64)",
+        ("tests/engine/test_calendar.py::test_the_calendar_is_pandas_across_centuries_leap_"
+         "days_and_the_epoch",),
+    ),
 )
 
 

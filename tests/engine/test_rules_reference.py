@@ -92,8 +92,9 @@ CASES = {**OWN, **page_rules()}
 
 
 def test_the_page_has_its_five_classic_strategies():
+    # and the calendar's session filter
     assert set(page_rules()) == {"rsi_trend", "bollinger_breakout", "turtle", "macd_cross",
-                                 "three_down"}
+                                 "three_down", "session"}
 
 
 @pytest.fixture(scope="module")

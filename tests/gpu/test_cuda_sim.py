@@ -122,7 +122,8 @@ def test_cases_cover_every_strategy_and_trade(simulated):
     assert len(results) == len(CASES) + len(RUIN_CASES) and len(CASES) >= 20
     assert {c[1] for c in CASES} == {"buy_and_hold", "sma_cross", "ema_cross", "rsi", "trix",
                                      "macd", "bollinger", "donchian", "sma_trend", "wma_band",
-                                     "sma_hold", "rule_state", "rule_hold", "rule_account"}
+                                     "sma_hold", "rule_state", "rule_hold", "rule_account",
+                                     "rule_calendar"}
 
 
 @pytest.mark.parametrize("execution", sorted({**EXECUTIONS, **CONFLICTS}))

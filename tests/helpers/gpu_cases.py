@@ -108,6 +108,8 @@ PARAMS = {
     "rule_hold": _grid(period=np.arange(4, 36, 2), hold=np.array([1, 2, 5, 12])),
     "rule_account": _grid(period=np.arange(4, 20, 2), floor=np.array([9_000.0, 10_050.0]),
                           k=np.array([0.002, 0.01])),
+    "rule_calendar": _grid(period=np.arange(4, 20, 2), start=np.array([6, 13]),
+                           stop=np.array([17, 22])),
 }
 
 #: Strategies registered by modules of the tests (docs/STRATEGIES.md's examples, one of
@@ -115,7 +117,7 @@ PARAMS = {
 #: written as rules, in tests/gpu), each imported by its name as a user's module is.
 MODULES = {"sma_trend": "custom_strategy_example", "wma_band": "gpu_extra_strategy",
            "rule_state": "gpu_rule_strategy", "rule_hold": "gpu_rule_strategy",
-           "rule_account": "gpu_rule_strategy",
+           "rule_account": "gpu_rule_strategy", "rule_calendar": "gpu_calendar_strategy",
            "sma_hold": "signal_state_example"}
 MODULE_FOLDERS = (TESTS / "engine", TESTS / "gpu")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import talib
 
 from barsweep.engine.rules.build import parse_all
@@ -56,7 +57,16 @@ class RuleReference:
     def __init__(self, rule, kinds: dict, params: dict, bars: dict) -> None:
         self.trees = parse_all(rule, kinds)
         self.params = {k: float(v) for k, v in params.items()}
-        self.bars = {k: np.asarray(v, dtype=np.float64) for k, v in bars.items()}
+        self.bars = {k: np.asarray(v, dtype=np.float64) for k, v in bars.items()
+                     if k != "time"}
+        if "time" in bars:  # the calendar as pandas reads it (UTC)
+            index = pd.DatetimeIndex(np.asarray(bars["time"]).astype("datetime64[ns]"),
+                                     tz="UTC")
+            calendar = {"hour": index.hour, "minute": index.minute,
+                        "weekday": index.day_of_week, "day": index.day,
+                        "month": index.month}
+            for name, values in calendar.items():
+                self.bars.setdefault(name, np.asarray(values, dtype=np.float64))
         self.n = len(self.bars["close"])
         self.series: dict[int, np.ndarray] = {}
         self.state = (0.0, NAN, 0)
