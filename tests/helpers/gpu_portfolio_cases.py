@@ -1,8 +1,8 @@
-"""CUDA-vs-CPU portfolio cases, sized for the simulator: 4 symbols, ``ema_cross`` and a
-rule reading the position state and one reading the account's equity, fills at the close and at the next open, fees, fixed
-fees and slippage, ``max_positions`` as one value and per combo, one case where the
-account is ruined, and one trading both sides with funding, leverage, borrowing, margin
-calls and a percent size in lots."""
+"""CUDA-vs-CPU portfolio cases, sized for the simulator: 4 symbols, ``ema_cross``, a rule
+reading the position state and one reading the account's equity, fills at the close and at
+the next open, fees, fixed fees and slippage, ``max_positions`` as one value and per
+combo, one case where the account is ruined, and one trading both sides with funding,
+leverage, borrowing, margin calls and a percent size in lots."""
 
 from __future__ import annotations
 
