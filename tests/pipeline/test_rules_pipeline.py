@@ -212,7 +212,8 @@ def test_a_grid_axis_named_as_a_series_is_refused_as_reserved(tmp_path):
     assert done.stderr.strip() == (
         f"barsweep: error: invalid sweep spec {path}: grid.close: the name 'close' is "
         "reserved for the series (open, high, low, close, volume, hour, minute, weekday, day, "
-        "month): in a rule, close is the bars' close; give the grid axis another name, e.g. 'close_level'"), done.stderr
+        "month): in a rule, close is the bars' close; give the grid axis another name, e.g. "
+        "'close_level'"), done.stderr
 
 
 def test_check_compiles_a_rule_without_running(plain, tmp_path):
