@@ -44,6 +44,8 @@ def test_prepare_inputs_packs_what_every_backend_takes():
     assert inputs.per_combo["stop_loss"].tolist() == [0.05, 0.1, 0.2]
     assert inputs.per_combo["size_value"].tolist() == [1.0, 1.0, 1.0]  # all-in
     assert (inputs.settings.start, inputs.settings.end, inputs.settings.fee_rate) == (0, 100, 0.001)
-    assert sorted(inputs.columns) == ["close", "high", "low", "open"]
+    # the prices, and the calendar of the bars' time stamps (engine/core/calendar.py)
+    assert sorted(inputs.columns) == sorted(["close", "high", "low", "open", "hour", "minute",
+                                             "weekday", "day", "month"])
     rows = np.array([[0, 2], [1, 2], [0, 3]])
     assert sorted(locality_order(rows).tolist()) == [0, 1, 2]
