@@ -16,8 +16,7 @@ from helpers.bars import random_bars
 from helpers.compare import assert_metrics_match
 from helpers.portfolio_cases import CASES as PORTFOLIO_CASES
 from helpers.portfolio_cases import SYMBOLS
-from helpers.reference import ref_simulate
-from helpers.rule_reference import RuleReference
+from helpers.rule_reference import reference_run
 from numba import njit
 
 from barsweep.engine import (
@@ -112,10 +111,7 @@ def test_rule_reading_the_account_equals_the_reference(bars, name, execution):
         extra["atr"] = _atr(bars)
     traded = 0
     for i, combo in enumerate(combos):
-        ref = RuleReference(rule, kinds, combo, bars)
-        metrics, equity, trades = ref_simulate(
-            list(bars["open"]), list(bars["close"]), high=list(bars["high"]),
-            low=list(bars["low"]), ppy=PPY, signal=ref.signal_at, **extra)
+        metrics, equity, trades = reference_run(rule, kinds, combo, bars, PPY, **extra)
         where = f"{name} {combo} {execution}"
         assert_metrics_match(dict(zip(METRICS, ours[i], strict=True)), metrics, where=where)
         one = backtest(bars, rule, combo, ppy=PPY, **settings)

@@ -13,8 +13,7 @@ import pytest
 import xarray as xr
 from helpers.bars import random_bars
 from helpers.compare import assert_metrics_match
-from helpers.reference import ref_simulate
-from helpers.rule_reference import RuleReference
+from helpers.rule_reference import reference_run
 
 from barsweep.engine import METRICS, Execution, backtest, sweep_block, sweep_portfolio
 from barsweep.engine.core.calendar import CALENDAR, calendar_field
@@ -83,10 +82,7 @@ def test_a_rule_reading_the_calendar_equals_the_reference(bars, name, execution)
     theirs_bars = {**bars, **pandas_calendar(bars["time"])}
     traded = 0
     for i, combo in enumerate(combos):
-        ref = RuleReference(rule, kinds, combo, theirs_bars)
-        metrics, _, trades = ref_simulate(
-            list(bars["open"]), list(bars["close"]), high=list(bars["high"]),
-            low=list(bars["low"]), ppy=PPY, signal=ref.signal_at, **settings)
+        metrics, _, trades = reference_run(rule, kinds, combo, theirs_bars, PPY, **settings)
         assert_metrics_match(dict(zip(METRICS, ours[i], strict=True)), metrics,
                              where=f"{name} {combo} {execution}")
         traded += len(trades) > 0

@@ -13,8 +13,7 @@ import pytest
 import yaml
 from helpers.bars import random_bars
 from helpers.compare import assert_metrics_match
-from helpers.reference import ref_simulate
-from helpers.rule_reference import RuleReference
+from helpers.rule_reference import RuleReference, reference_run
 
 from barsweep.engine import METRICS, Execution, backtest, sweep_block
 from barsweep.engine.rules import Rule, compile_rule
@@ -114,10 +113,7 @@ def test_rule_equals_the_reference_over_whole_runs(bars, name, execution):
     ours = sweep_block(strategy, bars, params, Execution(**settings), PPY)
     traded = 0
     for i, combo in enumerate(combos):
-        ref = RuleReference(rule, kinds, combo, bars)
-        metrics, equity, trades = ref_simulate(
-            list(bars["open"]), list(bars["close"]), high=list(bars["high"]),
-            low=list(bars["low"]), ppy=PPY, signal=ref.signal_at, **settings)
+        metrics, equity, trades = reference_run(rule, kinds, combo, bars, PPY, **settings)
         assert_metrics_match(dict(zip(METRICS, ours[i], strict=True)), metrics,
                              where=f"{name} {combo}")
         one = backtest(bars, rule, combo, ppy=PPY, **settings)

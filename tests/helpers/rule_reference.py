@@ -16,6 +16,8 @@ import talib
 
 from barsweep.engine.rules.build import parse_all
 
+from .reference import ref_simulate
+
 NAN = float("nan")
 
 
@@ -155,3 +157,12 @@ def _apply(node, values):
     if kind == "not":
         return not values[0]
     raise ValueError(kind)
+
+
+def reference_run(rule, kinds: dict, combo: dict, bars: dict, ppy: float, **settings):
+    """The slow reference's ``(metrics, equity, trades)`` of one combo of ``rule`` over
+    ``bars``: the rule evaluated bar by bar (:class:`RuleReference`) and simulated by
+    :func:`~helpers.reference.ref_simulate` with ``settings``."""
+    ref = RuleReference(rule, kinds, combo, bars)
+    return ref_simulate(list(bars["open"]), list(bars["close"]), high=list(bars["high"]),
+                        low=list(bars["low"]), ppy=ppy, signal=ref.signal_at, **settings)
